@@ -1,0 +1,222 @@
+"""Compiled inner loops of fingerprinting (numba, compiled on first use and cached on disk).
+
+Everything here works on code point arrays and returns numbers; the meaning of each
+number is defined in ``fingerprint.py``, and ``tests/test_fingerprint.py`` re-computes all
+of it with a plain Python loop per shingle. numba was chosen over plain numpy after
+measurement (docs/benchmarks.md): numpy must materialise an (shingles x 64) bit matrix for
+SimHash and an (shingles x K) matrix for classic MinHash, while one compiled pass over the
+shingle hashes does both from cache-resident data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_U64 = np.uint64
+# The 64-bit FNV prime: an odd multiplier with well-spread bits, used for polynomial
+# hashing of code points and of token hashes; fmix64 afterwards removes its weaknesses.
+POLY_MULTIPLIER = 0x100000001B3
+# Distinct odd constants so that densification probes never coincide with shingle hashes.
+DENSIFY_BIN_MULTIPLIER = 0x9E3779B97F4A7C15
+DENSIFY_ATTEMPT_MULTIPLIER = 0xC2B2AE3D27D4EB4F
+
+CLASS_SEPARATOR = 0
+CLASS_WORD = 1
+CLASS_SINGLE_CHAR_TOKEN = 2
+
+
+@njit(cache=True, inline="always")
+def fmix64(h: np.uint64) -> np.uint64:
+    """MurmurHash3's 64-bit finaliser: every input bit affects every output bit."""
+    h ^= h >> _U64(33)
+    h *= _U64(0xFF51AFD7ED558CCD)
+    h ^= h >> _U64(33)
+    h *= _U64(0xC4CEB93F40A6BEC5)
+    h ^= h >> _U64(33)
+    return h
+
+
+@njit(cache=True)
+def char_shingle_hashes(
+    code_points: np.ndarray, size: int, seed_mix: np.uint64, out: np.ndarray
+) -> int:
+    """Hashes of every character n-gram of ``code_points`` into ``out``; returns the count.
+
+    A text shorter than ``size`` gives one shingle: the whole text.
+    """
+    length = code_points.shape[0]
+    width = min(size, length)
+    count = length - width + 1
+    multiplier = _U64(POLY_MULTIPLIER)
+    for start in range(count):
+        poly = _U64(0)
+        for offset in range(width):
+            poly = poly * multiplier + _U64(code_points[start + offset]) + _U64(1)
+        out[start] = fmix64(poly ^ seed_mix)
+    return count
+
+
+@njit(cache=True)
+def word_shingle_hashes(
+    code_points: np.ndarray,
+    size: int,
+    seed_mix: np.uint64,
+    char_classes: np.ndarray,
+    token_scratch: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """Hashes of every word n-gram into ``out``; returns the count.
+
+    Tokens are maximal runs of word characters; each character of a script written
+    without spaces is a token of its own. A text with fewer than ``size`` tokens gives one
+    shingle of all its tokens, and a text with no token at all (only punctuation) is
+    taken as one token.
+    """
+    multiplier = _U64(POLY_MULTIPLIER)
+    tokens = 0
+    poly = _U64(0)
+    in_token = False
+    for position in range(code_points.shape[0]):
+        code_point = code_points[position]
+        kind = char_classes[code_point]
+        if kind == CLASS_WORD:
+            poly = poly * multiplier + _U64(code_point) + _U64(1)
+            in_token = True
+            continue
+        if in_token:
+            token_scratch[tokens] = fmix64(poly)
+            tokens += 1
+            poly = _U64(0)
+            in_token = False
+        if kind == CLASS_SINGLE_CHAR_TOKEN:
+            token_scratch[tokens] = fmix64(_U64(code_point) + _U64(1))
+            tokens += 1
+    if in_token:
+        token_scratch[tokens] = fmix64(poly)
+        tokens += 1
+    if tokens == 0:
+        poly = _U64(0)
+        for position in range(code_points.shape[0]):
+            poly = poly * multiplier + _U64(code_points[position]) + _U64(1)
+        token_scratch[0] = fmix64(poly)
+        tokens = 1
+    width = min(size, tokens)
+    count = tokens - width + 1
+    for start in range(count):
+        poly = _U64(0)
+        for offset in range(width):
+            poly = poly * multiplier + token_scratch[start + offset]
+        out[start] = fmix64(poly ^ seed_mix)
+    return count
+
+
+@njit(cache=True)
+def simhash64(hashes: np.ndarray, count: int) -> np.uint64:
+    """Charikar's SimHash with weight 1 per shingle occurrence.
+
+    Bit b is set when more than half of the shingle hashes have bit b set (a tie
+    leaves it clear).
+    """
+    ones = np.zeros(64, dtype=np.int64)
+    for i in range(count):
+        h = hashes[i]
+        for bit in range(64):
+            ones[bit] += np.int64((h >> _U64(bit)) & _U64(1))
+    fingerprint = _U64(0)
+    for bit in range(64):
+        if 2 * ones[bit] > count:
+            fingerprint |= _U64(1) << _U64(bit)
+    return fingerprint
+
+
+@njit(cache=True)
+def one_permutation_minhash(
+    hashes: np.ndarray, count: int, seed_mix: np.uint64, out: np.ndarray
+) -> None:
+    """One-permutation MinHash with optimal densification into ``out`` (K uint32 values).
+
+    The high 32 bits of a shingle hash pick its bin (multiply-shift onto 0..K-1), the low
+    32 bits are its value; each bin keeps its minimum. An empty bin j copies the value of
+    the first non-empty bin among probes fmix64(seed ^ (j * A + attempt * B)) mod K,
+    attempt = 1, 2, ... (Shrivastava 2017), so two documents with the same non-empty bins
+    fill their empty ones identically.
+    """
+    num_bins = out.shape[0]
+    filled = np.zeros(num_bins, dtype=np.bool_)
+    for i in range(count):
+        h = hashes[i]
+        bin_index = np.int64(((h >> _U64(32)) * _U64(num_bins)) >> _U64(32))
+        value = np.uint32(h & _U64(0xFFFFFFFF))
+        if not filled[bin_index] or value < out[bin_index]:
+            out[bin_index] = value
+            filled[bin_index] = True
+    empty_bins = []
+    for j in range(num_bins):
+        if not filled[j]:
+            empty_bins.append(j)
+    for j in empty_bins:
+        attempt = 1
+        while True:
+            probe = fmix64(
+                seed_mix
+                ^ (
+                    _U64(j) * _U64(DENSIFY_BIN_MULTIPLIER)
+                    + _U64(attempt) * _U64(DENSIFY_ATTEMPT_MULTIPLIER)
+                )
+            )
+            source = np.int64(probe % _U64(num_bins))
+            if filled[source]:
+                out[j] = out[source]
+                break
+            attempt += 1
+
+
+@njit(cache=True)
+def classic_minhash(
+    hashes: np.ndarray, count: int, multipliers: np.ndarray, increments: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Classic K-permutation MinHash: value k is min over shingles of (a_k h + b_k) >> 32."""
+    num_perm = out.shape[0]
+    for k in range(num_perm):
+        out[k] = np.uint32(0xFFFFFFFF)
+    for i in range(count):
+        h = hashes[i]
+        for k in range(num_perm):
+            value = np.uint32((multipliers[k] * h + increments[k]) >> _U64(32))
+            if value < out[k]:
+                out[k] = value
+
+
+@njit(cache=True)
+def fingerprint_documents(
+    code_points: np.ndarray,
+    offsets: np.ndarray,
+    word_unit: bool,
+    size: int,
+    seed_mix: np.uint64,
+    char_classes: np.ndarray,
+    simhash_out: np.ndarray,
+    minhash_out: np.ndarray,
+) -> None:
+    """SimHash and one-permutation MinHash of every document of a batch.
+
+    Document d is ``code_points[offsets[d]:offsets[d + 1]]`` (never empty). The shingle
+    hashes of one document live only in a scratch buffer reused by the next.
+    """
+    longest = 1
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    scratch = np.empty(longest, dtype=np.uint64)
+    token_scratch = np.empty(longest, dtype=np.uint64)
+    for d in range(offsets.shape[0] - 1):
+        document = code_points[offsets[d] : offsets[d + 1]]
+        if word_unit:
+            count = word_shingle_hashes(
+                document, size, seed_mix, char_classes, token_scratch, scratch
+            )
+        else:
+            count = char_shingle_hashes(document, size, seed_mix, scratch)
+        simhash_out[d] = simhash64(scratch, count)
+        one_permutation_minhash(scratch, count, seed_mix, minhash_out[d])

@@ -1,0 +1,15 @@
+"""Array types shared by the core, named once."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+ShingleHashes: TypeAlias = npt.NDArray[np.uint64]
+SimHashes: TypeAlias = npt.NDArray[np.uint64]
+MinHashes: TypeAlias = npt.NDArray[np.uint32]
+ExactHashes: TypeAlias = npt.NDArray[np.uint64]
+Keys: TypeAlias = npt.NDArray[np.uint64]
+Rows: TypeAlias = npt.NDArray[np.int64]
