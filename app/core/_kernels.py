@@ -45,7 +45,7 @@ def char_shingle_hashes(
 
     A text shorter than ``size`` gives one shingle: the whole text.
     """
-    length = code_points.shape[0]
+    length: int = code_points.shape[0]
     width = min(size, length)
     count = length - width + 1
     multiplier = _U64(POLY_MULTIPLIER)
@@ -174,7 +174,10 @@ def one_permutation_minhash(
 
 @njit(cache=True)
 def classic_minhash(
-    hashes: np.ndarray, count: int, multipliers: np.ndarray, increments: np.ndarray,
+    hashes: np.ndarray,
+    count: int,
+    multipliers: np.ndarray,
+    increments: np.ndarray,
     out: np.ndarray,
 ) -> None:
     """Classic K-permutation MinHash: value k is min over shingles of (a_k h + b_k) >> 32."""

@@ -140,7 +140,7 @@ def shingle_hashes(normalized_text: str, params: FingerprintParams) -> ShingleHa
     mix = np.uint64(seed_mix(params.seed))
     if params.unit == "word":
         scratch = np.empty(len(code_points), dtype=np.uint64)
-        count = _kernels.word_shingle_hashes(
+        count: int = _kernels.word_shingle_hashes(
             code_points, params.size, mix, char_classes(), scratch, out
         )
     else:
@@ -151,8 +151,7 @@ def shingle_hashes(normalized_text: str, params: FingerprintParams) -> ShingleHa
 def exact_hashes(normalized_texts: list[str]) -> ExactHashes:
     """xxh3-128 of each normalised text's UTF-8 bytes, as (high, low) uint64 pairs."""
     digests = b"".join(
-        xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
-        for text in normalized_texts
+        xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass")) for text in normalized_texts
     )
     return np.frombuffer(digests, dtype=">u8").astype(np.uint64).reshape(-1, 2)
 
@@ -203,8 +202,9 @@ def jaccard_estimate(signature: MinHashes, others: MinHashes) -> np.ndarray:
 
     The fraction of positions where the values agree; O(M K).
     """
-    matches: np.ndarray = np.count_nonzero(others == signature, axis=-1)
-    return matches / signature.shape[-1]
+    matches = np.count_nonzero(others == signature, axis=-1)
+    estimates: np.ndarray = matches / signature.shape[-1]
+    return estimates
 
 
 def hamming_distance(fingerprint_value: np.uint64 | int, others: SimHashes) -> np.ndarray:

@@ -1,0 +1,133 @@
+"""Slow, obviously correct reference implementations the tests compare the core against.
+
+One Python loop per shingle, Python ints for every hash, Python sets for Jaccard. They
+share only the documented definitions (docs/design.md) with app/core, not its code.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+MASK = (1 << 64) - 1
+MULTIPLIER = 0x100000001B3
+
+
+def mix(value: int) -> int:
+    value &= MASK
+    value ^= value >> 33
+    value = (value * 0xFF51AFD7ED558CCD) & MASK
+    value ^= value >> 33
+    value = (value * 0xC4CEB93F40A6BEC5) & MASK
+    return value ^ (value >> 33)
+
+
+def seed_value(seed: int) -> int:
+    return mix(seed * 0x9E3779B97F4A7C15 + 1)
+
+
+def polynomial(values: list[int]) -> int:
+    result = 0
+    for value in values:
+        result = (result * MULTIPLIER + value) & MASK
+    return result
+
+
+def char_shingles(text: str, size: int) -> list[str]:
+    if len(text) < size:
+        return [text]
+    return [text[i : i + size] for i in range(len(text) - size + 1)]
+
+
+def _without_spaces(char: str) -> bool:
+    cp = ord(char)
+    ranges = [
+        (0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x2E80, 0x2FDF),
+        (0x3000, 0x303F), (0x3040, 0x30FF), (0x3100, 0x312F), (0x31F0, 0x31FF),
+        (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF),
+        (0x20000, 0x3134F),
+    ]  # fmt: skip
+    return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+def word_tokens(text: str) -> list[str]:
+    tokens: list[str] = []
+    current = ""
+    for char in text:
+        if unicodedata.category(char)[0] in "LMN":
+            if _without_spaces(char):
+                if current:
+                    tokens.append(current)
+                current = ""
+                tokens.append(char)
+            else:
+                current += char
+        else:
+            if current:
+                tokens.append(current)
+            current = ""
+    if current:
+        tokens.append(current)
+    return tokens or [text]
+
+
+def word_shingles(text: str, size: int) -> list[tuple[str, ...]]:
+    tokens = word_tokens(text)
+    if len(tokens) < size:
+        return [tuple(tokens)]
+    return [tuple(tokens[i : i + size]) for i in range(len(tokens) - size + 1)]
+
+
+def code_points(text: str) -> list[int]:
+    return [ord(char) + 1 for char in text]
+
+
+def char_shingle_hash(shingle: str, seed: int) -> int:
+    return mix(polynomial(code_points(shingle)) ^ seed_value(seed))
+
+
+def word_shingle_hash(shingle: tuple[str, ...], seed: int) -> int:
+    token_hashes = [mix(polynomial(code_points(token))) for token in shingle]
+    return mix(polynomial(token_hashes) ^ seed_value(seed))
+
+
+def shingle_hashes(text: str, unit: str, size: int, seed: int) -> list[int]:
+    if unit == "char":
+        return [char_shingle_hash(s, seed) for s in char_shingles(text, size)]
+    return [word_shingle_hash(s, seed) for s in word_shingles(text, size)]
+
+
+def simhash(hashes: list[int]) -> int:
+    result = 0
+    for bit in range(64):
+        ones = sum(1 for h in hashes if (h >> bit) & 1)
+        if 2 * ones > len(hashes):
+            result |= 1 << bit
+    return result
+
+
+def one_permutation_minhash(hashes: list[int], num_bins: int, seed: int) -> list[int]:
+    bins: list[int | None] = [None] * num_bins
+    for h in hashes:
+        index = ((h >> 32) * num_bins) >> 32
+        value = h & 0xFFFFFFFF
+        current = bins[index]
+        if current is None or value < current:
+            bins[index] = value
+    filled = list(bins)
+    for j in range(num_bins):
+        attempt = 1
+        while filled[j] is None:
+            probe = mix(
+                seed_value(seed) ^ ((j * 0x9E3779B97F4A7C15 + attempt * 0xC2B2AE3D27D4EB4F) & MASK)
+            )
+            filled[j] = bins[probe % num_bins]
+            attempt += 1
+    return [value for value in filled if value is not None]
+
+
+def jaccard(a: set[object], b: set[object]) -> float:
+    return len(a & b) / len(a | b)
+
+
+def hamming(a: int, b: int) -> int:
+    return bin(a ^ b).count("1")
