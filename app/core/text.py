@@ -37,6 +37,19 @@ _NO_SPACE_CLASS = "".join(
 _SPACE_BETWEEN_NO_SPACE_CHARS = re.compile(f"(?<=[{_NO_SPACE_CLASS}]) (?=[{_NO_SPACE_CLASS}])")
 
 
+# NFKC maps full-width ASCII (U+FF01-FF5E) and the ideographic space to ASCII, but one such
+# character sends unicodedata down its slow path (~75 us for 500 Chinese characters with
+# their usual full-width commas). Mapping them first with the same result leaves NFKC on
+# its fast path (~12 us); NFKC of the mapped text equals NFKC of the original because
+# their compatibility decompositions are the same.
+_FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")
+_FULL_WIDTH_TO_ASCII = {chr(cp): chr(cp - 0xFEE0) for cp in range(0xFF01, 0xFF5F)} | {"\u3000": " "}
+
+
+def _to_ascii(match: re.Match[str]) -> str:
+    return _FULL_WIDTH_TO_ASCII[match.group()]
+
+
 class EmptyDocument(ValueError):
     """The text has nothing left to fingerprint once normalised."""
 
@@ -78,7 +91,9 @@ def normalize(text: str, *, html: bool = False) -> str:
     """
     if html:
         text = html_to_text(text)
-    text = unicodedata.normalize("NFKC", text).casefold()
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", _FULL_WIDTH.sub(_to_ascii, text))
+    text = text.casefold()
     text = " ".join(text.split())
     if not text.isascii():
         text = _SPACE_BETWEEN_NO_SPACE_CHARS.sub("", text)

@@ -1,0 +1,187 @@
+"""LSHIndex: MinHash signatures banded into SortedTable lanes, candidates verified.
+
+Cut a K-value signature into b bands of r values; two documents whose signatures agree
+on a whole band become candidates. For Jaccard s that happens with probability
+1 - (1 - s^r)^b, an S-curve whose steepest part sits near (1/b)^(1/r). b and r are
+chosen from the threshold t by minimising
+
+    w_fp * integral_0^t P(s) ds  +  w_fn * integral_t^1 (1 - P(s)) ds,   b r <= K
+
+(the areas of false positives and false negatives under the curve). The default weights
+are 0.2 for false positives and 0.8 for false negatives: every candidate is verified
+with the full signature, so a false positive costs only a comparison, while a false
+negative is a duplicate let through. The K - b r values that no band uses still count in
+verification: the estimate uses all K values.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core import _index_kernels as kernels
+from app.core.row_array import RowArray, check_rows, claim_rows, tombstone_rows
+from app.core.sorted_table import SortedTable
+from app.core.types import MinHashes, Rows
+
+FALSE_POSITIVE_WEIGHT = 0.2
+FALSE_NEGATIVE_WEIGHT = 0.8
+_GRID = np.linspace(0.0, 1.0, 2001)
+
+
+def candidate_probability(similarity: float | np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """Probability that two signatures with Jaccard ``similarity`` share a band."""
+    return np.asarray(1.0 - (1.0 - np.power(similarity, rows)) ** bands)
+
+
+@lru_cache(maxsize=256)
+def optimal_bands(
+    threshold: float,
+    num_perm: int,
+    false_positive_weight: float = FALSE_POSITIVE_WEIGHT,
+    false_negative_weight: float = FALSE_NEGATIVE_WEIGHT,
+) -> tuple[int, int]:
+    """(b, r) minimising the weighted false positive and false negative areas."""
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must be between 0 and 1 (exclusive), not {threshold}")
+    below, above = _GRID[threshold >= _GRID], _GRID[threshold <= _GRID]
+    best: tuple[float, int, int] = (math.inf, 1, num_perm)
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+            false_positive = np.trapezoid(candidate_probability(below, bands, rows), below)
+            false_negative = np.trapezoid(1 - candidate_probability(above, bands, rows), above)
+            error = false_positive_weight * false_positive + false_negative_weight * false_negative
+            if error < best[0] - 1e-12:
+                best = (float(error), bands, rows)
+    return best[1], best[2]
+
+
+def min_matches(threshold: float, num_perm: int) -> int:
+    """Fewest agreeing positions whose estimate (matches / K) reaches the threshold."""
+    return max(1, math.ceil(threshold * num_perm - 1e-9))
+
+
+class LSHIndex:
+    """Near-duplicates by estimated Jaccard >= threshold, verified, with their scores.
+
+    >>> index = LSHIndex(threshold=0.8, num_perm=4)
+    >>> index.bands, index.rows_per_band
+    (2, 2)
+    >>> index.insert(np.array([[1, 2, 3, 4], [9, 9, 9, 9]], dtype=np.uint32), np.array([0, 1]))
+    >>> rows, scores = index.search(np.array([1, 2, 3, 4], dtype=np.uint32))
+    >>> rows.tolist(), scores.tolist()
+    ([0], [1.0])
+    """
+
+    def __init__(
+        self, threshold: float = 0.8, num_perm: int = 128, bands: tuple[int, int] | None = None
+    ) -> None:
+        self.threshold = threshold
+        self.num_perm = num_perm
+        self.bands, self.rows_per_band = bands or optimal_bands(threshold, num_perm)
+        if self.bands * self.rows_per_band > num_perm:
+            raise ValueError("bands x rows per band must not exceed num_perm")
+        self._table = SortedTable(lanes=self.bands)
+        self._signatures = RowArray(np.uint32, (num_perm,))
+        self._present = RowArray(np.bool_)
+        self._deleted = RowArray(np.bool_)
+        self._live = 0
+
+    def __len__(self) -> int:
+        return self._live
+
+    def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
+        """(m, b) uint64 band hashes of (m, K) signatures."""
+        keys: npt.NDArray[np.uint64] = kernels.band_keys(
+            self._as_signatures(signatures), self.bands, self.rows_per_band
+        )
+        return keys
+
+    def _as_signatures(self, signatures: MinHashes) -> MinHashes:
+        array = np.ascontiguousarray(signatures, dtype=np.uint32)
+        if array.ndim == 1:
+            array = array.reshape(1, -1)
+        if array.shape[1] != self.num_perm:
+            raise ValueError(f"signatures must have {self.num_perm} values, not {array.shape[1]}")
+        return array
+
+    def insert(self, signatures: MinHashes, rows: npt.NDArray[np.integer]) -> None:
+        """Store signatures under new row numbers and index their bands."""
+        signatures = self._as_signatures(signatures)
+        rows = claim_rows(rows, self._present, self._deleted)
+        self._signatures.ensure(self._present.array.shape[0])
+        # The signature is written before the row enters a table: a reader that finds
+        # the row can always verify it.
+        self._signatures.array[rows] = signatures
+        self._table.insert(self.band_keys(signatures), rows)
+        self._live += len(rows)
+
+    def delete(self, rows: npt.NDArray[np.integer]) -> None:
+        """Tombstone rows: filtered from results at once, dropped at the next merge."""
+        self._live -= tombstone_rows(rows, self._present, self._deleted)
+
+    def signatures(self, rows: npt.NDArray[np.integer]) -> MinHashes:
+        """The stored signatures of rows (deleted ones included)."""
+        stored: MinHashes = self._signatures.array[np.asarray(rows, dtype=np.int64)]
+        return stored
+
+    def search(
+        self, signature: MinHashes, threshold: float | None = None, limit: int | None = None
+    ) -> tuple[Rows, npt.NDArray[np.float64]]:
+        """(rows, estimated Jaccard) of live documents at or above the threshold, best first."""
+        _, rows, scores = self.search_many(signature, threshold)
+        order = np.lexsort((rows, -scores))[:limit]
+        return rows[order], scores[order]
+
+    def search_many(
+        self, signatures: MinHashes, threshold: float | None = None
+    ) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
+        """Search a batch: (ends, rows, scores), query i's matches at [ends[i-1], ends[i]).
+
+        A threshold below the index's own finds only what its bands make candidates.
+        """
+        signatures = self._as_signatures(signatures)
+        bar = self.threshold if threshold is None else threshold
+        state = self._table.snapshot()
+        stored = self._signatures.array  # read after the snapshot: holds all its rows
+        ends, rows, matches = kernels.lsh_search(
+            self.band_keys(signatures),
+            signatures,
+            stored,
+            min_matches(bar, self.num_perm),
+            state.main.keys,
+            state.main.rows,
+            state.frozen.keys,
+            state.frozen.rows,
+            state.buffer.keys,
+            state.buffer.rows,
+            state.tail_keys,
+            state.tail_rows,
+            state.tail_count,
+            self._deleted.array,
+        )
+        return ends, rows, matches / self.num_perm
+
+    def needs_merge(self) -> bool:
+        return self._table.needs_merge()
+
+    def merge(self) -> bool:
+        """Fold the insert buffer into the sorted bands, dropping tombstoned rows."""
+        return self._table.merge(self._deleted.array.copy())
+
+    def memory_bytes(self) -> int:
+        arrays = (self._signatures, self._present, self._deleted)
+        return self._table.memory_bytes() + sum(array.nbytes for array in arrays)
+
+    def _check(self) -> None:
+        """Assert table invariants and that every stored band key matches its signature."""
+        self._table._check()
+        state = self._table.snapshot()
+        for run in (state.main, state.frozen, state.buffer):
+            for band in range(self.bands):
+                expected = self.band_keys(self.signatures(run.rows[band]))[:, band]
+                assert np.array_equal(run.keys[band], expected), "a band key is stale"
+        check_rows(self._table.rows(), self._present, self._deleted, self._live)

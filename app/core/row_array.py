@@ -1,0 +1,83 @@
+"""Per-row arrays that grow without invalidating readers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+# Growing by half keeps the copies amortised O(1) per row; the untouched half of a new
+# array is not resident until written, so the slack costs address space, not memory.
+GROWTH_FACTOR = 1.5
+INITIAL_CAPACITY = 1024
+
+
+class RowArray:
+    """A numpy array indexed by row number, shape (capacity, *width), that only grows.
+
+    Growth copies into a new array and publishes it with one reference assignment, so a
+    reader holding the old array keeps a consistent (shorter) view. One writer at a time.
+
+    >>> flags = RowArray(np.bool_)
+    >>> flags.ensure(5000); flags.array[4999] = True
+    >>> bool(flags.array[4999]), flags.array.shape[0] >= 5000
+    (True, True)
+    """
+
+    def __init__(self, dtype: type[np.generic], width: tuple[int, ...] = ()) -> None:
+        self._dtype = np.dtype(dtype)
+        self._width = width
+        self.array: npt.NDArray[Any] = np.zeros((0, *width), dtype=self._dtype)
+
+    def ensure(self, size: int) -> None:
+        """Make rows [0, size) addressable; new rows are zero."""
+        capacity = self.array.shape[0]
+        if size <= capacity:
+            return
+        new_capacity = max(size, int(capacity * GROWTH_FACTOR), INITIAL_CAPACITY)
+        grown = np.zeros((new_capacity, *self._width), dtype=self._dtype)
+        grown[:capacity] = self.array
+        self.array = grown
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.array.nbytes)
+
+
+def claim_rows(
+    rows: npt.NDArray[np.integer], present: RowArray, deleted: RowArray
+) -> npt.NDArray[np.int64]:
+    """Mark new row numbers present; a row stored before (even deleted) is an error."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if len(rows) == 0:
+        return rows
+    if int(rows.min()) < 0:
+        raise ValueError("row numbers must not be negative")
+    size = int(rows.max()) + 1
+    deleted.ensure(size)
+    present.ensure(size)
+    if len(np.unique(rows)) != len(rows) or bool(present.array[rows].any()):
+        raise ValueError("row numbers must be new: rows are never stored twice or reused")
+    present.array[rows] = True
+    return rows
+
+
+def tombstone_rows(rows: npt.NDArray[np.integer], present: RowArray, deleted: RowArray) -> int:
+    """Mark stored, live rows deleted; returns how many were newly deleted."""
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    rows = rows[(rows >= 0) & (rows < present.array.shape[0])]
+    rows = np.unique(rows[present.array[rows] & ~deleted.array[rows]])
+    deleted.array[rows] = True
+    return len(rows)
+
+
+def check_rows(
+    stored: npt.NDArray[np.integer], present: RowArray, deleted: RowArray, live: int
+) -> None:
+    """Assert that the stored rows are the present ones minus dropped tombstones."""
+    stored = np.asarray(stored, dtype=np.int64)
+    assert bool(present.array[stored].all()), "a stored row is not marked present"
+    live_rows = np.flatnonzero(present.array & ~deleted.array)
+    assert np.array_equal(np.intersect1d(live_rows, stored), live_rows), "a live row is lost"
+    assert live == len(live_rows), f"live count {live} != {len(live_rows)}"

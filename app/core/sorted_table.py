@@ -1,0 +1,269 @@
+"""SortedTable: uint64 keys in sorted arrays plus an insert buffer, merged off the query path.
+
+A table has L *lanes*: every entry (a row number) has one key per lane and each lane is
+sorted on its own, so one table serves the k+1 permutation tables of a HammingIndex or
+the b bands of an LSHIndex. The entries live in four places, newest last::
+
+    main    sorted per lane, the bulk of the entries           (rebuilt by merge)
+    frozen  sorted per lane, the buffer a running merge is folding into main
+    buffer  sorted per lane, every entry since the last merge began
+    tail    unsorted, at most TAIL_CAPACITY entries, appended in place
+
+A reader takes ``snapshot()``, one immutable object, and searches all four; an entry
+inserted before the snapshot was taken is in exactly one of them, also in the middle of a
+merge. Writers build new arrays and publish a new snapshot with one reference assignment
+(atomic in CPython), so readers never lock and never wait for a merge.
+
+Costs, for N entries in main, B in buffer and L lanes: insert of m entries
+O(L (B + m log m)) once per TAIL_CAPACITY single inserts (amortised O(L B / 256)); lookup
+O(L log N + TAIL_CAPACITY); merge O(L (N + B)) off the query path.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core import _index_kernels as kernels
+
+# Single inserts go to an unsorted tail scanned linearly by every query: 256 entries is a
+# scan of a few hundred nanoseconds per lane, and folding it into the sorted buffer costs
+# O(L B) once per 256 inserts instead of once per insert (bench/index.py).
+TAIL_CAPACITY = 256
+# The buffer is merged into main when it holds MERGE_MIN_ENTRIES or 1/MERGE_FRACTION of
+# main, whichever is larger: each entry is then copied O(MERGE_FRACTION) times by merges
+# over its life, while the buffer stays small enough for binary search to be cheap.
+MERGE_MIN_ENTRIES = 65_536
+MERGE_FRACTION = 8
+
+KeyMatrix = npt.NDArray[np.uint64]
+RowVector = npt.NDArray[np.int32]
+RowMatrix = npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Entries sorted per lane: keys[lane] ascending, rows[lane] the row of each key."""
+
+    keys: KeyMatrix  # (lanes, n) uint64
+    rows: RowMatrix  # (lanes, n) int32
+
+    @staticmethod
+    def empty(lanes: int) -> Run:
+        return Run(np.empty((lanes, 0), np.uint64), np.empty((lanes, 0), np.int32))
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[1])
+
+
+@dataclass(frozen=True, slots=True)
+class TableSnapshot:
+    """Everything a reader needs, immutable once published (the tail only grows past count)."""
+
+    main: Run
+    frozen: Run
+    buffer: Run
+    tail_keys: KeyMatrix  # (lanes, TAIL_CAPACITY); columns [:tail_count] are valid
+    tail_rows: RowVector  # (TAIL_CAPACITY,)
+    tail_count: int
+
+    def __len__(self) -> int:
+        return len(self.main) + len(self.frozen) + len(self.buffer) + self.tail_count
+
+
+def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
+    """A Run from unsorted keys (lanes, m) and their rows (m,). O(L m log m)."""
+    order = np.argsort(keys, axis=1, kind="stable")
+    sorted_keys = np.take_along_axis(keys, order, axis=1)
+    sorted_rows = np.asarray(rows, dtype=np.int32)[order]
+    return Run(np.ascontiguousarray(sorted_keys), np.ascontiguousarray(sorted_rows))
+
+
+def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = None) -> Run:
+    """One Run with the entries of both, without rows marked in ``dropped``. O(L (n + m))."""
+    drop = np.zeros(0, dtype=np.bool_) if dropped is None else dropped
+    keys, rows = kernels.merge_sorted_lanes(first.keys, first.rows, second.keys, second.rows, drop)
+    return Run(keys, rows)
+
+
+def _rows_in_range(run: Run, lane: int, bounds: KeyMatrix) -> RowVector:
+    keys = run.keys[lane]
+    start = int(np.searchsorted(keys, bounds[0], "left"))
+    end = int(np.searchsorted(keys, bounds[1], "right"))
+    return run.rows[lane, start:end]
+
+
+class SortedTable:
+    """Sorted uint64 keys in L lanes, with an insert buffer and a background-safe merge.
+
+    One writer at a time may call ``insert``; ``merge`` may run in another thread at the
+    same time, and any number of readers use ``snapshot()`` concurrently with both.
+
+    >>> table = SortedTable(lanes=1)
+    >>> table.insert(np.array([[30], [10], [20]], dtype=np.uint64), np.array([0, 1, 2]))
+    >>> table.lookup_equal(0, 20).tolist()
+    [2]
+    >>> table.merge()
+    True
+    >>> table.lookup_range(0, 10, 25).tolist()
+    [1, 2]
+    """
+
+    def __init__(self, lanes: int) -> None:
+        if lanes < 1:
+            raise ValueError("a SortedTable needs at least one lane")
+        self.lanes = lanes
+        self._write_lock = threading.Lock()
+        self._merge_lock = threading.Lock()
+        self._snapshot = TableSnapshot(
+            Run.empty(lanes), Run.empty(lanes), Run.empty(lanes), *self._new_tail(), 0
+        )
+
+    def _new_tail(self) -> tuple[KeyMatrix, RowVector]:
+        return (
+            np.zeros((self.lanes, TAIL_CAPACITY), dtype=np.uint64),
+            np.zeros(TAIL_CAPACITY, dtype=np.int32),
+        )
+
+    def snapshot(self) -> TableSnapshot:
+        """The current state, for lock-free reads. O(1)."""
+        return self._snapshot
+
+    def __len__(self) -> int:
+        """Entries stored, tombstoned ones included until a merge drops them."""
+        return len(self._snapshot)
+
+    def insert(self, keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> None:
+        """Add m entries: ``keys`` is (m, lanes) uint64, ``rows`` (m,) their row numbers.
+
+        Small batches are appended to the tail in place; larger ones, and a full tail,
+        are sorted and merged into the buffer (a new array, published atomically).
+        """
+        keys = np.asarray(keys, dtype=np.uint64)
+        if keys.ndim != 2 or keys.shape[1] != self.lanes or len(rows) != keys.shape[0]:
+            raise ValueError(f"keys must be (m, {self.lanes}) with one row number each")
+        if keys.shape[0] == 0:
+            return
+        with self._write_lock:
+            state = self._snapshot
+            count = keys.shape[0]
+            if state.tail_count + count <= TAIL_CAPACITY:
+                end = state.tail_count + count
+                # Readers of older snapshots never look past their own tail_count, so
+                # writing beyond it in place is invisible to them.
+                state.tail_keys[:, state.tail_count : end] = keys.T
+                state.tail_rows[state.tail_count : end] = rows
+                self._snapshot = TableSnapshot(
+                    state.main, state.frozen, state.buffer, state.tail_keys, state.tail_rows, end
+                )
+                return
+            tail = state.tail_count
+            pending_keys = np.concatenate([state.tail_keys[:, :tail], keys.T], axis=1)
+            pending_rows = np.concatenate([state.tail_rows[:tail], np.asarray(rows, np.int32)])
+            buffer = merge_runs(state.buffer, sort_run(pending_keys, pending_rows))
+            self._snapshot = TableSnapshot(state.main, state.frozen, buffer, *self._new_tail(), 0)
+
+    def needs_merge(self) -> bool:
+        """True when the buffer has grown enough that a merge pays for itself."""
+        state = self._snapshot
+        pending = len(state.buffer) + state.tail_count
+        return pending >= max(MERGE_MIN_ENTRIES, len(state.main) // MERGE_FRACTION)
+
+    def merge(self, dropped: npt.NDArray[np.bool_] | None = None) -> bool:
+        """Fold buffer and tail into main, leaving out rows marked in ``dropped``.
+
+        Safe to run beside inserts and reads: the buffer is frozen under the write lock,
+        merged without it, and the new main swapped in under it. Returns False when there
+        was nothing to merge (or another merge was running).
+        """
+        if not self._merge_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._write_lock:
+                state = self._snapshot
+                tail = state.tail_count
+                if len(state.buffer) + tail == 0 and dropped is None:
+                    return False
+                frozen = merge_runs(
+                    state.buffer, sort_run(state.tail_keys[:, :tail], state.tail_rows[:tail])
+                )
+                self._snapshot = TableSnapshot(
+                    state.main, frozen, Run.empty(self.lanes), *self._new_tail(), 0
+                )
+            merged = merge_runs(state.main, frozen, dropped)
+            with self._write_lock:
+                state = self._snapshot
+                self._snapshot = TableSnapshot(
+                    merged,
+                    Run.empty(self.lanes),
+                    state.buffer,
+                    state.tail_keys,
+                    state.tail_rows,
+                    state.tail_count,
+                )
+            return True
+        finally:
+            self._merge_lock.release()
+
+    def lookup_range(self, lane: int, low: int, high: int) -> RowVector:
+        """Rows whose key in ``lane`` lies in [low, high], in no particular order."""
+        state = self._snapshot
+        bounds = np.array([low, high], dtype=np.uint64)
+        parts = [
+            _rows_in_range(run, lane, bounds) for run in (state.main, state.frozen, state.buffer)
+        ]
+        tail_keys = state.tail_keys[lane, : state.tail_count]
+        in_range = (tail_keys >= bounds[0]) & (tail_keys <= bounds[1])
+        parts.append(state.tail_rows[: state.tail_count][in_range])
+        return np.concatenate(parts)
+
+    def lookup_equal(self, lane: int, key: int) -> RowVector:
+        """Rows whose key in ``lane`` equals ``key``."""
+        return self.lookup_range(lane, key, key)
+
+    def lookup_prefix(self, lane: int, key: int, prefix_bits: int) -> RowVector:
+        """Rows whose key in ``lane`` shares its top ``prefix_bits`` bits with ``key``."""
+        free_bits = 64 - prefix_bits
+        low = (key >> free_bits) << free_bits if free_bits < 64 else 0
+        high = low | ((1 << free_bits) - 1)
+        return self.lookup_range(lane, low, high)
+
+    def rows(self) -> RowVector:
+        """Every stored row number (lane 0), in no particular order."""
+        state = self._snapshot
+        return np.concatenate(
+            [
+                state.main.rows[0],
+                state.frozen.rows[0],
+                state.buffer.rows[0],
+                state.tail_rows[: state.tail_count],
+            ]
+        )
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the arrays of the current snapshot."""
+        state = self._snapshot
+        runs = (state.main, state.frozen, state.buffer)
+        total = sum(run.keys.nbytes + run.rows.nbytes for run in runs)
+        return int(total + state.tail_keys.nbytes + state.tail_rows.nbytes)
+
+    def _check(self) -> None:
+        """Assert every invariant of the current snapshot."""
+        state = self._snapshot
+        assert 0 <= state.tail_count <= TAIL_CAPACITY
+        all_rows = []
+        for run in (state.main, state.frozen, state.buffer):
+            assert run.keys.shape == run.rows.shape
+            assert run.keys.shape[0] == self.lanes
+            assert run.keys.dtype == np.uint64 and run.rows.dtype == np.int32
+            assert bool(np.all(run.keys[:, 1:] >= run.keys[:, :-1])), "a lane is out of order"
+            lane_zero = np.sort(run.rows[0])
+            for lane in range(1, self.lanes):
+                assert np.array_equal(np.sort(run.rows[lane]), lane_zero), "lanes disagree"
+            all_rows.append(run.rows[0])
+        all_rows.append(state.tail_rows[: state.tail_count])
+        rows = np.concatenate(all_rows)
+        assert len(np.unique(rows)) == len(rows), "a row is stored twice"

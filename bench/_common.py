@@ -1,0 +1,183 @@
+"""Helpers shared by the benchmarks: data loading, one-core pinning, timing, tables.
+
+Only the standard library is imported here, so a benchmark can import this module and
+apply ``THREAD_LIMITS`` before numpy, numba or a Rust extension reads them.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeAlias, TypeVar
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REUTERS_PATH = REPO_ROOT.parent / "shared/data/reuters21578/reuters21578.jsonl"
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+
+# Every thread pool a benchmark may touch, capped at one thread: numba, OpenMP, the BLAS
+# builds numpy ships with, and rayon (used by the Rust peers' bulk paths).
+THREAD_LIMITS: dict[str, str] = {
+    "NUMBA_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "RAYON_NUM_THREADS": "1",
+}
+
+Story: TypeAlias = dict[str, Any]
+Align = Literal["left", "right"]
+T = TypeVar("T")
+
+_DATE_FORMAT = "%d-%b-%Y %H:%M:%S.%f"
+# The day, then the time when it is well formed. 328 of the 21,578 dates carry SGML
+# residue after the time ("27-MAR-1987 00:02:59.13&#5;&#5;&#5;RM") and one has hour 605,
+# so strptime on the whole field would fail on them.
+_DATE_PREFIX = re.compile(r"\s*(\d{1,2}-[A-Za-z]{3}-\d{4})(?: (\d{1,2}:\d{2}:\d{2}\.\d+))?")
+
+
+def reuters_date(value: str) -> datetime:
+    """The timestamp of a Reuters ``date`` field; just the day when the time is malformed.
+
+    >>> reuters_date("26-FEB-1987 15:01:01.79")
+    datetime.datetime(1987, 2, 26, 15, 1, 1, 790000)
+    >>> reuters_date("31-MAR-1987 605:12:19.12")
+    datetime.datetime(1987, 3, 31, 0, 0)
+    """
+    match = _DATE_PREFIX.match(value)
+    if match is None:
+        raise ValueError(f"not a Reuters date: {value!r}")
+    day, time_of_day = match.groups()
+    if time_of_day is not None:
+        try:
+            return datetime.strptime(f"{day} {time_of_day}", _DATE_FORMAT)
+        except ValueError:
+            pass  # e.g. an out-of-range hour: fall back to the day
+    return datetime.strptime(day, "%d-%b-%Y")
+
+
+def load_reuters(limit: int | None = None) -> list[Story] | None:
+    """Reuters-21578 stories in date order (the first ``limit`` of them), or None if absent.
+
+    Ties (same timestamp) keep the file's order, which is by story id.
+    """
+    if not REUTERS_PATH.is_file():
+        return None
+    with REUTERS_PATH.open(encoding="utf-8") as lines:
+        stories: list[Story] = [json.loads(line) for line in lines if line.strip()]
+    stories.sort(key=lambda story: reuters_date(story["date"]))
+    return stories if limit is None else stories[:limit]
+
+
+def reuters_text(story: Story) -> str:
+    """The text a benchmark fingerprints: title, newline, body."""
+    return f"{story.get('title') or ''}\n{story.get('body') or ''}"
+
+
+def pin_to_one_core() -> int:
+    """Pin this process to the first CPU it may use and return that CPU's number.
+
+    Threads started later inherit the mask, so nothing can spread to a second core.
+    """
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def machine_summary(cpu: int) -> str:
+    """One line naming the CPU model, the pinned core and the Python running the benchmark."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    python = f"{platform.python_implementation()} {sys.version.split()[0]}"
+    return f"{model}, pinned to CPU {cpu} of {os.cpu_count()}; {python}"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Microseconds per item over the timed runs."""
+
+    min_us: float
+    median_us: float
+    max_us: float
+
+
+def time_per_item(
+    function: Callable[[Sequence[T]], object], items: Sequence[T], runs: int
+) -> Timing:
+    """Call ``function(items)`` once to warm up, then ``runs`` times timed.
+
+    The warm-up pays for JIT compilation, lazy imports and cold caches, which a
+    long-running service pays once. Garbage left by one run is collected before the next
+    so it is not charged to it.
+    """
+    if runs < 1 or not items:
+        raise ValueError("need at least one run and one item")
+    function(items)
+    per_item: list[float] = []
+    for _ in range(runs):
+        gc.collect()
+        start = time.perf_counter_ns()
+        function(items)
+        elapsed_ns = time.perf_counter_ns() - start
+        per_item.append(elapsed_ns / 1000 / len(items))
+    return Timing(min(per_item), statistics.median(per_item), max(per_item))
+
+
+def format_us(value: float) -> str:
+    """Microseconds with three significant digits (``12.3``, ``1234``)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def format_ratio(value: float) -> str:
+    """A speed-up factor: ``52x``, ``3.4x``, ``0.81x``."""
+    return f"{value:,.0f}x" if value >= 10 else f"{value:.2g}x"
+
+
+def markdown_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[Align] | None = None
+) -> str:
+    """A GitHub-flavoured markdown table, columns padded so it also reads as plain text."""
+    if align is None:
+        align = ["left"] * len(headers)
+    if len(align) != len(headers) or any(len(row) != len(headers) for row in rows):
+        raise ValueError("every row and the alignment need one entry per header")
+    widths = [
+        max(3, len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = (
+            cell.rjust(width) if side == "right" else cell.ljust(width)
+            for cell, width, side in zip(cells, widths, align, strict=True)
+        )
+        return "| " + " | ".join(padded) + " |"
+
+    rule = (
+        "-" * (width - 1) + ":" if side == "right" else "-" * width
+        for width, side in zip(widths, align, strict=True)
+    )
+    return "\n".join([line(headers), "| " + " | ".join(rule) + " |", *map(line, rows)])
+
+
+def write_result(name: str, text: str) -> Path:
+    """Write a report to ``bench/results/<name>`` (git-ignored) and return its path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / name
+    path.write_text(text, encoding="utf-8")
+    return path
