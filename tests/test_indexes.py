@@ -1,0 +1,371 @@
+"""Indexes against brute force: seeded random operation sequences, threads, the LSH curve."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from app.core.exact import ExactIndex
+from app.core.hamming import HammingIndex
+from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
+from app.core.sorted_table import TAIL_CAPACITY, SortedTable
+
+SEEDS = [0, 1, 2]
+
+
+def batch_sizes(rng: np.random.Generator) -> int:
+    """Mostly single inserts, sometimes a batch larger than the tail."""
+    return int(rng.choice([1, 1, 1, 3, 17, TAIL_CAPACITY + 5]))
+
+
+def flip_bits(rng: np.random.Generator, value: int, count: int) -> int:
+    for bit in rng.choice(64, size=count, replace=False):
+        value ^= 1 << int(bit)
+    return value
+
+
+# ---------------------------------------------------------------- SortedTable
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sorted_table_matches_a_dictionary(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lanes = 3
+    table = SortedTable(lanes)
+    stored: dict[int, np.ndarray] = {}
+    next_row = 0
+    for _ in range(1000):
+        operation = rng.random()
+        if operation < 0.5:
+            count = batch_sizes(rng)
+            # Small key space so that equal keys and shared prefixes are common.
+            keys = rng.integers(0, 64, size=(count, lanes), dtype=np.uint64) << np.uint64(58)
+            keys |= rng.integers(0, 4, size=(count, lanes), dtype=np.uint64)
+            rows = np.arange(next_row, next_row + count)
+            next_row += count
+            table.insert(keys, rows)
+            stored.update(zip(rows.tolist(), keys, strict=True))
+        elif operation < 0.55:
+            table.merge()
+        else:
+            lane = int(rng.integers(lanes))
+            probe = int(rng.integers(0, 64)) << 58 | int(rng.integers(0, 4))
+            bits = int(rng.choice([0, 3, 6, 64]))
+            rows = np.array(list(stored), dtype=np.int64)
+            keys = np.array([int(stored[row][lane]) for row in rows.tolist()], dtype=object)
+            shift = 64 - bits
+            expected = {
+                r
+                for r, key in zip(rows.tolist(), keys, strict=True)
+                if key >> shift == probe >> shift
+            }
+            found = table.lookup_prefix(lane, probe, bits).tolist()
+            assert len(found) == len(set(found))
+            assert set(found) == expected
+            equal = {r for r, key in zip(rows.tolist(), keys, strict=True) if key == probe}
+            assert set(table.lookup_equal(lane, probe).tolist()) == equal
+        table._check()
+    assert len(table) == len(stored)
+
+
+def test_sorted_table_merge_drops_marked_rows() -> None:
+    table = SortedTable(lanes=2)
+    keys = np.arange(20, dtype=np.uint64).reshape(10, 2)
+    table.insert(keys, np.arange(10))
+    dropped = np.zeros(10, dtype=np.bool_)
+    dropped[[2, 5]] = True
+    assert table.merge(dropped)
+    table._check()
+    assert sorted(table.rows().tolist()) == [0, 1, 3, 4, 6, 7, 8, 9]
+
+
+# ---------------------------------------------------------------- HammingIndex
+
+
+def brute_force_hamming(
+    fingerprints: dict[int, int], deleted: set[int], query: int, distance: int
+) -> list[tuple[int, int]]:
+    rows = np.array([row for row in fingerprints if row not in deleted], dtype=np.int64)
+    if len(rows) == 0:
+        return []
+    values = np.array([fingerprints[row] for row in rows.tolist()], dtype=np.uint64)
+    distances = np.bitwise_count(values ^ np.uint64(query)).astype(np.int64)
+    keep = distances <= distance
+    return sorted(zip(rows[keep].tolist(), distances[keep].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("k", "blocks"), [(0, 1), (1, 2), (3, 4), (3, 6), (6, 7), (8, 9)])
+def test_hamming_index_matches_brute_force(seed: int, k: int, blocks: int) -> None:
+    rng = np.random.default_rng(seed * 100 + k)
+    index = HammingIndex(max_distance=k, blocks=blocks)
+    fingerprints: dict[int, int] = {}
+    deleted: set[int] = set()
+    centres = [int(x) for x in rng.integers(0, 2**64, size=8, dtype=np.uint64)]
+    next_row = 0
+    for _ in range(600):
+        operation = rng.random()
+        if operation < 0.45:
+            count = batch_sizes(rng)
+            # Plant fingerprints at exactly 0..k+2 bits from a few centres, the rest random.
+            values = [
+                flip_bits(rng, int(rng.choice(centres)), int(rng.integers(0, k + 3)))
+                if rng.random() < 0.7
+                else int(rng.integers(0, 2**64, dtype=np.uint64))
+                for _ in range(count)
+            ]
+            rows = np.arange(next_row, next_row + count)
+            next_row += count
+            index.insert(np.array(values, dtype=np.uint64), rows)
+            fingerprints.update(zip(rows.tolist(), values, strict=True))
+        elif operation < 0.55 and fingerprints:
+            victims = rng.choice(list(fingerprints), size=min(3, len(fingerprints)))
+            index.delete(victims)
+            deleted.update(victims.tolist())
+        elif operation < 0.6:
+            index.merge()
+        else:
+            query = flip_bits(rng, int(rng.choice(centres)), int(rng.integers(0, 3)))
+            distance = int(rng.integers(0, k + 1))
+            rows, distances = index.search(query, distance)
+            found = sorted(zip(rows.tolist(), distances.tolist(), strict=True))
+            assert found == brute_force_hamming(fingerprints, deleted, query, distance)
+        index._check()
+    assert len(index) == len(fingerprints) - len(deleted)
+
+
+def test_hamming_finds_exactly_k_and_never_k_plus_one() -> None:
+    rng = np.random.default_rng(7)
+    for k in (0, 1, 3, 6, 8):
+        index = HammingIndex(max_distance=k)
+        query = int(rng.integers(0, 2**64, dtype=np.uint64))
+        at_k = [flip_bits(rng, query, k) for _ in range(50)]
+        beyond = [flip_bits(rng, query, k + 1) for _ in range(50)]
+        index.insert(np.array(at_k + beyond, dtype=np.uint64), np.arange(100))
+        rows, distances = index.search(query)
+        assert rows.tolist() == list(range(50)) and set(distances.tolist()) == {k}
+        index.merge()
+        assert index.search(query)[0].tolist() == list(range(50))
+
+
+def test_hamming_batch_search_equals_single_searches() -> None:
+    rng = np.random.default_rng(11)
+    index = HammingIndex(max_distance=3)
+    values = rng.integers(0, 2**64, size=500, dtype=np.uint64)
+    index.insert(values, np.arange(500))
+    queries = np.array([flip_bits(rng, int(v), 2) for v in values[:40]], dtype=np.uint64)
+    ends, rows, distances = index.search_many(queries)
+    start = 0
+    for query, end in zip(queries, ends.tolist(), strict=True):
+        single_rows, single_distances = index.search(int(query))
+        assert sorted(rows[start:end].tolist()) == sorted(single_rows.tolist())
+        start = end
+
+
+def test_hamming_rejects_a_distance_above_its_own_and_reused_rows() -> None:
+    index = HammingIndex(max_distance=3)
+    with pytest.raises(ValueError, match="max_distance"):
+        index.search(0, 4)
+    index.insert(np.array([1], dtype=np.uint64), np.array([0]))
+    with pytest.raises(ValueError, match="new"):
+        index.insert(np.array([2], dtype=np.uint64), np.array([0]))
+
+
+# ---------------------------------------------------------------- LSHIndex
+
+
+def brute_force_lsh(
+    signatures: dict[int, np.ndarray],
+    deleted: set[int],
+    query: np.ndarray,
+    index: LSHIndex,
+    threshold: float,
+) -> list[tuple[int, float]]:
+    """Rows sharing a whole band of values (compared directly, not hashed) and agreeing on
+    at least the threshold's share of positions."""
+    live = [row for row in signatures if row not in deleted]
+    if not live:
+        return []
+    matrix = np.array([signatures[row] for row in live])
+    used = index.bands * index.rows_per_band
+    shape = (len(live), index.bands, index.rows_per_band)
+    band_equal = (matrix[:, :used].reshape(shape) == query[:used].reshape(shape[1:])).all(axis=2)
+    agree = np.count_nonzero(matrix == query, axis=1)
+    keep = band_equal.any(axis=1) & (agree >= min_matches(threshold, index.num_perm))
+    return sorted(
+        (row, count / index.num_perm)
+        for row, count in zip(np.array(live)[keep].tolist(), agree[keep].tolist(), strict=True)
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("threshold", [0.5, 0.8])
+def test_lsh_index_matches_brute_force(seed: int, threshold: float) -> None:
+    rng = np.random.default_rng(seed)
+    num_perm = 32
+    index = LSHIndex(threshold=threshold, num_perm=num_perm)
+    bases = rng.integers(0, 2**32, size=(6, num_perm), dtype=np.uint32)
+    signatures: dict[int, np.ndarray] = {}
+    deleted: set[int] = set()
+
+    def near(base: np.ndarray, agreement: float) -> np.ndarray:
+        noise = rng.integers(0, 2**32, size=num_perm, dtype=np.uint32)
+        return np.where(rng.random(num_perm) < agreement, base, noise).astype(np.uint32)
+
+    next_row = 0
+    for _ in range(600):
+        operation = rng.random()
+        if operation < 0.45:
+            count = batch_sizes(rng)
+            batch = np.array([near(bases[rng.integers(6)], rng.random()) for _ in range(count)])
+            rows = np.arange(next_row, next_row + count)
+            next_row += count
+            index.insert(batch, rows)
+            signatures.update(zip(rows.tolist(), batch, strict=True))
+        elif operation < 0.55 and signatures:
+            victims = rng.choice(list(signatures), size=min(3, len(signatures)))
+            index.delete(victims)
+            deleted.update(victims.tolist())
+        elif operation < 0.6:
+            index.merge()
+        else:
+            query = near(bases[rng.integers(6)], float(rng.uniform(0.6, 1.0)))
+            bar = float(rng.choice([threshold, min(1.0, threshold + 0.1)]))
+            rows, scores = index.search(query, bar)
+            assert list(scores) == sorted(scores, reverse=True)
+            found = sorted(zip(rows.tolist(), scores.tolist(), strict=True))
+            assert found == brute_force_lsh(signatures, deleted, query, index, bar)
+        index._check()
+
+
+def test_lsh_candidate_probability_follows_the_s_curve() -> None:
+    """P(candidate | Jaccard s) = 1 - (1 - s^r)^b within 4 standard errors."""
+    rng = np.random.default_rng(5)
+    num_perm = 128
+    index = LSHIndex(threshold=0.8, num_perm=num_perm)
+    trials = 400
+    stored = rng.integers(0, 2**32, size=(trials, num_perm), dtype=np.uint32)
+    index.insert(stored, np.arange(trials))
+    for similarity in (0.5, 0.65, 0.75, 0.8, 0.85, 0.95):
+        agree = rng.random((trials, num_perm)) < similarity
+        noise = rng.integers(0, 2**32, size=(trials, num_perm), dtype=np.uint32)
+        queries = np.where(agree, stored, noise).astype(np.uint32)
+        # A bar of 1/K keeps every candidate: the band decides, not the verification.
+        ends, rows, _ = index.search_many(queries, threshold=1 / num_perm)
+        starts = np.concatenate([[0], ends[:-1]])
+        hits = sum(int(i in rows[s:e]) for i, (s, e) in enumerate(zip(starts, ends, strict=True)))
+        expected = float(candidate_probability(similarity, index.bands, index.rows_per_band))
+        error = np.sqrt(expected * (1 - expected) / trials)
+        assert abs(hits / trials - expected) <= 4 * error + 1e-9, (similarity, hits, expected)
+
+
+def test_optimal_bands_fit_in_the_signature_and_move_with_the_threshold() -> None:
+    previous_rows = 0
+    for threshold in (0.3, 0.5, 0.7, 0.8, 0.9):
+        bands, rows = optimal_bands(threshold, 128)
+        assert bands * rows <= 128
+        assert rows >= previous_rows
+        previous_rows = rows
+        # The curve's steepest point sits near the threshold.
+        assert abs((1 / bands) ** (1 / rows) - threshold) < 0.15
+
+
+# ---------------------------------------------------------------- ExactIndex
+
+
+def test_exact_index_verifies_both_words_and_honours_tombstones() -> None:
+    index = ExactIndex()
+    hashes = np.array([[1, 7], [2, 7], [1, 7], [3, 9]], dtype=np.uint64)
+    index.insert(hashes, np.arange(4))
+    assert index.search(np.array([1, 7], dtype=np.uint64)).tolist() == [0, 2]
+    index.delete(np.array([0]))
+    assert index.search(np.array([1, 7], dtype=np.uint64)).tolist() == [2]
+    index.merge()
+    index._check()
+    assert index.search(np.array([2, 7], dtype=np.uint64)).tolist() == [1]
+    assert index.search(np.array([4, 4], dtype=np.uint64)).tolist() == []
+
+
+# ---------------------------------------------------------------- threads
+
+
+def run_threads(targets: list[Callable[[], None]]) -> None:
+    errors: list[BaseException] = []
+
+    def guarded(target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as error:  # reported to the test below
+                errors.append(error)
+
+        return run
+
+    threads = [threading.Thread(target=guarded(target)) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def test_readers_never_miss_an_entry_during_inserts_and_merges() -> None:
+    """One writer, a merger merging continuously, two readers checking every answer."""
+    rng = np.random.default_rng(9)
+    total = 20_000
+    values = rng.integers(0, 2**64, size=total, dtype=np.uint64)
+    signatures = rng.integers(0, 2**32, size=(total, 64), dtype=np.uint32)
+    hamming = HammingIndex(max_distance=3)
+    lsh = LSHIndex(threshold=0.8, num_perm=64)
+    inserted = [0]  # rows below this were inserted before the reader looks
+    deleted: set[int] = set()
+    done = threading.Event()
+
+    def writer() -> None:
+        writer_rng = np.random.default_rng(1)
+        row = 0
+        while row < total:
+            count = int(writer_rng.choice([1, 1, 7, 300]))
+            rows = np.arange(row, min(total, row + count))
+            hamming.insert(values[rows], rows)
+            lsh.insert(signatures[rows], rows)
+            row = int(rows[-1]) + 1
+            inserted[0] = row
+            if writer_rng.random() < 0.05:
+                victim = int(writer_rng.integers(row))
+                deleted.add(victim)
+                hamming.delete(np.array([victim]))
+                lsh.delete(np.array([victim]))
+        done.set()
+
+    def merger() -> None:
+        while not done.is_set():
+            hamming.merge()
+            lsh.merge()
+
+    def reader(seed: int) -> None:
+        reader_rng = np.random.default_rng(seed)
+        checked = 0
+        while not done.is_set() or checked < 200:
+            limit = inserted[0]
+            if limit == 0:
+                continue
+            row = int(reader_rng.integers(limit))
+            hamming_rows, _ = hamming.search(int(values[row]))
+            lsh_rows, _ = lsh.search(signatures[row])
+            if row not in deleted:  # a concurrent delete may hide it, nothing else may
+                assert row in hamming_rows.tolist() or row in deleted, row
+                assert row in lsh_rows.tolist() or row in deleted, row
+            checked += 1
+
+    run_threads([writer, merger, lambda: reader(2), lambda: reader(3)])
+    hamming._check()
+    lsh._check()
+    live = {row: int(values[row]) for row in range(total)}
+    for row in range(0, total, 97):
+        found = sorted(zip(*(a.tolist() for a in hamming.search(int(values[row]))), strict=True))
+        assert found == brute_force_hamming(live, deleted, int(values[row]), 3)
