@@ -157,10 +157,10 @@ def test_hamming_batch_search_equals_single_searches() -> None:
     values = rng.integers(0, 2**64, size=500, dtype=np.uint64)
     index.insert(values, np.arange(500))
     queries = np.array([flip_bits(rng, int(v), 2) for v in values[:40]], dtype=np.uint64)
-    ends, rows, distances = index.search_many(queries)
+    ends, rows, _ = index.search_many(queries)
     start = 0
     for query, end in zip(queries, ends.tolist(), strict=True):
-        single_rows, single_distances = index.search(int(query))
+        single_rows, _ = index.search(int(query))
         assert sorted(rows[start:end].tolist()) == sorted(single_rows.tolist())
         start = end
 
