@@ -50,6 +50,11 @@ class ExactIndex:
         keep = (stored[candidates, 0] == wanted[0]) & ~deleted[candidates]
         return np.sort(candidates[keep])
 
+    def hashes(self, rows: npt.NDArray[np.integer]) -> ExactHashes:
+        """The stored (high, low) hashes of rows."""
+        stored: ExactHashes = self._hashes.array[np.asarray(rows, dtype=np.int64)]
+        return stored
+
     def needs_merge(self) -> bool:
         return self._table.needs_merge()
 

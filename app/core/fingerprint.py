@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 import xxhash
 
 from app.core import _kernels
@@ -95,6 +96,10 @@ class Fingerprints:
 
     def __len__(self) -> int:
         return int(self.simhash.shape[0])
+
+    def select(self, positions: npt.NDArray[np.integer]) -> Fingerprints:
+        """The fingerprints of some documents, in the order given."""
+        return Fingerprints(self.simhash[positions], self.minhash[positions], self.exact[positions])
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,125 @@
+"""/v1/collections/{name}/documents: insert, batch, upsert, get, delete, similar."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response
+
+from app.api import limits
+from app.api.deps import CollectionDep, SettingsDep
+from app.api.schemas import (
+    BatchIn,
+    BatchOut,
+    DocumentIn,
+    DocumentOut,
+    DocumentPut,
+    InsertOut,
+    MatchesOut,
+    MatchOut,
+)
+from app.service import InsertResult, Match, NewDocument
+from app.service import Query as SearchQuery
+
+router = APIRouter(prefix="/v1/collections/{name}/documents", tags=["documents"])
+DocumentId = Annotated[str, Path(min_length=1, max_length=256)]
+
+
+def matches_out(matches: list[Match]) -> list[MatchOut]:
+    return [
+        MatchOut(
+            id=m.id,
+            similarity=m.similarity,
+            hamming_distance=m.hamming_distance,
+            methods=list(m.methods),
+        )
+        for m in matches
+    ]
+
+
+def insert_out(result: InsertResult) -> InsertOut:
+    return InsertOut(
+        id=result.id,
+        inserted=result.inserted,
+        duplicate_of=result.duplicate_of,
+        cluster_id=result.cluster_id,
+        matches=matches_out(result.matches),
+    )
+
+
+@router.post("", status_code=201, responses={200: {"model": InsertOut}})
+def insert_document(
+    body: DocumentIn, collection: CollectionDep, settings: SettingsDep, response: Response
+) -> InsertOut:
+    """Insert one document (201), or report the duplicate it is and skip it (200)."""
+    limits.check_documents(settings, [body])
+    document = NewDocument(text=body.text, id=body.id, metadata=body.metadata)
+    [result] = collection.insert([document], body.on_duplicate, html=body.html)
+    response.status_code = 201 if result.inserted else 200
+    return insert_out(result)
+
+
+@router.post("/batch")
+def insert_batch(body: BatchIn, collection: CollectionDep, settings: SettingsDep) -> BatchOut:
+    """Insert documents in order; each also matches the earlier ones of the batch."""
+    limits.check_batch(settings, len(body.documents))
+    limits.check_documents(settings, body.documents)
+    html = {document.html for document in body.documents}
+    documents = [NewDocument(text=d.text, id=d.id, metadata=d.metadata) for d in body.documents]
+    if len(html) > 1:
+        results = [
+            collection.insert([document], body.on_duplicate, html=item.html)[0]
+            for document, item in zip(documents, body.documents, strict=True)
+        ]
+    else:
+        results = collection.insert(documents, body.on_duplicate, html=html.pop())
+    return BatchOut(results=[insert_out(result) for result in results])
+
+
+@router.get("/{document_id}")
+def get_document(document_id: DocumentId, collection: CollectionDep) -> DocumentOut:
+    stored = collection.get(document_id)
+    return DocumentOut(
+        id=stored.id,
+        metadata=stored.metadata,
+        created_at=stored.created_at,
+        cluster_id=stored.cluster_id,
+        simhash=stored.simhash,
+    )
+
+
+@router.put("/{document_id}", status_code=201, responses={200: {"model": InsertOut}})
+def put_document(
+    document_id: DocumentId,
+    body: DocumentPut,
+    collection: CollectionDep,
+    settings: SettingsDep,
+    response: Response,
+) -> InsertOut:
+    """Insert (201) or replace (200) the document with this id."""
+    limits.check_documents(settings, [body])
+    document = NewDocument(text=body.text, id=document_id, metadata=body.metadata)
+    [result] = collection.insert([document], "insert", replace=True, html=body.html)
+    response.status_code = 200 if result.replaced else 201
+    return insert_out(result)
+
+
+@router.delete("/{document_id}", status_code=204)
+def delete_document(document_id: DocumentId, collection: CollectionDep) -> Response:
+    collection.delete(document_id)
+    return Response(status_code=204)
+
+
+@router.get("/{document_id}/similar")
+def similar_documents(
+    document_id: DocumentId,
+    collection: CollectionDep,
+    settings: SettingsDep,
+    limit: Annotated[int, Query(ge=1)] = 10,
+    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    max_distance: Annotated[int | None, Query(ge=0)] = None,
+) -> MatchesOut:
+    """Documents near this one, itself excluded, best first."""
+    limits.check_limit(settings, limit)
+    query = SearchQuery(limit=limit, max_distance=max_distance, min_similarity=min_similarity)
+    return MatchesOut(matches=matches_out(collection.similar(document_id, query)))

@@ -1,0 +1,67 @@
+"""The one place where errors become HTTP responses with the contract's JSON body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from app import errors
+
+STATUS_OF: dict[type[errors.NeardupError], int] = {
+    errors.UnknownCollection: 404,
+    errors.UnknownDocument: 404,
+    errors.DocumentExists: 409,
+    errors.SettingsConflict: 409,
+    errors.TooManyCollections: 409,
+    errors.InvalidParameter: 400,
+    errors.InvalidDocument: 422,
+    errors.TooLarge: 413,
+    errors.NotReady: 503,
+}
+CODE_OF_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_body",
+    503: "not_ready",
+}
+
+
+def error_response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers or None
+    )
+
+
+def _describe(error: dict[str, Any]) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+    return f"{where or 'body'}: {error.get('msg', 'invalid')}"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(errors.NeardupError)
+    async def service_error(request: Request, error: errors.NeardupError) -> JSONResponse:
+        return error_response(STATUS_OF.get(type(error), 400), error.code, str(error))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = list(error.errors())
+        message = "; ".join(_describe(problem) for problem in problems[:5])
+        if len(problems) > 5:
+            message += f"; and {len(problems) - 5} more"
+        if all(problem.get("loc", ("body",))[0] in ("path", "query") for problem in problems):
+            return error_response(400, "invalid_parameter", message)
+        return error_response(422, "invalid_body", message)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        code = CODE_OF_STATUS.get(error.status_code, "error")
+        return error_response(error.status_code, code, str(error.detail))

@@ -1,0 +1,94 @@
+"""Prometheus metrics: one registry per app, so tests can build as many apps as they like."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.service import Registry
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+
+
+class IndexCollector:
+    """Documents, clusters and merges per collection, read when /metrics is scraped."""
+
+    def __init__(self, registry_of: Any) -> None:
+        self._registry_of = registry_of
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        registry: Registry | None = self._registry_of()
+        families = {
+            "documents": GaugeMetricFamily(
+                "neardup_documents", "Live documents per collection", labels=["collection"]
+            ),
+            "clusters": GaugeMetricFamily(
+                "neardup_clusters", "Duplicate clusters per collection", labels=["collection"]
+            ),
+            "merges": GaugeMetricFamily(
+                "neardup_merges", "Index merges since start per collection", labels=["collection"]
+            ),
+            "index_bytes": GaugeMetricFamily(
+                "neardup_index_bytes", "Bytes held by the indexes", labels=["collection"]
+            ),
+        }
+        if registry is not None:
+            for collection in registry.list():
+                stats = collection.stats()
+                for key, family in families.items():
+                    family.add_metric([collection.name], stats[key])
+        yield from families.values()
+
+
+class Metrics:
+    def __init__(self, registry_of: Any) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "neardup_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "neardup_request_seconds",
+            "HTTP request latency by route",
+            ["route", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(IndexCollector(registry_of))
+
+
+class MetricsMiddleware:
+    """Counts and times every HTTP request under its route template (not its raw path)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_and_record(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            method = scope.get("method", "")
+            self.metrics.requests.labels(template, method, str(status[0])).inc()
+            elapsed = time.perf_counter() - started
+            self.metrics.latency.labels(template, method).observe(elapsed)

@@ -1,0 +1,161 @@
+"""Request and response bodies of the HTTP contract (v1)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.collection_config import (
+    CollectionConfig,
+    MinHashConfig,
+    ShingleConfig,
+    SimHashConfig,
+)
+from app.core.fingerprint import MAX_NUM_PERM, MAX_SHINGLE_SIZE
+from app.core.hamming import MAX_DISTANCE_LIMIT
+
+COLLECTION_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MAX_ID_LENGTH = 256
+
+
+class Input(BaseModel):
+    """Request bodies reject fields they do not know: a typo must not pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def check_document_id(value: str | None) -> str | None:
+    if value is None:
+        return value
+    if not 1 <= len(value) <= MAX_ID_LENGTH:
+        raise ValueError(f"a document id has 1 to {MAX_ID_LENGTH} characters")
+    if not value.isprintable():
+        raise ValueError("a document id has printable characters only")
+    return value
+
+
+class ShingleSettings(Input):
+    unit: Literal["char", "word"] = "char"
+    size: int = Field(5, ge=1, le=MAX_SHINGLE_SIZE)
+
+
+class SimHashSettings(Input):
+    enabled: bool = True
+    max_distance: int = Field(3, ge=0, le=MAX_DISTANCE_LIMIT)
+
+
+class MinHashSettings(Input):
+    enabled: bool = True
+    num_perm: int = Field(128, ge=16, le=MAX_NUM_PERM)
+    threshold: float = Field(0.8, gt=0.0, lt=1.0)
+
+
+class CollectionSettings(Input):
+    shingle: ShingleSettings = Field(default_factory=ShingleSettings)
+    simhash: SimHashSettings = Field(default_factory=SimHashSettings)
+    minhash: MinHashSettings = Field(default_factory=MinHashSettings)
+
+    def to_config(self) -> CollectionConfig:
+        return CollectionConfig(
+            shingle=ShingleConfig(**self.shingle.model_dump()),
+            simhash=SimHashConfig(**self.simhash.model_dump()),
+            minhash=MinHashConfig(**self.minhash.model_dump()),
+        )
+
+    @staticmethod
+    def from_config(config: CollectionConfig) -> CollectionSettings:
+        return CollectionSettings.model_validate(config.to_dict())
+
+
+class CollectionStats(BaseModel):
+    documents: int
+    clusters: int
+    merges: int
+    index_bytes: int
+
+
+class CollectionInfo(BaseModel):
+    name: str
+    settings: CollectionSettings
+    stats: CollectionStats
+
+
+class CollectionList(BaseModel):
+    collections: list[CollectionInfo]
+
+
+class DocumentFields(Input):
+    text: str = Field(description="The document's text (HTML when html is true).")
+    metadata: dict[str, Any] | None = Field(None, description="Any JSON object, stored as is.")
+    html: bool = Field(False, description="Strip HTML tags, scripts and styles before hashing.")
+
+
+class DocumentIn(DocumentFields):
+    id: str | None = Field(None, description="1-256 printable characters; a UUID if absent.")
+    on_duplicate: Literal["insert", "skip"] = "insert"
+
+    _check_id = field_validator("id")(check_document_id)
+
+
+class BatchDocument(DocumentFields):
+    id: str | None = None
+
+    _check_id = field_validator("id")(check_document_id)
+
+
+class BatchIn(Input):
+    documents: list[BatchDocument] = Field(min_length=1)
+    on_duplicate: Literal["insert", "skip"] = "insert"
+
+
+class DocumentPut(DocumentFields):
+    pass
+
+
+class MatchOut(BaseModel):
+    id: str
+    similarity: float
+    hamming_distance: int
+    methods: list[Literal["exact", "simhash", "minhash"]]
+
+
+class InsertOut(BaseModel):
+    id: str
+    inserted: bool
+    duplicate_of: str | None
+    cluster_id: str
+    matches: list[MatchOut]
+
+
+class BatchOut(BaseModel):
+    results: list[InsertOut]
+
+
+class DocumentOut(BaseModel):
+    id: str
+    metadata: dict[str, Any] | None
+    created_at: str
+    cluster_id: str
+    simhash: str
+
+
+class SearchIn(Input):
+    text: str
+    limit: int = Field(10, ge=1)
+    min_similarity: float | None = Field(None, ge=0.0, le=1.0)
+    max_distance: int | None = Field(None, ge=0)
+    html: bool = False
+
+
+class MatchesOut(BaseModel):
+    matches: list[MatchOut]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,40 @@
+"""/v1/collections/{name}/search: near-duplicates of a text that is not stored."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api import limits
+from app.api.deps import CollectionDep, SettingsDep
+from app.api.documents import matches_out
+from app.api.schemas import MatchesOut, SearchIn
+from app.service import Query as SearchQuery
+
+router = APIRouter(prefix="/v1/collections/{name}/search", tags=["search"])
+
+
+@router.post("")
+def search(body: SearchIn, collection: CollectionDep, settings: SettingsDep) -> MatchesOut:
+    """Documents matching the text, best first. Nothing is stored."""
+    limits.check_limit(settings, body.limit)
+    limits.check_text(settings, body.text)
+    query = SearchQuery(body.limit, body.max_distance, body.min_similarity)
+    return MatchesOut(matches=matches_out(collection.search(body.text, query, html=body.html)))
+
+
+@router.get("")
+def search_get(
+    collection: CollectionDep,
+    settings: SettingsDep,
+    text: Annotated[str, Query(min_length=1)],
+    limit: Annotated[int, Query(ge=1)] = 10,
+    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    max_distance: Annotated[int | None, Query(ge=0)] = None,
+) -> MatchesOut:
+    """The same as POST, for short texts in the query string."""
+    limits.check_limit(settings, limit)
+    limits.check_text(settings, text)
+    query = SearchQuery(limit, max_distance, min_similarity)
+    return MatchesOut(matches=matches_out(collection.search(text, query)))

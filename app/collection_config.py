@@ -1,0 +1,57 @@
+"""A collection's settings: what its fingerprints are made with and when documents match."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from app.core.fingerprint import DEFAULT_NUM_PERM, FingerprintParams, ShingleUnit
+
+# Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md).
+DEFAULT_MAX_DISTANCE = 3
+DEFAULT_THRESHOLD = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class ShingleConfig:
+    unit: ShingleUnit = "char"
+    size: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SimHashConfig:
+    enabled: bool = True
+    max_distance: int = DEFAULT_MAX_DISTANCE
+
+
+@dataclass(frozen=True, slots=True)
+class MinHashConfig:
+    enabled: bool = True
+    num_perm: int = DEFAULT_NUM_PERM
+    threshold: float = DEFAULT_THRESHOLD
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionConfig:
+    """Fixed for the life of a collection: fingerprints made otherwise never compare."""
+
+    shingle: ShingleConfig = field(default_factory=ShingleConfig)
+    simhash: SimHashConfig = field(default_factory=SimHashConfig)
+    minhash: MinHashConfig = field(default_factory=MinHashConfig)
+
+    @property
+    def fingerprint_params(self) -> FingerprintParams:
+        return FingerprintParams(
+            unit=self.shingle.unit, size=self.shingle.size, num_perm=self.minhash.num_perm
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> CollectionConfig:
+        return CollectionConfig(
+            shingle=ShingleConfig(**data.get("shingle", {})),
+            simhash=SimHashConfig(**data.get("simhash", {})),
+            minhash=MinHashConfig(**data.get("minhash", {})),
+        )

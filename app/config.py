@@ -1,0 +1,33 @@
+"""Service settings: read once from NEARDUP_* environment variables into one typed object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of a running service. ``Settings()`` reads the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="NEARDUP_", frozen=True)
+
+    data_dir: Path = Field(Path("data"), description="Where the service keeps its data.")
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port to listen on (0: any free).")
+    log_level: str = Field("info", description="uvicorn log level.")
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 above)."
+    )
+    max_text_chars: int = Field(
+        1_000_000, ge=1, description="Longest document text, in characters (413 above)."
+    )
+    max_batch_documents: int = Field(
+        1000, ge=1, description="Most documents in one batch insert (413 above)."
+    )
+    max_metadata_bytes: int = Field(
+        16 * 1024, ge=0, description="Largest metadata object, as JSON (413 above)."
+    )
+    max_limit: int = Field(1000, ge=1, description="Largest `limit` a search may ask for.")
+    max_collections: int = Field(1000, ge=1, description="Most collections (409 above).")

@@ -1,0 +1,56 @@
+"""Errors of the service layer, each mapped to one HTTP status in app/api/errors.py."""
+
+from __future__ import annotations
+
+
+class NeardupError(Exception):
+    """Base of every error a client can cause; ``code`` is the contract's error code."""
+
+    code = "error"
+
+
+class UnknownCollection(NeardupError):
+    code = "collection_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"collection {name!r} does not exist")
+
+
+class UnknownDocument(NeardupError):
+    code = "document_not_found"
+
+    def __init__(self, collection: str, document_id: str) -> None:
+        super().__init__(f"document {document_id!r} does not exist in collection {collection!r}")
+
+
+class DocumentExists(NeardupError):
+    code = "document_exists"
+
+    def __init__(self, document_id: str) -> None:
+        super().__init__(
+            f"document {document_id!r} already exists: PUT it to replace it, or use another id"
+        )
+
+
+class SettingsConflict(NeardupError):
+    code = "settings_conflict"
+
+
+class TooManyCollections(NeardupError):
+    code = "too_many_collections"
+
+
+class InvalidParameter(NeardupError):
+    code = "invalid_parameter"
+
+
+class InvalidDocument(NeardupError):
+    code = "invalid_document"
+
+
+class TooLarge(NeardupError):
+    code = "too_large"
+
+
+class NotReady(NeardupError):
+    code = "not_ready"

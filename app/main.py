@@ -1,0 +1,75 @@
+"""create_app(settings): the FastAPI application, its state opened in the lifespan."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api import collections, documents, errors, health, search
+from app.api.body_limit import BodyLimitMiddleware
+from app.api.metrics import Metrics, MetricsMiddleware
+from app.config import Settings
+from app.service import Registry
+from app.storage import MemoryStore, Store
+
+log = logging.getLogger("neardup")
+
+StoreFactory = Callable[[Settings], Store]
+
+
+def memory_store(settings: Settings) -> Store:
+    return MemoryStore()
+
+
+def create_app(
+    settings: Settings | None = None, store_factory: StoreFactory | None = None
+) -> FastAPI:
+    """A new application; nothing is opened until its lifespan starts."""
+    settings = settings or Settings()
+    open_store = store_factory or memory_store
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        registry = Registry(open_store(settings), settings.max_collections)
+
+        def rebuild() -> None:
+            # Off the event loop so that /healthz answers while the indexes are rebuilt.
+            try:
+                registry.open()
+                registry.start_merger()
+            except Exception as error:
+                log.exception("start-up failed")
+                app.state.startup_error = str(error)
+                return
+            app.state.registry = registry
+            app.state.ready.set()
+
+        builder = threading.Thread(target=rebuild, name="rebuild")
+        builder.start()
+        try:
+            yield
+        finally:
+            builder.join()
+            registry.close()
+
+    app = FastAPI(
+        title="neardup",
+        version="1",
+        summary="Have we seen this document, or one nearly the same?",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.registry = None
+    app.state.ready = threading.Event()
+    app.state.startup_error = None
+    app.state.metrics = Metrics(lambda: app.state.registry)
+    errors.install(app)
+    for router in (health.router, collections.router, documents.router, search.router):
+        app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    return app

@@ -1,0 +1,597 @@
+"""The service: collections of documents over the core indexes, clusters, merge scheduling.
+
+A Collection's writes are serialised by its lock and recorded in the Store before they
+change anything in memory: a batch is matched against the indexes and against its own
+earlier documents, committed, and only then published to the indexes, so a failed commit
+leaves no trace and an acknowledged write is always durable (as durable as the Store).
+Reads take no lock: the indexes give them consistent snapshots, and every row an index
+returns was fully recorded in the per-row lists before it entered the index.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from app.collection_config import CollectionConfig
+from app.core.exact import ExactIndex
+from app.core.fingerprint import Fingerprints, fingerprint
+from app.core.hamming import HammingIndex
+from app.core.lsh import LSHIndex
+from app.core.row_array import RowArray
+from app.core.text import EmptyDocument
+from app.errors import (
+    DocumentExists,
+    InvalidDocument,
+    InvalidParameter,
+    SettingsConflict,
+    TooManyCollections,
+    UnknownCollection,
+    UnknownDocument,
+)
+from app.storage.base import DocumentBatch, Store
+
+OnDuplicate = Literal["insert", "skip"]
+Method = Literal["exact", "simhash", "minhash"]
+
+# An insert answers with its best matches only; a search asks for as many as it wants.
+INSERT_MATCH_LIMIT = 10
+# The merger wakes when a writer asks, and at least this often to catch up after bursts.
+MERGE_POLL_SECONDS = 1.0
+DEFAULT_COLLECTION = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    id: str
+    similarity: float
+    hamming_distance: int
+    methods: tuple[Method, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    id: str
+    inserted: bool
+    duplicate_of: str | None
+    cluster_id: str
+    matches: list[Match]
+    replaced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    text: str
+    id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    id: str
+    metadata: dict[str, Any] | None
+    created_at: str
+    cluster_id: str
+    simhash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """How a search filters: Hamming distance at most ``max_distance`` (default the
+    collection's k), similarity at least ``min_similarity`` (default: any that matched)."""
+
+    limit: int = 10
+    max_distance: int | None = None
+    min_similarity: float | None = None
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+class Collection:
+    """Documents of one collection: their fingerprints, indexes and clusters."""
+
+    def __init__(
+        self,
+        name: str,
+        config: CollectionConfig,
+        store: Store,
+        wake_merger: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self._wake_merger = wake_merger
+        self.config = config
+        self._store = store
+        self._params = config.fingerprint_params
+        self._num_perm = config.minhash.num_perm if config.minhash.enabled else 0
+        self._hamming = (
+            HammingIndex(config.simhash.max_distance) if config.simhash.enabled else None
+        )
+        self._lsh = (
+            LSHIndex(config.minhash.threshold, config.minhash.num_perm)
+            if config.minhash.enabled
+            else None
+        )
+        self._exact = ExactIndex()
+        self._write_lock = threading.Lock()
+        # Per-row records, appended before a row enters any index (readers rely on it).
+        self._ids: list[str] = []
+        self._metadata: list[dict[str, Any] | None] = []
+        self._created: list[float] = []
+        self._cluster: list[int] = []  # row -> row of the document naming its cluster
+        self._simhash = RowArray(np.uint64)
+        self._row_of: dict[str, int] = {}
+        self._members: dict[int, list[int]] = {}  # cluster row -> live rows, oldest first
+        self.merges = 0
+
+    # ------------------------------------------------------------------ reads
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def get(self, document_id: str) -> StoredDocument:
+        row = self._row(document_id)
+        return StoredDocument(
+            id=document_id,
+            metadata=self._metadata[row],
+            created_at=_iso(self._created[row]),
+            cluster_id=self._ids[self._cluster[row]],
+            simhash=f"{int(self._simhash.array[row]):016x}",
+        )
+
+    def _row(self, document_id: str) -> int:
+        row = self._row_of.get(document_id)
+        if row is None:
+            raise UnknownDocument(self.name, document_id)
+        return row
+
+    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """Documents matching a text, best first; nothing is stored."""
+        self._validate(query)
+        fingerprints = self._fingerprint([text], html)
+        return self._find(fingerprints, 0, query)
+
+    def similar(self, document_id: str, query: Query) -> list[Match]:
+        """Documents matching a stored one, itself excluded."""
+        self._validate(query)
+        row = self._row(document_id)
+        stored = self._stored_fingerprints(np.array([row]))
+        return self._find(stored, 0, query, exclude=row)
+
+    def _validate(self, query: Query) -> None:
+        k = self.config.simhash.max_distance
+        if query.max_distance is not None and not 0 <= query.max_distance <= k:
+            raise InvalidParameter(
+                f"max_distance must be between 0 and the collection's max_distance {k}, "
+                f"not {query.max_distance}"
+            )
+        if query.min_similarity is not None and not 0.0 <= query.min_similarity <= 1.0:
+            raise InvalidParameter(f"min_similarity must be 0 to 1, not {query.min_similarity}")
+        if query.limit < 1:
+            raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
+
+    def stats(self) -> dict[str, Any]:
+        indexes: dict[str, Any] = {"exact": self._exact}
+        if self._hamming is not None:
+            indexes["simhash"] = self._hamming
+        if self._lsh is not None:
+            indexes["minhash"] = self._lsh
+        return {
+            "documents": len(self),
+            "clusters": sum(1 for members in self._members.values() if members),
+            "merges": self.merges,
+            "index_bytes": sum(index.memory_bytes() for index in indexes.values()),
+        }
+
+    # ------------------------------------------------------------------ matching
+
+    def _fingerprint(self, texts: Sequence[str], html: bool) -> Fingerprints:
+        try:
+            return fingerprint(list(texts), self._params, html=html)
+        except EmptyDocument as error:
+            raise InvalidDocument(str(error)) from error
+
+    def _stored_fingerprints(self, rows: npt.NDArray[np.int64]) -> Fingerprints:
+        if self._lsh is not None:
+            signatures = self._lsh.signatures(rows)
+        else:
+            signatures = np.zeros((len(rows), 0), dtype=np.uint32)
+        return Fingerprints(self._simhash.array[rows], signatures, self._exact.hashes(rows))
+
+    def _find(
+        self,
+        fingerprints: Fingerprints,
+        position: int,
+        query: Query,
+        exclude: int | None = None,
+        pending: _PendingBatch | None = None,
+    ) -> list[Match]:
+        """Documents matching document ``position`` by any method, best first.
+
+        Similarity is the MinHash estimate (or, with MinHash off, 1 - distance / 64);
+        ties go to the nearer SimHash, then the older document.
+        """
+        found: dict[int, set[Method]] = {}
+        for row in self._exact.search(fingerprints.exact[position]).tolist():
+            found.setdefault(row, set()).add("exact")
+        if self._hamming is not None:
+            rows, _ = self._hamming.search(fingerprints.simhash[position], query.max_distance)
+            for row in rows.tolist():
+                found.setdefault(row, set()).add("simhash")
+        if self._lsh is not None:
+            threshold = query.min_similarity
+            if threshold is None:
+                threshold = self.config.minhash.threshold
+            rows, _ = self._lsh.search(fingerprints.minhash[position], threshold)
+            for row in rows.tolist():
+                found.setdefault(row, set()).add("minhash")
+        if exclude is not None:
+            found.pop(exclude, None)
+        rows = np.fromiter(found, dtype=np.int64, count=len(found))
+        methods = list(found.values())
+        stored = self._stored_fingerprints(rows)
+        ids = [self._ids[row] for row in rows.tolist()]
+        if pending is not None:
+            pending_rows, pending_methods = pending.find(fingerprints, position, query)
+            rows = np.concatenate([rows, pending_rows])
+            methods += pending_methods
+            ids += [pending.ids[row - pending.first_row] for row in pending_rows.tolist()]
+            chosen = pending.fingerprints.select(pending_rows - pending.first_row)
+            stored = Fingerprints(
+                np.concatenate([stored.simhash, chosen.simhash]),
+                np.concatenate([stored.minhash, chosen.minhash]),
+                np.concatenate([stored.exact, chosen.exact]),
+            )
+        if len(rows) == 0:
+            return []
+        distances = np.bitwise_count(stored.simhash ^ fingerprints.simhash[position])
+        similarity = self._similarity(fingerprints.minhash[position], stored.minhash, distances)
+        order = np.lexsort((rows, distances, -similarity))
+        if query.min_similarity is not None:
+            order = order[similarity[order] >= query.min_similarity]
+        return [
+            Match(
+                id=ids[i],
+                similarity=round(float(similarity[i]), 6),
+                hamming_distance=int(distances[i]),
+                methods=tuple(m for m in _METHOD_ORDER if m in methods[i]),
+            )
+            for i in order[: query.limit].tolist()
+        ]
+
+    def _similarity(
+        self,
+        signature: npt.NDArray[np.uint32],
+        others: npt.NDArray[np.uint32],
+        distances: npt.NDArray[np.integer],
+    ) -> npt.NDArray[np.float64]:
+        if self._num_perm:
+            agree = np.count_nonzero(others == signature, axis=1)
+            return np.asarray(agree / self._num_perm, dtype=np.float64)
+        return np.asarray(1.0 - distances / 64.0, dtype=np.float64)
+
+    # ------------------------------------------------------------------ writes
+
+    def insert(
+        self,
+        documents: Sequence[NewDocument],
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        replace: bool = False,
+        html: bool = False,
+    ) -> list[InsertResult]:
+        """Insert documents in order; each is matched against the collection and the
+        earlier documents of its batch. With ``replace``, an existing id is replaced."""
+        fingerprints = self._fingerprint([document.text for document in documents], html)
+        ids = [document.id or uuid.uuid4().hex for document in documents]
+        if len(set(ids)) != len(ids):
+            raise InvalidParameter("a batch may not hold the same document id twice")
+        with self._write_lock:
+            if not replace:
+                for document_id in ids:
+                    if document_id in self._row_of:
+                        raise DocumentExists(document_id)
+            replaced: list[int] = []
+            pending = _PendingBatch(self, fingerprints, first_row=len(self._ids))
+            results = []
+            for position, document in enumerate(documents):
+                old_row = self._row_of.get(ids[position])
+                matches = self._find(
+                    fingerprints, position, Query(limit=INSERT_MATCH_LIMIT), old_row, pending
+                )
+                cluster_row = self._cluster_of_match(matches, pending)
+                skipped = bool(matches) and on_duplicate == "skip"
+                if not skipped:
+                    if old_row is not None:
+                        replaced.append(old_row)
+                    row = pending.add(position, ids[position], cluster_row, document.metadata)
+                    cluster_row = row if cluster_row is None else cluster_row
+                assert cluster_row is not None or skipped
+                results.append(
+                    InsertResult(
+                        id=ids[position],
+                        inserted=not skipped,
+                        duplicate_of=self._oldest_member(cluster_row, pending) if matches else None,
+                        cluster_id=self._id_of(cluster_row, pending)
+                        if cluster_row is not None
+                        else ids[position],
+                        matches=matches,
+                        replaced=old_row is not None and not skipped,
+                    )
+                )
+            batch = pending.batch()
+            if replaced:
+                self._store.delete_documents(self.name, replaced)
+            if len(batch):
+                self._store.add_documents(self.name, batch)
+            self._remove(replaced)
+            self._publish(batch)
+        if self.needs_merge():
+            self._wake_merger()
+        return results
+
+    def _cluster_of_match(self, matches: list[Match], pending: _PendingBatch) -> int | None:
+        if not matches:
+            return None
+        best = matches[0].id
+        row = self._row_of.get(best)
+        if row is not None:
+            return self._cluster[row]
+        return pending.cluster_of(best)
+
+    def _id_of(self, row: int, pending: _PendingBatch) -> str:
+        return self._ids[row] if row < len(self._ids) else pending.ids[row - pending.first_row]
+
+    def _oldest_member(self, cluster_row: int | None, pending: _PendingBatch) -> str | None:
+        if cluster_row is None:
+            return None
+        members = self._members.get(cluster_row, []) + pending.members(cluster_row)
+        return self._id_of(members[0], pending) if members else self._id_of(cluster_row, pending)
+
+    def delete(self, document_id: str) -> None:
+        with self._write_lock:
+            row = self._row(document_id)
+            self._store.delete_documents(self.name, [row])
+            self._remove([row])
+
+    def _remove(self, rows: list[int]) -> None:
+        if not rows:
+            return
+        array = np.array(rows, dtype=np.int64)
+        for index in self._indexes():
+            index.delete(array)
+        for row in rows:
+            del self._row_of[self._ids[row]]
+            self._members[self._cluster[row]].remove(row)
+
+    def _indexes(self) -> list[HammingIndex | LSHIndex | ExactIndex]:
+        return [index for index in (self._exact, self._hamming, self._lsh) if index is not None]
+
+    def _publish(self, batch: DocumentBatch) -> None:
+        """Make committed documents visible: per-row records first, then the indexes."""
+        if len(batch) == 0:
+            return
+        size = int(batch.rows[-1]) + 1
+        for document_id, row, metadata, created, cluster in zip(
+            batch.ids,
+            batch.rows.tolist(),
+            batch.metadata,
+            batch.created_at.tolist(),
+            batch.clusters.tolist(),
+            strict=True,
+        ):
+            # Rows of documents deleted before a restart leave gaps that stay empty.
+            while len(self._ids) < row:
+                self._ids.append("")
+                self._metadata.append(None)
+                self._created.append(0.0)
+                self._cluster.append(0)
+            self._ids.append(document_id)
+            self._metadata.append(metadata)
+            self._created.append(created)
+            self._cluster.append(cluster)
+            self._members.setdefault(cluster, []).append(row)
+        self._simhash.ensure(size)
+        self._simhash.array[batch.rows] = batch.simhash
+        self._exact.insert(batch.exact, batch.rows)
+        if self._hamming is not None:
+            self._hamming.insert(batch.simhash, batch.rows)
+        if self._lsh is not None:
+            self._lsh.insert(batch.minhash, batch.rows)
+        for document_id, row in zip(batch.ids, batch.rows.tolist(), strict=True):
+            self._row_of[document_id] = row
+
+    def restore(self, batch: DocumentBatch) -> None:
+        """Rebuild from stored documents (rows ascending), then merge the indexes."""
+        with self._write_lock:
+            self._publish(batch)
+            self.merge(force=True)
+
+    def merge(self, *, force: bool = False) -> bool:
+        """Merge every index whose buffer has grown enough (all of them with ``force``)."""
+        merged = False
+        for index in self._indexes():
+            if force or index.needs_merge():
+                merged = index.merge() or merged
+        if merged:
+            self.merges += 1
+        return merged
+
+    def needs_merge(self) -> bool:
+        return any(index.needs_merge() for index in self._indexes())
+
+
+_METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash")
+
+
+class _PendingBatch:
+    """Documents of a batch accepted so far, not yet committed: matched by brute force
+    (a batch is small), under provisional rows that continue the collection's."""
+
+    def __init__(self, collection: Collection, fingerprints: Fingerprints, first_row: int) -> None:
+        self.collection = collection
+        self.fingerprints = fingerprints
+        self.first_row = first_row
+        self.ids: list[str] = []
+        self.positions: list[int] = []
+        self.clusters: list[int] = []
+        self.metadata: list[dict[str, Any] | None] = []
+        self.created: list[float] = []
+
+    def add(
+        self, position: int, document_id: str, cluster: int | None, metadata: dict[str, Any] | None
+    ) -> int:
+        row = self.first_row + len(self.ids)
+        self.ids.append(document_id)
+        self.positions.append(position)
+        self.clusters.append(row if cluster is None else cluster)
+        self.metadata.append(metadata)
+        self.created.append(time.time())
+        return row
+
+    def find(
+        self, fingerprints: Fingerprints, position: int, query: Query
+    ) -> tuple[npt.NDArray[np.int64], list[set[Method]]]:
+        """Provisional rows of accepted documents matching document ``position``."""
+        if not self.positions:
+            return np.zeros(0, dtype=np.int64), []
+        mine = np.array(self.positions)
+        collection = self.collection
+        exact = (fingerprints.exact[mine] == fingerprints.exact[position]).all(axis=1)
+        distances = np.bitwise_count(fingerprints.simhash[mine] ^ fingerprints.simhash[position])
+        by_simhash = np.zeros(len(mine), dtype=np.bool_)
+        if collection.config.simhash.enabled:
+            k = collection.config.simhash.max_distance
+            by_simhash = distances <= (k if query.max_distance is None else query.max_distance)
+        by_minhash = np.zeros(len(mine), dtype=np.bool_)
+        if collection.config.minhash.enabled:
+            threshold = query.min_similarity
+            if threshold is None:
+                threshold = collection.config.minhash.threshold
+            agree = np.count_nonzero(
+                fingerprints.minhash[mine] == fingerprints.minhash[position], axis=1
+            )
+            by_minhash = agree / collection.config.minhash.num_perm >= threshold - 1e-9
+        hits = np.flatnonzero(exact | by_simhash | by_minhash)
+        methods: list[set[Method]] = []
+        for i in hits.tolist():
+            found: set[Method] = set()
+            if exact[i]:
+                found.add("exact")
+            if by_simhash[i]:
+                found.add("simhash")
+            if by_minhash[i]:
+                found.add("minhash")
+            methods.append(found)
+        return hits.astype(np.int64) + self.first_row, methods
+
+    def cluster_of(self, document_id: str) -> int:
+        return self.clusters[self.ids.index(document_id)]
+
+    def members(self, cluster_row: int) -> list[int]:
+        return [
+            self.first_row + i for i, cluster in enumerate(self.clusters) if cluster == cluster_row
+        ]
+
+    def batch(self) -> DocumentBatch:
+        positions = np.array(self.positions, dtype=np.int64)
+        chosen = self.fingerprints.select(positions)
+        return DocumentBatch(
+            ids=self.ids,
+            rows=np.arange(self.first_row, self.first_row + len(self.ids), dtype=np.int64),
+            created_at=np.array(self.created, dtype=np.float64),
+            clusters=np.array(self.clusters, dtype=np.int64),
+            metadata=self.metadata,
+            simhash=chosen.simhash,
+            minhash=chosen.minhash,
+            exact=chosen.exact,
+        )
+
+
+class Registry:
+    """Every collection of a service, and the background merger that keeps them fast."""
+
+    def __init__(self, store: Store, max_collections: int = 1000) -> None:
+        self._store = store
+        self._max_collections = max_collections
+        self._collections: dict[str, Collection] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._merger: threading.Thread | None = None
+
+    def open(self) -> None:
+        """Rebuild every stored collection, and create ``default`` if it is missing."""
+        for stored in self._store.load():
+            config = CollectionConfig.from_dict(stored.config)
+            collection = Collection(stored.name, config, self._store, self.wake_merger)
+            collection.restore(stored.documents)
+            self._collections[stored.name] = collection
+        if DEFAULT_COLLECTION not in self._collections:
+            self.create(DEFAULT_COLLECTION, CollectionConfig())
+
+    def create(self, name: str, config: CollectionConfig) -> tuple[Collection, bool]:
+        """(collection, created): the same settings again is fine, different ones conflict."""
+        with self._lock:
+            existing = self._collections.get(name)
+            if existing is not None:
+                if existing.config != config:
+                    raise SettingsConflict(
+                        f"collection {name!r} exists with other settings: "
+                        f"{existing.config.to_dict()}; settings cannot change once created"
+                    )
+                return existing, False
+            if len(self._collections) >= self._max_collections:
+                raise TooManyCollections(
+                    f"at most {self._max_collections} collections; delete one first"
+                )
+            self._store.create_collection(name, config.to_dict())
+            collection = Collection(name, config, self._store, self.wake_merger)
+            self._collections[name] = collection
+            return collection, True
+
+    def get(self, name: str) -> Collection:
+        collection = self._collections.get(name)
+        if collection is None:
+            raise UnknownCollection(name)
+        return collection
+
+    def list(self) -> list[Collection]:
+        return [self._collections[name] for name in sorted(self._collections)]
+
+    def drop(self, name: str) -> None:
+        with self._lock:
+            self.get(name)
+            self._store.drop_collection(name)
+            del self._collections[name]
+
+    def wake_merger(self) -> None:
+        self._wake.set()
+
+    def start_merger(self) -> None:
+        self._merger = threading.Thread(target=self._merge_loop, name="merger", daemon=True)
+        self._merger.start()
+
+    def _merge_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(MERGE_POLL_SECONDS)
+            self._wake.clear()
+            for collection in list(self._collections.values()):
+                if collection.needs_merge():
+                    collection.merge()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._merger is not None:
+            self._merger.join()
+        self._store.close()

@@ -1,0 +1,90 @@
+"""The interface between the service and its durable record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core.types import ExactHashes, MinHashes, SimHashes
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentBatch:
+    """Documents as columns: everything needed to rebuild the indexes without re-hashing."""
+
+    ids: list[str]
+    rows: npt.NDArray[np.int64]
+    created_at: npt.NDArray[np.float64]
+    clusters: npt.NDArray[np.int64]  # row of the document that names the cluster
+    metadata: list[dict[str, Any] | None]
+    simhash: SimHashes
+    minhash: MinHashes  # (m, K), or (m, 0) when MinHash is off
+    exact: ExactHashes
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def select(self, positions: npt.NDArray[np.int64]) -> DocumentBatch:
+        return DocumentBatch(
+            ids=[self.ids[i] for i in positions.tolist()],
+            rows=self.rows[positions],
+            created_at=self.created_at[positions],
+            clusters=self.clusters[positions],
+            metadata=[self.metadata[i] for i in positions.tolist()],
+            simhash=self.simhash[positions],
+            minhash=self.minhash[positions],
+            exact=self.exact[positions],
+        )
+
+    @staticmethod
+    def concatenate(batches: list[DocumentBatch], num_perm: int) -> DocumentBatch:
+        if not batches:
+            return DocumentBatch(
+                [],
+                np.zeros(0, np.int64),
+                np.zeros(0, np.float64),
+                np.zeros(0, np.int64),
+                [],
+                np.zeros(0, np.uint64),
+                np.zeros((0, num_perm), np.uint32),
+                np.zeros((0, 2), np.uint64),
+            )
+        return DocumentBatch(
+            ids=[i for batch in batches for i in batch.ids],
+            rows=np.concatenate([batch.rows for batch in batches]),
+            created_at=np.concatenate([batch.created_at for batch in batches]),
+            clusters=np.concatenate([batch.clusters for batch in batches]),
+            metadata=[m for batch in batches for m in batch.metadata],
+            simhash=np.concatenate([batch.simhash for batch in batches]),
+            minhash=np.concatenate([batch.minhash for batch in batches]),
+            exact=np.concatenate([batch.exact for batch in batches]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCollection:
+    name: str
+    config: dict[str, Any]
+    documents: DocumentBatch  # live documents in row order
+
+
+class Store(Protocol):
+    """Where the service records what it acknowledges. Every method returns only once the
+    change is durable (for stores that are durable at all)."""
+
+    def load(self) -> list[StoredCollection]:
+        """Every collection with its live documents, for the start-up rebuild."""
+        ...
+
+    def create_collection(self, name: str, config: dict[str, Any]) -> None: ...
+
+    def drop_collection(self, name: str) -> None: ...
+
+    def add_documents(self, name: str, documents: DocumentBatch) -> None: ...
+
+    def delete_documents(self, name: str, rows: list[int]) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,53 @@
+"""MemoryStore: the Store interface in memory (tests, and a service that may forget)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from app.storage.base import DocumentBatch, StoredCollection
+
+
+class MemoryStore:
+    """Keeps collections and documents in this process only: gone at exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._configs: dict[str, dict[str, Any]] = {}
+        self._batches: dict[str, list[DocumentBatch]] = {}
+        self._deleted: dict[str, set[int]] = {}
+
+    def load(self) -> list[StoredCollection]:
+        with self._lock:
+            loaded = []
+            for name, config in self._configs.items():
+                num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
+                everything = DocumentBatch.concatenate(self._batches[name], num_perm)
+                keep = ~np.isin(everything.rows, list(self._deleted[name]))
+                live = everything.select(np.flatnonzero(keep))
+                loaded.append(StoredCollection(name, config, live))
+            return loaded
+
+    def create_collection(self, name: str, config: dict[str, Any]) -> None:
+        with self._lock:
+            self._configs[name] = config
+            self._batches[name] = []
+            self._deleted[name] = set()
+
+    def drop_collection(self, name: str) -> None:
+        with self._lock:
+            for table in (self._configs, self._batches, self._deleted):
+                table.pop(name, None)
+
+    def add_documents(self, name: str, documents: DocumentBatch) -> None:
+        with self._lock:
+            self._batches[name].append(documents)
+
+    def delete_documents(self, name: str, rows: list[int]) -> None:
+        with self._lock:
+            self._deleted[name].update(rows)
+
+    def close(self) -> None:
+        pass
