@@ -6,8 +6,11 @@ apply ``THREAD_LIMITS`` before numpy, numba or a Rust extension reads them.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import json
+import math
 import os
 import platform
 import re
@@ -139,9 +142,63 @@ def time_per_item(
     return Timing(min(per_item), statistics.median(per_item), max(per_item))
 
 
+def spread(values: Sequence[float]) -> Timing:
+    """Min, median and max of one figure measured once per run (any unit)."""
+    if not values:
+        raise ValueError("need at least one value")
+    return Timing(min(values), statistics.median(values), max(values))
+
+
+def latencies_us(function: Callable[[T], object], items: Sequence[T]) -> list[float]:
+    """Microseconds of each ``function(item)`` call, timed one call at a time."""
+    clock = time.perf_counter_ns
+    elapsed: list[float] = []
+    for item in items:
+        start = clock()
+        function(item)
+        elapsed.append((clock() - start) / 1000)
+    return elapsed
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0 to 100), interpolating linearly as numpy does by default."""
+    if not values:
+        raise ValueError("need at least one value")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, from /proc/self/statm (0 where it is absent)."""
+    statm = Path("/proc/self/statm")
+    if not statm.is_file():
+        return 0
+    resident_pages = int(statm.read_text(encoding="ascii").split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def release_memory() -> None:
+    """Collect garbage and hand free heap pages back to the OS, so RSS deltas mean something."""
+    gc.collect()
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is not None:
+        libc = ctypes.CDLL(libc_name)
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+
+
 def format_us(value: float) -> str:
     """Microseconds with three significant digits (``12.3``, ``1234``)."""
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def format_spread(timing: Timing, fmt: Callable[[float], str] = format_us) -> str:
+    """The median with the range over runs: ``9.6 (9.4-9.9)``, or just ``9.6`` if they agree."""
+    low, middle, high = fmt(timing.min_us), fmt(timing.median_us), fmt(timing.max_us)
+    return middle if low == high else f"{middle} ({low}-{high})"
 
 
 def format_ratio(value: float) -> str:
