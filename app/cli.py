@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 from collections.abc import Sequence
 
 import uvicorn
@@ -23,6 +25,10 @@ def serve(arguments: argparse.Namespace) -> None:
         if value is not None
     }
     settings = Settings(**overrides)
+    # uvicorn shuts down gracefully on SIGTERM (stops accepting, finishes requests in
+    # flight, runs the lifespan's close) and then re-raises the signal: exit 0 on it, as a
+    # clean stop, instead of dying by it.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     # One process owns the indexes: never several workers with copies that drift apart.
     uvicorn.run(
         create_app(settings),
@@ -32,6 +38,10 @@ def serve(arguments: argparse.Namespace) -> None:
         workers=1,
         timeout_graceful_shutdown=30,
     )
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    sys.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
