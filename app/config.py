@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -16,6 +17,10 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("data"), description="Where the service keeps its data.")
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on (0: any free).")
+    synchronous: Literal["FULL", "NORMAL"] = Field(
+        "FULL",
+        description="SQLite synchronous mode: FULL survives power loss, NORMAL a process crash.",
+    )
     log_level: str = Field("info", description="uvicorn log level.")
     max_body_bytes: int = Field(
         16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 above)."

@@ -52,5 +52,15 @@ class TooLarge(NeardupError):
     code = "too_large"
 
 
+class StorageUnavailable(NeardupError):
+    """A write could not be made durable (disk full, read-only directory...)."""
+
+    code = "storage_unavailable"
+
+
+class StoreDamaged(RuntimeError):
+    """The database file cannot be trusted: the service must not start on it."""
+
+
 class NotReady(NeardupError):
     code = "not_ready"

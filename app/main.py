@@ -15,13 +15,20 @@ from app.api.metrics import Metrics, MetricsMiddleware
 from app.config import Settings
 from app.service import Registry
 from app.storage import MemoryStore, Store
+from app.storage.sqlite import SQLiteStore
 
 log = logging.getLogger("neardup")
 
 StoreFactory = Callable[[Settings], Store]
+DATABASE_FILE = "neardup.db"
+
+
+def sqlite_store(settings: Settings) -> Store:
+    return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
 
 
 def memory_store(settings: Settings) -> Store:
+    """For tests and throw-away services: nothing survives the process."""
     return MemoryStore()
 
 
@@ -30,10 +37,12 @@ def create_app(
 ) -> FastAPI:
     """A new application; nothing is opened until its lifespan starts."""
     settings = settings or Settings()
-    open_store = store_factory or memory_store
+    open_store = store_factory or sqlite_store
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # A damaged database stops the start here, with a message that says what to do;
+        # the service never starts empty on top of data it could not read.
         registry = Registry(open_store(settings), settings.max_collections)
 
         def rebuild() -> None:

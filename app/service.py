@@ -130,7 +130,9 @@ class Collection:
         self._cluster: list[int] = []  # row -> row of the document naming its cluster
         self._simhash = RowArray(np.uint64)
         self._row_of: dict[str, int] = {}
-        self._members: dict[int, list[int]] = {}  # cluster row -> live rows, oldest first
+        # Cluster row -> its other live rows, oldest first. The row naming a cluster is not
+        # listed: most documents are alone in their cluster and cost nothing here.
+        self._members: dict[int, list[int]] = {}
         self.merges = 0
 
     # ------------------------------------------------------------------ reads
@@ -187,7 +189,7 @@ class Collection:
             indexes["minhash"] = self._lsh
         return {
             "documents": len(self),
-            "clusters": sum(1 for members in self._members.values() if members),
+            "duplicates": sum(len(members) for members in self._members.values()),
             "merges": self.merges,
             "index_bytes": sum(index.memory_bytes() for index in indexes.values()),
         }
@@ -354,8 +356,13 @@ class Collection:
     def _oldest_member(self, cluster_row: int | None, pending: _PendingBatch) -> str | None:
         if cluster_row is None:
             return None
+        root_is_live = (
+            cluster_row >= len(self._ids) or self._row_of.get(self._ids[cluster_row]) == cluster_row
+        )
+        if root_is_live:
+            return self._id_of(cluster_row, pending)
         members = self._members.get(cluster_row, []) + pending.members(cluster_row)
-        return self._id_of(members[0], pending) if members else self._id_of(cluster_row, pending)
+        return self._id_of(members[0], pending) if members else None
 
     def delete(self, document_id: str) -> None:
         with self._write_lock:
@@ -371,7 +378,8 @@ class Collection:
             index.delete(array)
         for row in rows:
             del self._row_of[self._ids[row]]
-            self._members[self._cluster[row]].remove(row)
+            if self._cluster[row] != row:
+                self._members[self._cluster[row]].remove(row)
 
     def _indexes(self) -> list[HammingIndex | LSHIndex | ExactIndex]:
         return [index for index in (self._exact, self._hamming, self._lsh) if index is not None]
@@ -381,25 +389,34 @@ class Collection:
         if len(batch) == 0:
             return
         size = int(batch.rows[-1]) + 1
-        for document_id, row, metadata, created, cluster in zip(
-            batch.ids,
-            batch.rows.tolist(),
-            batch.metadata,
-            batch.created_at.tolist(),
-            batch.clusters.tolist(),
-            strict=True,
+        first = len(self._ids)
+        if int(batch.rows[0]) < first:
+            raise AssertionError("rows are appended in ascending order, never reused")
+        # Columns, not a loop per row: a restart publishes millions of rows at once. Rows
+        # of documents deleted before a restart leave gaps that stay empty.
+        offsets = batch.rows - first
+        ids: list[Any] = [""] * (size - first)
+        metadata: list[Any] = [None] * (size - first)
+        created = np.zeros(size - first)
+        cluster = np.zeros(size - first, dtype=np.int64)
+        if len(batch) == size - first:
+            ids, metadata = list(batch.ids), list(batch.metadata)
+        else:
+            id_column, metadata_column = np.array(ids, dtype=object), np.array(metadata)
+            id_column[offsets] = batch.ids
+            metadata_column[offsets] = batch.metadata
+            ids, metadata = id_column.tolist(), metadata_column.tolist()
+        created[offsets] = batch.created_at
+        cluster[offsets] = batch.clusters
+        self._ids += ids
+        self._metadata += metadata
+        self._created += created.tolist()
+        self._cluster += cluster.tolist()
+        joined = batch.clusters != batch.rows
+        for root, row in zip(
+            batch.clusters[joined].tolist(), batch.rows[joined].tolist(), strict=True
         ):
-            # Rows of documents deleted before a restart leave gaps that stay empty.
-            while len(self._ids) < row:
-                self._ids.append("")
-                self._metadata.append(None)
-                self._created.append(0.0)
-                self._cluster.append(0)
-            self._ids.append(document_id)
-            self._metadata.append(metadata)
-            self._created.append(created)
-            self._cluster.append(cluster)
-            self._members.setdefault(cluster, []).append(row)
+            self._members.setdefault(root, []).append(row)
         self._simhash.ensure(size)
         self._simhash.array[batch.rows] = batch.simhash
         self._exact.insert(batch.exact, batch.rows)
@@ -407,8 +424,7 @@ class Collection:
             self._hamming.insert(batch.simhash, batch.rows)
         if self._lsh is not None:
             self._lsh.insert(batch.minhash, batch.rows)
-        for document_id, row in zip(batch.ids, batch.rows.tolist(), strict=True):
-            self._row_of[document_id] = row
+        self._row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
 
     def restore(self, batch: DocumentBatch) -> None:
         """Rebuild from stored documents (rows ascending), then merge the indexes."""
@@ -499,7 +515,9 @@ class _PendingBatch:
 
     def members(self, cluster_row: int) -> list[int]:
         return [
-            self.first_row + i for i, cluster in enumerate(self.clusters) if cluster == cluster_row
+            self.first_row + i
+            for i, cluster in enumerate(self.clusters)
+            if cluster == cluster_row and self.first_row + i != cluster_row
         ]
 
     def batch(self) -> DocumentBatch:

@@ -21,6 +21,7 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.InvalidDocument: 422,
     errors.TooLarge: 413,
     errors.NotReady: 503,
+    errors.StorageUnavailable: 503,
 }
 CODE_OF_STATUS = {
     400: "bad_request",

@@ -16,7 +16,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class IndexCollector:
-    """Documents, clusters and merges per collection, read when /metrics is scraped."""
+    """Documents, duplicates and merges per collection, read when /metrics is scraped."""
 
     def __init__(self, registry_of: Any) -> None:
         self._registry_of = registry_of
@@ -27,8 +27,10 @@ class IndexCollector:
             "documents": GaugeMetricFamily(
                 "neardup_documents", "Live documents per collection", labels=["collection"]
             ),
-            "clusters": GaugeMetricFamily(
-                "neardup_clusters", "Duplicate clusters per collection", labels=["collection"]
+            "duplicates": GaugeMetricFamily(
+                "neardup_duplicates",
+                "Live documents that joined an earlier document's cluster",
+                labels=["collection"],
             ),
             "merges": GaugeMetricFamily(
                 "neardup_merges", "Index merges since start per collection", labels=["collection"]

@@ -70,7 +70,7 @@ class CollectionSettings(Input):
 
 class CollectionStats(BaseModel):
     documents: int
-    clusters: int
+    duplicates: int
     merges: int
     index_bytes: int
 

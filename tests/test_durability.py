@@ -1,0 +1,215 @@
+"""Durability: restarts answer as before, a SIGKILL loses nothing acknowledged, faults are
+clear errors that lose nothing."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from app.errors import StoreDamaged
+from app.main import DATABASE_FILE
+from app.storage.base import DocumentBatch
+from app.storage.sqlite import SQLiteStore
+from tests.conftest import make_client
+from tests.corpus import english_like_text, mutate_words
+from tests.server import Server
+
+DOCS = "/v1/collections/default/documents"
+
+
+def corpus(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    bases = [english_like_text(rng, rng.randint(300, 2000)) for _ in range(count // 3 + 1)]
+    return [
+        mutate_words(rng, rng.choice(bases), rng.choice([0, 0.01, 0.03, 0.3])) for _ in range(count)
+    ]
+
+
+def snapshot(client: TestClient, ids: list[str], texts: list[str]) -> dict[str, Any]:
+    """Everything a client can see about these documents."""
+    seen: dict[str, Any] = {
+        # Merges and index bytes depend on the history of the process, not on the data.
+        info["name"]: (info["settings"], info["stats"]["documents"], info["stats"]["duplicates"])
+        for info in client.get("/v1/collections").json()["collections"]
+    }
+    for document_id in ids:
+        seen[f"get {document_id}"] = client.get(f"{DOCS}/{document_id}").json()
+        seen[f"similar {document_id}"] = client.get(
+            f"{DOCS}/{document_id}/similar", params={"limit": 50}
+        ).json()
+    for number, text in enumerate(texts):
+        seen[f"search {number}"] = client.post(
+            "/v1/collections/default/search", json={"text": text, "limit": 50}
+        ).json()
+    return seen
+
+
+def test_a_restart_answers_exactly_as_before(tmp_path: Path) -> None:
+    texts = corpus(1, 60)
+    ids = [f"d{i}" for i in range(60)]
+    for client in make_client(tmp_path):
+        client.put("/v1/collections/words", json={"shingle": {"unit": "word", "size": 2}})
+        for start in range(0, 40, 10):
+            batch = [
+                {"id": ids[i], "text": texts[i], "metadata": {"n": i}}
+                for i in range(start, start + 10)
+            ]
+            assert client.post(f"{DOCS}/batch", json={"documents": batch}).status_code == 200
+        for i in range(40, 60):
+            assert client.post(DOCS, json={"id": ids[i], "text": texts[i]}).status_code == 201
+        client.post("/v1/collections/words/documents", json={"id": "w", "text": texts[0]})
+        assert client.delete(f"{DOCS}/d3").status_code == 204
+        assert client.put(f"{DOCS}/d4", json={"text": texts[9]}).status_code == 200
+        before = snapshot(client, ids, texts[::7])
+        assert before["default"][1] == 59 and before["words"][1] == 1
+    for client in make_client(tmp_path):
+        after = snapshot(client, ids, texts[::7])
+        assert client.get("/v1/collections/words/documents/w").status_code == 200
+        # New inserts continue after the restored rows and join restored clusters.
+        answer = client.post(DOCS, json={"id": "late", "text": texts[10]}).json()
+        assert answer["matches"] and answer["duplicate_of"] is not None
+    assert after == before
+
+
+def acknowledged_inserts(url: str, seed: int, stop: threading.Event, acked: dict[str, str]) -> None:
+    rng = random.Random(seed)
+    with httpx.Client(base_url=url, timeout=10) as client:
+        number = 0
+        while not stop.is_set():
+            batch_size = rng.choice([1, 1, 5])
+            documents = [
+                {"id": f"c{seed}-{number + i}", "text": english_like_text(rng, 400)}
+                for i in range(batch_size)
+            ]
+            number += batch_size
+            try:
+                if batch_size == 1:
+                    response = client.post(DOCS, json=documents[0])
+                else:
+                    response = client.post(f"{DOCS}/batch", json={"documents": documents})
+            except httpx.TransportError:
+                return  # the server died under us: that answer was never acknowledged
+            if response.status_code in (200, 201):
+                for document in documents:
+                    acked[document["id"]] = document["text"]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
+    data = tmp_path / "data"
+    acked: dict[str, str] = {}
+    server = Server(data).start()
+    stop = threading.Event()
+    writers = [
+        threading.Thread(target=acknowledged_inserts, args=(server.url, seed * 10 + i, stop, acked))
+        for i in range(4)
+    ]
+    for writer in writers:
+        writer.start()
+    # Kill after a random number of acknowledged documents, wherever the writers are.
+    target = random.Random(seed).randint(20, 150)
+    deadline = threading.Event()
+    while len(acked) < target and not deadline.wait(0.01):
+        pass
+    server.kill()
+    stop.set()
+    for writer in writers:
+        writer.join()
+    assert len(acked) >= target
+    with Server(data) as restarted, httpx.Client(base_url=restarted.url, timeout=10) as client:
+        stats = client.get("/v1/collections/default").json()["stats"]
+        for document_id, text in acked.items():
+            stored = client.get(f"{DOCS}/{document_id}")
+            assert stored.status_code == 200, document_id
+            found = client.post("/v1/collections/default/search", json={"text": text}).json()
+            assert document_id in {m["id"] for m in found["matches"]}
+        # Unacknowledged inserts may have landed, but only whole and only once.
+        assert stats["documents"] >= len(acked)
+        database = sqlite3.connect(data / DATABASE_FILE)
+        ids = [row[0] for row in database.execute("SELECT id FROM documents")]
+        database.close()
+        assert len(ids) == len(set(ids)) == stats["documents"]
+        assert restarted.stop() == 0
+
+
+def test_a_damaged_database_refuses_to_start_and_says_what_to_do(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / DATABASE_FILE).write_bytes(b"this is not a database" * 1000)
+    with pytest.raises(StoreDamaged, match="Restore it from a backup"):
+        SQLiteStore(data / DATABASE_FILE)
+    server = Server(data)
+    with pytest.raises(RuntimeError, match="not a usable neardup database"):
+        server.start()
+    assert server.process is not None and server.process.returncode != 0
+
+
+def test_a_full_disk_gives_503_and_loses_nothing(tmp_path: Path) -> None:
+    for client in make_client(tmp_path):
+        texts = corpus(5, 30)
+        for i in range(10):
+            assert client.post(DOCS, json={"id": f"ok{i}", "text": texts[i]}).status_code == 201
+        store = client.app.state.registry._store  # type: ignore[attr-defined]
+        pages = store._connection.execute("PRAGMA page_count").fetchone()[0]
+        # SQLite's own disk-full path: the file may not grow past its current size.
+        store._connection.execute(f"PRAGMA max_page_count={pages}")
+        big = [{"id": f"big{i}", "text": texts[10 + i] * 5} for i in range(20)]
+        failed = client.post(f"{DOCS}/batch", json={"documents": big})
+        assert failed.status_code == 503
+        assert failed.json()["error"]["code"] == "storage_unavailable"
+        assert "nothing of this request was stored" in failed.json()["error"]["message"]
+        assert client.get(f"{DOCS}/big0").status_code == 404
+        found = client.post("/v1/collections/default/search", json={"text": texts[10] * 5})
+        assert "big0" not in {m["id"] for m in found.json()["matches"]}
+        for i in range(10):
+            assert client.get(f"{DOCS}/ok{i}").status_code == 200
+        store._connection.execute("PRAGMA max_page_count=1073741823")
+        assert client.post(f"{DOCS}/batch", json={"documents": big}).status_code == 200
+    for client in make_client(tmp_path):
+        assert client.get("/v1/collections/default").json()["stats"]["documents"] == 30
+
+
+def test_sqlite_store_round_trips_columns(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "x.db", "NORMAL")
+    config = {"minhash": {"enabled": True, "num_perm": 4}}
+    store.create_collection("c", config)
+    rng = np.random.default_rng(0)
+    batch = DocumentBatch(
+        ids=["a", "b", "c"],
+        rows=np.array([0, 1, 2]),
+        created_at=np.array([1.5, 2.5, 3.5]),
+        clusters=np.array([0, 0, 2]),
+        metadata=[{"k": [1, "é"]}, None, {}],
+        simhash=np.array([0, 2**64 - 1, 2**63], dtype=np.uint64),
+        minhash=rng.integers(0, 2**32, size=(3, 4), dtype=np.uint32),
+        exact=rng.integers(0, 2**64, size=(3, 2), dtype=np.uint64),
+    )
+    store.add_documents("c", batch)
+    store.delete_documents("c", [1])
+    store.close()
+    reopened = SQLiteStore(tmp_path / "x.db")
+    [loaded] = reopened.load()
+    kept = batch.select(np.array([0, 2]))
+    assert loaded.name == "c" and loaded.config == config
+    assert loaded.documents.ids == kept.ids and loaded.documents.metadata == kept.metadata
+    for column in ("rows", "created_at", "clusters", "simhash", "minhash", "exact"):
+        assert np.array_equal(getattr(loaded.documents, column), getattr(kept, column)), column
+    reopened.close()
+
+
+def test_settings_choose_the_synchronous_mode(tmp_path: Path) -> None:
+    for mode in ("FULL", "NORMAL"):
+        store = SQLiteStore(tmp_path / f"{mode}.db", mode)  # type: ignore[arg-type]
+        level = store._connection.execute("PRAGMA synchronous").fetchone()[0]
+        assert level == {"FULL": 2, "NORMAL": 1}[mode]
+        store.close()
+    assert Settings(synchronous="NORMAL").synchronous == "NORMAL"
