@@ -37,7 +37,7 @@ from app.errors import (
     UnknownCollection,
     UnknownDocument,
 )
-from app.storage.base import DocumentBatch, Store
+from app.storage.base import DocumentBatch, Store, StoredCollection
 
 OnDuplicate = Literal["insert", "skip"]
 Method = Literal["exact", "simhash", "minhash"]
@@ -426,10 +426,17 @@ class Collection:
             self._lsh.insert(batch.minhash, batch.rows)
         self._row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
 
-    def restore(self, batch: DocumentBatch) -> None:
-        """Rebuild from stored documents (rows ascending), then merge the indexes."""
+    def restore(self, stored: StoredCollection) -> None:
+        """Rebuild from the store (live documents, rows ascending), then merge the indexes."""
         with self._write_lock:
-            self._publish(batch)
+            self._publish(stored.documents)
+            gap = stored.next_row - len(self._ids)
+            self._ids += [""] * gap
+            self._metadata += [None] * gap
+            self._created += [0.0] * gap
+            self._cluster += [0] * gap
+            for row, name in stored.names.items():
+                self._ids[row] = name
             self.merge(force=True)
 
     def merge(self, *, force: bool = False) -> bool:
@@ -552,7 +559,7 @@ class Registry:
         for stored in self._store.load():
             config = CollectionConfig.from_dict(stored.config)
             collection = Collection(stored.name, config, self._store, self.wake_merger)
-            collection.restore(stored.documents)
+            collection.restore(stored)
             self._collections[stored.name] = collection
         if DEFAULT_COLLECTION not in self._collections:
             self.create(DEFAULT_COLLECTION, CollectionConfig())

@@ -68,9 +68,16 @@ def test_a_restart_answers_exactly_as_before(tmp_path: Path) -> None:
             assert client.post(DOCS, json={"id": ids[i], "text": texts[i]}).status_code == 201
         client.post("/v1/collections/words/documents", json={"id": "w", "text": texts[0]})
         assert client.delete(f"{DOCS}/d3").status_code == 204
+        # Delete the first document of a cluster that lives on, and the newest document.
+        roots = {client.get(f"{DOCS}/{i}").json()["cluster_id"] for i in ids[5:40]}
+        root = min(roots - {"d3", "d4"}, key=lambda i: int(i[1:]))
+        assert client.delete(f"{DOCS}/{root}").status_code == 204
+        named = [i for i in ids[5:40] if client.get(f"{DOCS}/{i}").json().get("cluster_id") == root]
+        assert named, "the deleted document must still name a live cluster"
+        assert client.delete(f"{DOCS}/d59").status_code == 204
         assert client.put(f"{DOCS}/d4", json={"text": texts[9]}).status_code == 200
         before = snapshot(client, ids, texts[::7])
-        assert before["default"][1] == 59 and before["words"][1] == 1
+        assert before["default"][1] == 57 and before["words"][1] == 1
     for client in make_client(tmp_path):
         after = snapshot(client, ids, texts[::7])
         assert client.get("/v1/collections/words/documents/w").status_code == 200

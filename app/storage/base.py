@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -69,6 +69,10 @@ class StoredCollection:
     name: str
     config: dict[str, Any]
     documents: DocumentBatch  # live documents in row order
+    # Ids of deleted documents that still name the cluster of a live one.
+    names: dict[int, str] = field(default_factory=dict)
+    # One past the highest row ever used: rows are never reused, deleted ones included.
+    next_row: int = 0
 
 
 class Store(Protocol):
@@ -85,6 +89,8 @@ class Store(Protocol):
 
     def add_documents(self, name: str, documents: DocumentBatch) -> None: ...
 
-    def delete_documents(self, name: str, rows: list[int]) -> None: ...
+    def delete_documents(self, name: str, rows: list[int]) -> None:
+        """Mark documents deleted; their ids may still name clusters."""
+        ...
 
     def close(self) -> None: ...

@@ -27,7 +27,12 @@ class MemoryStore:
                 everything = DocumentBatch.concatenate(self._batches[name], num_perm)
                 keep = ~np.isin(everything.rows, list(self._deleted[name]))
                 live = everything.select(np.flatnonzero(keep))
-                loaded.append(StoredCollection(name, config, live))
+                id_of = dict(zip(everything.rows.tolist(), everything.ids, strict=True))
+                names = {
+                    row: id_of[row] for row in set(live.clusters.tolist()) & self._deleted[name]
+                }
+                next_row = int(everything.rows.max()) + 1 if len(everything) else 0
+                loaded.append(StoredCollection(name, config, live, names, next_row))
             return loaded
 
     def create_collection(self, name: str, config: dict[str, Any]) -> None:

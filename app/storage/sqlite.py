@@ -45,6 +45,7 @@ CREATE TABLE documents (
     simhash INTEGER NOT NULL,
     minhash BLOB NOT NULL,
     exact BLOB NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (collection, row)
 ) WITHOUT ROWID;
 """
@@ -183,7 +184,7 @@ class SQLiteStore:
         )
         self._submit(
             lambda db: db.executemany(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", rows
             )
         )
 
@@ -191,7 +192,10 @@ class SQLiteStore:
         pairs = [(name, row) for row in rows]
         self._submit(
             lambda db: db.executemany(
-                "DELETE FROM documents WHERE collection = ? AND row = ?", pairs
+                # The row stays, without its fingerprints: its id may name a cluster.
+                "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL "
+                "WHERE collection = ? AND row = ?",
+                pairs,
             )
         )
 
@@ -207,7 +211,7 @@ class SQLiteStore:
             num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
             cursor = connection.execute(
                 "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact "
-                "FROM documents WHERE collection = ? ORDER BY row",
+                "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
                 (name,),
             )
             records = cursor.fetchall()
@@ -225,7 +229,18 @@ class SQLiteStore:
                 ),
                 exact=np.frombuffer(b"".join(columns[7]), dtype=np.uint64).reshape(count, 2),
             )
-            loaded.append(StoredCollection(name, config, documents))
+            names = dict(
+                connection.execute(
+                    "SELECT row, id FROM documents WHERE collection = ? AND deleted = 1 AND row IN "
+                    "(SELECT cluster FROM documents WHERE collection = ? AND deleted = 0)",
+                    (name, name),
+                ).fetchall()
+            )
+            last = connection.execute(
+                "SELECT max(row) FROM documents WHERE collection = ?", (name,)
+            ).fetchone()[0]
+            next_row = 0 if last is None else int(last) + 1
+            loaded.append(StoredCollection(name, config, documents, names, next_row))
         return loaded
 
     def close(self) -> None:
