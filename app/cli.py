@@ -7,11 +7,15 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
+from tqdm import tqdm
 
 from app.config import Settings
-from app.main import create_app
+from app.main import DATABASE_FILE, create_app
+from app.storage.sqlite import SQLiteStore
+from app.transfer import ImportFailed, export_lines, import_lines
 
 
 def serve(arguments: argparse.Namespace) -> None:
@@ -40,6 +44,47 @@ def serve(arguments: argparse.Namespace) -> None:
     )
 
 
+def _store(data_dir: str | None) -> SQLiteStore:
+    settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
+    return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
+
+
+def export(arguments: argparse.Namespace) -> None:
+    store = _store(arguments.data_dir)
+    try:
+        collections = [
+            stored
+            for stored in store.load()
+            if not arguments.collection or stored.name in arguments.collection
+        ]
+        total = sum(len(stored.documents) + 1 for stored in collections)
+        out = sys.stdout if arguments.output == "-" else open(arguments.output, "w")  # noqa: SIM115
+        try:
+            with tqdm(total=total, unit="line", desc="export", file=sys.stderr) as progress:
+                for line in export_lines(collections):
+                    out.write(line + "\n")
+                    progress.update()
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    finally:
+        store.close()
+
+
+def import_(arguments: argparse.Namespace) -> None:
+    store = _store(arguments.data_dir)
+    try:
+        with open(arguments.file) as lines:
+            progress = tqdm(lines, unit="line", desc="import", file=sys.stderr)
+            counts = import_lines(store, progress)
+    except ImportFailed as error:
+        sys.exit(f"neardup import: {error}")
+    finally:
+        store.close()
+    for name, count in counts.items():
+        print(f"{name}: {count} documents imported", file=sys.stderr)
+
+
 def _exit_cleanly(signum: int, frame: object) -> None:
     sys.exit(0)
 
@@ -62,6 +107,34 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--port", type=int, help="port to listen on (default 8000)")
     serve_parser.add_argument("--data-dir", help="data directory (default ./data)")
     serve_parser.set_defaults(handler=serve)
+
+    export_parser = commands.add_parser(
+        "export",
+        help="write collections as JSON lines (a backup, or a move to another machine)",
+        description="Write collections and their documents (fingerprints, metadata, clusters) "
+        "as JSON lines. Safe while the service runs.",
+    )
+    export_parser.add_argument(
+        "--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)"
+    )
+    export_parser.add_argument(
+        "--collection", action="append", help="only this collection (repeatable; default all)"
+    )
+    export_parser.add_argument("--output", default="-", help="file to write (default stdout)")
+    export_parser.set_defaults(handler=export)
+
+    import_parser = commands.add_parser(
+        "import",
+        help="load an export into a data directory (stop the service first)",
+        description="Load JSON lines written by `neardup export` into a data directory whose "
+        "database does not hold those collections yet. Stop the service first: it reads its "
+        "data only when it starts.",
+    )
+    import_parser.add_argument("file", help="the export file")
+    import_parser.add_argument(
+        "--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)"
+    )
+    import_parser.set_defaults(handler=import_)
     return parser
 
 

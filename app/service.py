@@ -198,9 +198,14 @@ class Collection:
 
     def _fingerprint(self, texts: Sequence[str], html: bool) -> Fingerprints:
         try:
-            return fingerprint(list(texts), self._params, html=html)
+            fingerprints = fingerprint(list(texts), self._params, html=html)
         except EmptyDocument as error:
             raise InvalidDocument(str(error)) from error
+        if not self._num_perm:  # MinHash off: keep no signatures
+            return Fingerprints(
+                fingerprints.simhash, fingerprints.minhash[:, :0], fingerprints.exact
+            )
+        return fingerprints
 
     def _stored_fingerprints(self, rows: npt.NDArray[np.int64]) -> Fingerprints:
         if self._lsh is not None:

@@ -326,3 +326,22 @@ def test_health_readiness_metrics_and_docs(client: TestClient) -> None:
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert "/v1/collections/{name}/documents/batch" in paths
+
+
+def test_either_method_can_be_switched_off(client: TestClient) -> None:
+    base = story(30)
+    near = mutate_words(random.Random(31), base, 0.01)
+    client.put("/v1/collections/simhash-only", json={"minhash": {"enabled": False}})
+    client.put("/v1/collections/minhash-only", json={"simhash": {"enabled": False}})
+    for name in ("simhash-only", "minhash-only"):
+        documents = f"/v1/collections/{name}/documents"
+        client.post(documents, json={"id": "base", "text": base})
+        answer = client.post(documents, json={"id": "near", "text": near}).json()
+        [match] = answer["matches"]
+        assert match["id"] == "base"
+        if name == "simhash-only":
+            assert match["methods"] == ["simhash"]
+            # With MinHash off, similarity is the share of equal SimHash bits.
+            assert match["similarity"] == pytest.approx(1 - match["hamming_distance"] / 64)
+        else:
+            assert match["methods"] == ["minhash"]

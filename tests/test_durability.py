@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from app.storage.base import DocumentBatch
 from app.storage.sqlite import SQLiteStore
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
-from tests.server import Server
+from tests.server import Server, neardup_command
 
 DOCS = "/v1/collections/default/documents"
 
@@ -220,3 +221,46 @@ def test_settings_choose_the_synchronous_mode(tmp_path: Path) -> None:
         assert level == {"FULL": 2, "NORMAL": 1}[mode]
         store.close()
     assert Settings(synchronous="NORMAL").synchronous == "NORMAL"
+
+
+def test_export_then_import_into_a_fresh_directory_answers_identically(tmp_path: Path) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    texts = corpus(7, 40)
+    ids = [f"e{i}" for i in range(40)]
+    for client in make_client(source):
+        client.put("/v1/collections/other", json={"minhash": {"enabled": False}})
+        batch = [{"id": ids[i], "text": texts[i], "metadata": {"n": i}} for i in range(40)]
+        assert client.post(f"{DOCS}/batch", json={"documents": batch}).status_code == 200
+        client.post("/v1/collections/other/documents", json={"id": "o", "text": texts[0]})
+        roots = [i for i in ids if client.get(f"{DOCS}/{i}").json()["cluster_id"] == i]
+        named = [i for i in ids if client.get(f"{DOCS}/{i}").json()["cluster_id"] != i]
+        root = client.get(f"{DOCS}/{named[0]}").json()["cluster_id"]
+        assert client.delete(f"{DOCS}/{root}").status_code == 204
+        assert len(roots) > 1
+        before = snapshot(client, ids, texts[::5])
+    command = str(Path(neardup_command()))
+    exported = tmp_path / "backup.jsonl"
+    run = subprocess.run(
+        [command, "export", "--data-dir", str(source / "data"), "--output", str(exported)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = exported.read_text().splitlines()
+    assert len(lines) == 2 + 39 + 1  # two collections, 39 live documents and one
+    run = subprocess.run(
+        [command, "import", str(exported), "--data-dir", str(target / "data")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "default: 39 documents imported" in run.stderr
+    for client in make_client(target):
+        assert snapshot(client, ids, texts[::5]) == before
+        assert client.get("/v1/collections/other/documents/o").status_code == 200
+    again = subprocess.run(
+        [command, "import", str(exported), "--data-dir", str(target / "data")],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode != 0 and "already exists" in again.stderr
