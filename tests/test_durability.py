@@ -161,6 +161,25 @@ def test_a_damaged_database_refuses_to_start_and_says_what_to_do(tmp_path: Path)
     assert server.process is not None and server.process.returncode != 0
 
 
+def test_a_read_only_database_gives_503_and_reads_go_on(tmp_path: Path) -> None:
+    for client in make_client(tmp_path):
+        texts = corpus(6, 4)
+        assert client.post(DOCS, json={"id": "kept", "text": texts[0]}).status_code == 201
+        store = client.app.state.registry._store  # type: ignore[attr-defined]
+        # What SQLite reports for a read-only file or directory: SQLITE_READONLY.
+        store._connection.execute("PRAGMA query_only=ON")
+        failed = client.post(DOCS, json={"id": "lost", "text": texts[1]})
+        assert failed.status_code == 503
+        assert "readonly" in failed.json()["error"]["message"]
+        assert client.delete(f"{DOCS}/kept").status_code == 503
+        assert client.get(f"{DOCS}/kept").status_code == 200
+        assert client.get(f"{DOCS}/lost").status_code == 404
+        store._connection.execute("PRAGMA query_only=OFF")
+    for client in make_client(tmp_path):
+        assert client.get(f"{DOCS}/kept").status_code == 200
+        assert client.get(f"{DOCS}/lost").status_code == 404
+
+
 def test_a_full_disk_gives_503_and_loses_nothing(tmp_path: Path) -> None:
     for client in make_client(tmp_path):
         texts = corpus(5, 30)
