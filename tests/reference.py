@@ -97,10 +97,12 @@ def shingle_hashes(text: str, unit: str, size: int, seed: int) -> list[int]:
 
 
 def simhash(hashes: list[int]) -> int:
+    """Over the set of shingle hashes: a repeated shingle counts once."""
+    distinct = set(hashes)
     result = 0
     for bit in range(64):
-        ones = sum(1 for h in hashes if (h >> bit) & 1)
-        if 2 * ones > len(hashes):
+        ones = sum(1 for h in distinct if (h >> bit) & 1)
+        if 2 * ones > len(distinct):
             result |= 1 << bit
     return result
 

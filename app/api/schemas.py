@@ -7,12 +7,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.collection_config import (
+    DEFAULT_MAX_DISTANCE,
+    DEFAULT_SHINGLE_SIZE,
+    DEFAULT_SHINGLE_UNIT,
+    DEFAULT_THRESHOLD,
     CollectionConfig,
     MinHashConfig,
     ShingleConfig,
     SimHashConfig,
 )
-from app.core.fingerprint import MAX_NUM_PERM, MAX_SHINGLE_SIZE
+from app.core.fingerprint import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SHINGLE_SIZE
 from app.core.hamming import MAX_DISTANCE_LIMIT
 
 COLLECTION_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -36,19 +40,19 @@ def check_document_id(value: str | None) -> str | None:
 
 
 class ShingleSettings(Input):
-    unit: Literal["char", "word"] = "char"
-    size: int = Field(5, ge=1, le=MAX_SHINGLE_SIZE)
+    unit: Literal["char", "word"] = DEFAULT_SHINGLE_UNIT
+    size: int = Field(DEFAULT_SHINGLE_SIZE, ge=1, le=MAX_SHINGLE_SIZE)
 
 
 class SimHashSettings(Input):
     enabled: bool = True
-    max_distance: int = Field(3, ge=0, le=MAX_DISTANCE_LIMIT)
+    max_distance: int = Field(DEFAULT_MAX_DISTANCE, ge=0, le=MAX_DISTANCE_LIMIT)
 
 
 class MinHashSettings(Input):
     enabled: bool = True
-    num_perm: int = Field(128, ge=16, le=MAX_NUM_PERM)
-    threshold: float = Field(0.8, gt=0.0, lt=1.0)
+    num_perm: int = Field(DEFAULT_NUM_PERM, ge=16, le=MAX_NUM_PERM)
+    threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, lt=1.0)
 
 
 class CollectionSettings(Input):

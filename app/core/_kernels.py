@@ -113,19 +113,25 @@ def word_shingle_hashes(
 
 @njit(cache=True)
 def simhash64(hashes: np.ndarray, count: int) -> np.uint64:
-    """Charikar's SimHash with weight 1 per shingle occurrence.
+    """Charikar's SimHash over the distinct shingles, weight 1 each.
 
-    Bit b is set when more than half of the shingle hashes have bit b set (a tie
-    leaves it clear).
+    Bit b is set when more than half of the distinct shingle hashes have bit b set (a
+    tie leaves it clear). Counting distinct shingles, not occurrences, keeps a shingle
+    repeated many times (rows of dots in a table) from pulling unrelated texts together.
     """
+    distinct = np.sort(hashes[:count])
     ones = np.zeros(64, dtype=np.int64)
+    total = 0
     for i in range(count):
-        h = hashes[i]
+        h = distinct[i]
+        if i > 0 and h == distinct[i - 1]:
+            continue
+        total += 1
         for bit in range(64):
             ones[bit] += np.int64((h >> _U64(bit)) & _U64(1))
     fingerprint = _U64(0)
     for bit in range(64):
-        if 2 * ones[bit] > count:
+        if 2 * ones[bit] > total:
             fingerprint |= _U64(1) << _U64(bit)
     return fingerprint
 
