@@ -140,6 +140,22 @@ def _append(
 
 
 @njit(cache=True, nogil=True)
+def _reserve(
+    rows: np.ndarray, values: np.ndarray, count: int, extra: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Room for ``extra`` more entries after ``count``: the scan loops then write directly."""
+    needed = count + extra
+    if needed <= rows.shape[0]:
+        return rows, values
+    capacity = max(needed, rows.shape[0] * 2)
+    grown_rows = np.empty(capacity, dtype=rows.dtype)
+    grown_values = np.empty(capacity, dtype=values.dtype)
+    grown_rows[:count] = rows[:count]
+    grown_values[:count] = values[:count]
+    return grown_rows, grown_values
+
+
+@njit(cache=True, nogil=True)
 def _unique_by_row(rows: np.ndarray, values: np.ndarray, start: int, end: int) -> int:
     """Sort rows[start:end] (with values) by row and drop repeats in place; new end."""
     if end - start <= 1:
@@ -197,19 +213,25 @@ def hamming_search(
                     keys, run_rows = frozen_keys[t], frozen_rows[t]
                 else:
                     keys, run_rows = buffer_keys[t], buffer_rows[t]
+                if keys.shape[0] == 0:
+                    continue
                 first = lower_bound(keys, low)
                 last = upper_bound(keys, high)
+                rows, distances = _reserve(rows, distances, count, last - first)
                 for i in range(first, last):
                     distance = popcount64(keys[i] ^ query)
                     row = np.int64(run_rows[i])
                     if distance <= max_distance and not is_deleted(row, deleted):
-                        rows, distances = _append(rows, distances, count, row, distance)
+                        rows[count] = row
+                        distances[count] = distance
                         count += 1
+        rows, distances = _reserve(rows, distances, count, tail_count)
         for i in range(tail_count):
             distance = popcount64(tail_keys[0, i] ^ queries[qi, 0])
             row = np.int64(tail_rows[i])
             if distance <= max_distance and not is_deleted(row, deleted):
-                rows, distances = _append(rows, distances, count, row, distance)
+                rows[count] = row
+                distances[count] = distance
                 count += 1
         count = _unique_by_row(rows, distances, start, count)
         query_ends[qi] = count
@@ -268,6 +290,8 @@ def lsh_search(
                     keys, run_rows = frozen_keys[band], frozen_rows[band]
                 else:
                     keys, run_rows = buffer_keys[band], buffer_rows[band]
+                if keys.shape[0] == 0:
+                    continue
                 i = lower_bound(keys, key)
                 while i < keys.shape[0] and keys[i] == key:
                     row = np.int64(run_rows[i])

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from app.core.row_array import RowArray, check_rows, claim_rows, tombstone_rows
+from app.core.row_array import (
+    RowArray,
+    check_rows,
+    claim_rows,
+    tombstone_rows,
+    tombstones_to_drop,
+)
 from app.core.sorted_table import SortedTable
 from app.core.types import ExactHashes, Rows
 
@@ -25,6 +31,8 @@ class ExactIndex:
         self._present = RowArray(np.bool_)
         self._deleted = RowArray(np.bool_)
         self._live = 0
+        self._deleted_count = 0  # tombstones ever set
+        self._dropped_count = 0  # of which the last merge dropped
 
     def __len__(self) -> int:
         return self._live
@@ -39,7 +47,9 @@ class ExactIndex:
         self._live += len(rows)
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
-        self._live -= tombstone_rows(rows, self._present, self._deleted)
+        newly = tombstone_rows(rows, self._present, self._deleted)
+        self._live -= newly
+        self._deleted_count += newly
 
     def search(self, exact_hash: ExactHashes) -> Rows:
         """Live rows with this exact hash, in row order. O(log N)."""
@@ -59,7 +69,11 @@ class ExactIndex:
         return self._table.needs_merge()
 
     def merge(self) -> bool:
-        return self._table.merge(self._deleted.array.copy())
+        deleted = self._deleted_count
+        merged = self._table.merge(tombstones_to_drop(self._deleted, deleted, self._dropped_count))
+        if merged:
+            self._dropped_count = deleted
+        return merged
 
     def memory_bytes(self) -> int:
         arrays = (self._hashes, self._present, self._deleted)

@@ -36,7 +36,13 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
-from app.core.row_array import RowArray, check_rows, claim_rows, tombstone_rows
+from app.core.row_array import (
+    RowArray,
+    check_rows,
+    claim_rows,
+    tombstone_rows,
+    tombstones_to_drop,
+)
 from app.core.sorted_table import SortedTable
 from app.core.types import Rows, SimHashes
 
@@ -87,6 +93,8 @@ class HammingIndex:
         self._present = RowArray(np.bool_)
         self._deleted = RowArray(np.bool_)
         self._live = 0
+        self._deleted_count = 0  # tombstones ever set
+        self._dropped_count = 0  # of which the last merge dropped
 
     @property
     def tables(self) -> int:
@@ -112,7 +120,9 @@ class HammingIndex:
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
         """Tombstone rows: filtered from results at once, dropped at the next merge."""
-        self._live -= tombstone_rows(rows, self._present, self._deleted)
+        newly = tombstone_rows(rows, self._present, self._deleted)
+        self._live -= newly
+        self._deleted_count += newly
 
     def search(
         self, fingerprint: int | np.uint64, max_distance: int | None = None
@@ -159,7 +169,11 @@ class HammingIndex:
 
     def merge(self) -> bool:
         """Fold the insert buffer into the sorted tables, dropping tombstoned rows."""
-        return self._table.merge(self._deleted.array.copy())
+        deleted = self._deleted_count
+        merged = self._table.merge(tombstones_to_drop(self._deleted, deleted, self._dropped_count))
+        if merged:
+            self._dropped_count = deleted
+        return merged
 
     def memory_bytes(self) -> int:
         return self._table.memory_bytes() + self._present.nbytes + self._deleted.nbytes

@@ -25,7 +25,13 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
-from app.core.row_array import RowArray, check_rows, claim_rows, tombstone_rows
+from app.core.row_array import (
+    RowArray,
+    check_rows,
+    claim_rows,
+    tombstone_rows,
+    tombstones_to_drop,
+)
 from app.core.sorted_table import SortedTable
 from app.core.types import MinHashes, Rows
 
@@ -91,6 +97,8 @@ class LSHIndex:
         self._present = RowArray(np.bool_)
         self._deleted = RowArray(np.bool_)
         self._live = 0
+        self._deleted_count = 0  # tombstones ever set
+        self._dropped_count = 0  # of which the last merge dropped
 
     def __len__(self) -> int:
         return self._live
@@ -123,7 +131,9 @@ class LSHIndex:
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
         """Tombstone rows: filtered from results at once, dropped at the next merge."""
-        self._live -= tombstone_rows(rows, self._present, self._deleted)
+        newly = tombstone_rows(rows, self._present, self._deleted)
+        self._live -= newly
+        self._deleted_count += newly
 
     def signatures(self, rows: npt.NDArray[np.integer]) -> MinHashes:
         """The stored signatures of rows (deleted ones included)."""
@@ -172,7 +182,11 @@ class LSHIndex:
 
     def merge(self) -> bool:
         """Fold the insert buffer into the sorted bands, dropping tombstoned rows."""
-        return self._table.merge(self._deleted.array.copy())
+        deleted = self._deleted_count
+        merged = self._table.merge(tombstones_to_drop(self._deleted, deleted, self._dropped_count))
+        if merged:
+            self._dropped_count = deleted
+        return merged
 
     def memory_bytes(self) -> int:
         arrays = (self._signatures, self._present, self._deleted)

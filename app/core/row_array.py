@@ -29,9 +29,11 @@ class RowArray:
         self._dtype = np.dtype(dtype)
         self._width = width
         self.array: npt.NDArray[Any] = np.zeros((0, *width), dtype=self._dtype)
+        self.size = 0  # rows in use; the capacity beyond is not resident until written
 
     def ensure(self, size: int) -> None:
         """Make rows [0, size) addressable; new rows are zero."""
+        self.size = max(self.size, size)
         capacity = self.array.shape[0]
         if size <= capacity:
             return
@@ -42,7 +44,9 @@ class RowArray:
 
     @property
     def nbytes(self) -> int:
-        return int(self.array.nbytes)
+        """Bytes of the rows in use (np.zeros capacity is not resident until touched)."""
+        row_bytes = self.array.itemsize * int(np.prod(self._width, dtype=np.int64))
+        return self.size * row_bytes
 
 
 def claim_rows(
@@ -61,6 +65,17 @@ def claim_rows(
         raise ValueError("row numbers must be new: rows are never stored twice or reused")
     present.array[rows] = True
     return rows
+
+
+def tombstones_to_drop(
+    deleted: RowArray, deleted_count: int, dropped_count: int
+) -> npt.NDArray[np.bool_] | None:
+    """The tombstones a merge should drop, or None when none came since the last merge:
+    checking every entry against the tombstones is most of a merge's cost."""
+    if deleted_count == dropped_count:
+        return None
+    snapshot: npt.NDArray[np.bool_] = deleted.array.copy()
+    return snapshot
 
 
 def tombstone_rows(rows: npt.NDArray[np.integer], present: RowArray, deleted: RowArray) -> int:
