@@ -281,6 +281,8 @@ class NumpyFingerprinter:
 
     @staticmethod
     def simhash(hashes: U64Array) -> np.uint64:
+        # Over the distinct shingles, as in neardup.
+        hashes = np.unique(hashes)
         # Little-endian bytes with little bit order: column b of the bit matrix is bit b.
         as_bytes = hashes.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8)
         bits = np.unpackbits(as_bytes, axis=1, bitorder="little")

@@ -118,14 +118,34 @@ def simhash64(hashes: np.ndarray, count: int) -> np.uint64:
     Bit b is set when more than half of the distinct shingle hashes have bit b set (a
     tie leaves it clear). Counting distinct shingles, not occurrences, keeps a shingle
     repeated many times (rows of dots in a table) from pulling unrelated texts together.
+    Repeats are found with an open-addressing set (linear in the shingles, no sort).
     """
-    distinct = np.sort(hashes[:count])
+    capacity = 16
+    while capacity < 2 * count:
+        capacity *= 2
+    mask = _U64(capacity - 1)
+    seen = np.zeros(capacity, dtype=np.uint64)
+    seen_zero = False  # 0 marks an empty slot, so the hash 0 is tracked apart
     ones = np.zeros(64, dtype=np.int64)
     total = 0
     for i in range(count):
-        h = distinct[i]
-        if i > 0 and h == distinct[i - 1]:
-            continue
+        h = hashes[i]
+        if h == 0:
+            if seen_zero:
+                continue
+            seen_zero = True
+        else:
+            # The high half indexes the table (the hashes are fmix64 outputs, well spread).
+            slot = (h >> _U64(32)) & mask
+            duplicate = False
+            while seen[slot] != 0:
+                if seen[slot] == h:
+                    duplicate = True
+                    break
+                slot = (slot + _U64(1)) & mask
+            if duplicate:
+                continue
+            seen[slot] = h
         total += 1
         for bit in range(64):
             ones[bit] += np.int64((h >> _U64(bit)) & _U64(1))
