@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.errors import StoreDamaged
-from app.main import DATABASE_FILE
+from app.main import DATABASE_FILE, create_app
+from app.storage import MemoryStore, StoredCollection
 from app.storage.base import DocumentBatch
 from app.storage.sqlite import SQLiteStore
 from tests.conftest import make_client
@@ -283,3 +284,37 @@ def test_export_then_import_into_a_fresh_directory_answers_identically(tmp_path:
         text=True,
     )
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+class _SlowStore(MemoryStore):
+    """A store whose start-up load waits until the test lets it go."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+
+    def load(self) -> list[StoredCollection]:
+        assert self.release.wait(30)
+        return super().load()
+
+
+def test_readiness_waits_for_the_rebuild_while_liveness_answers(tmp_path: Path) -> None:
+    release = threading.Event()
+    app = create_app(Settings(data_dir=tmp_path), store_factory=lambda _: _SlowStore(release))
+    with TestClient(app) as client:
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").status_code == 503
+        assert client.get("/v1/collections").json()["error"]["code"] == "not_ready"
+        release.set()
+        assert app.state.ready.wait(30)
+        assert client.get("/readyz").status_code == 200
+        assert client.get("/v1/collections").status_code == 200
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    database = sqlite3.connect(path)
+    database.execute("PRAGMA user_version=99")
+    database.close()
+    with pytest.raises(StoreDamaged, match="upgrade neardup"):
+        SQLiteStore(path)

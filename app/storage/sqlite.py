@@ -23,6 +23,9 @@ from app.errors import StorageUnavailable, StoreDamaged
 from app.storage.base import DocumentBatch, StoredCollection
 
 SCHEMA_VERSION = 1
+# Statements that bring a database of version v - 1 to version v, applied in order at
+# start-up inside one transaction. Version 1 is the first schema: nothing to migrate yet.
+MIGRATIONS: dict[int, str] = {}
 # Changes of at most this many callers share a transaction: large enough that a burst of
 # small inserts costs one fsync, small enough that one transaction never holds the writer
 # for long.
@@ -88,6 +91,12 @@ class SQLiteStore:
                     f"{self.path} has schema version {version}, newer than this neardup "
                     f"({SCHEMA_VERSION}): upgrade neardup"
                 )
+            elif version < SCHEMA_VERSION:
+                connection.execute("BEGIN IMMEDIATE")
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    connection.executescript(MIGRATIONS[target])
+                connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                connection.execute("COMMIT")
             check = connection.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise StoreDamaged(f"{self.path} failed its integrity check: {check}")
