@@ -43,6 +43,7 @@ class CollectionConfig:
     shingle: ShingleConfig = field(default_factory=ShingleConfig)
     simhash: SimHashConfig = field(default_factory=SimHashConfig)
     minhash: MinHashConfig = field(default_factory=MinHashConfig)
+    store_text: bool = False  # keep each document's text (GET returns it; export carries it)
 
     @property
     def fingerprint_params(self) -> FingerprintParams:
@@ -59,4 +60,5 @@ class CollectionConfig:
             shingle=ShingleConfig(**data.get("shingle", {})),
             simhash=SimHashConfig(**data.get("simhash", {})),
             minhash=MinHashConfig(**data.get("minhash", {})),
+            store_text=bool(data.get("store_text", False)),
         )

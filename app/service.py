@@ -81,6 +81,7 @@ class StoredDocument:
     created_at: str
     cluster_id: str
     simhash: str
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,7 @@ class Collection:
         # Per-row records, appended before a row enters any index (readers rely on it).
         self._ids: list[str] = []
         self._metadata: list[dict[str, Any] | None] = []
+        self._texts: list[str | None] = []
         self._created: list[float] = []
         self._cluster: list[int] = []  # row -> row of the document naming its cluster
         self._simhash = RowArray(np.uint64)
@@ -148,6 +150,7 @@ class Collection:
             created_at=_iso(self._created[row]),
             cluster_id=self._ids[self._cluster[row]],
             simhash=f"{int(self._simhash.array[row]):016x}",
+            text=self._texts[row],
         )
 
     def _row(self, document_id: str) -> int:
@@ -320,7 +323,8 @@ class Collection:
                 if not skipped:
                     if old_row is not None:
                         replaced.append(old_row)
-                    row = pending.add(position, ids[position], cluster_row, document.metadata)
+                    text = document.text if self.config.store_text else None
+                    row = pending.add(position, ids[position], cluster_row, document.metadata, text)
                     cluster_row = row if cluster_row is None else cluster_row
                 assert cluster_row is not None or skipped
                 results.append(
@@ -402,19 +406,24 @@ class Collection:
         offsets = batch.rows - first
         ids: list[Any] = [""] * (size - first)
         metadata: list[Any] = [None] * (size - first)
+        texts: list[Any] = [None] * (size - first)
         created = np.zeros(size - first)
         cluster = np.zeros(size - first, dtype=np.int64)
         if len(batch) == size - first:
-            ids, metadata = list(batch.ids), list(batch.metadata)
+            ids, metadata, texts = list(batch.ids), list(batch.metadata), batch.text_column()
         else:
             id_column, metadata_column = np.array(ids, dtype=object), np.array(metadata)
             id_column[offsets] = batch.ids
             metadata_column[offsets] = batch.metadata
+            text_column = np.array(texts, dtype=object)
+            text_column[offsets] = batch.text_column()
             ids, metadata = id_column.tolist(), metadata_column.tolist()
+            texts = text_column.tolist()
         created[offsets] = batch.created_at
         cluster[offsets] = batch.clusters
         self._ids += ids
         self._metadata += metadata
+        self._texts += texts
         self._created += created.tolist()
         self._cluster += cluster.tolist()
         joined = batch.clusters != batch.rows
@@ -438,6 +447,7 @@ class Collection:
             gap = stored.next_row - len(self._ids)
             self._ids += [""] * gap
             self._metadata += [None] * gap
+            self._texts += [None] * gap
             self._created += [0.0] * gap
             self._cluster += [0] * gap
             for row, name in stored.names.items():
@@ -473,16 +483,23 @@ class _PendingBatch:
         self.positions: list[int] = []
         self.clusters: list[int] = []
         self.metadata: list[dict[str, Any] | None] = []
+        self.texts: list[str | None] = []
         self.created: list[float] = []
 
     def add(
-        self, position: int, document_id: str, cluster: int | None, metadata: dict[str, Any] | None
+        self,
+        position: int,
+        document_id: str,
+        cluster: int | None,
+        metadata: dict[str, Any] | None,
+        text: str | None,
     ) -> int:
         row = self.first_row + len(self.ids)
         self.ids.append(document_id)
         self.positions.append(position)
         self.clusters.append(row if cluster is None else cluster)
         self.metadata.append(metadata)
+        self.texts.append(text)
         self.created.append(time.time())
         return row
 
@@ -541,6 +558,7 @@ class _PendingBatch:
             created_at=np.array(self.created, dtype=np.float64),
             clusters=np.array(self.clusters, dtype=np.int64),
             metadata=self.metadata,
+            texts=self.texts if any(text is not None for text in self.texts) else None,
             simhash=chosen.simhash,
             minhash=chosen.minhash,
             exact=chosen.exact,

@@ -5,12 +5,14 @@ One line per collection, then one per live document, in the order they were inse
     {"type": "collection", "name": "default", "settings": {...}}
     {"type": "document", "collection": "default", "id": "a", "created_at": 1.7e9,
      "cluster_id": "a", "metadata": null, "simhash": "16 hex digits",
-     "minhash": "base64 of K little-endian uint32", "exact": "32 hex digits"}
+     "minhash": "base64 of K little-endian uint32", "exact": "32 hex digits",
+     "text": "the text, or null"}
 
-Documents carry their fingerprints, not their text (the service does not keep texts), so
-an import restores a collection exactly under the same settings; it cannot re-index under
-new ones. A cluster named by a deleted document keeps its name: the import records that
-name under a deleted row, as the service does.
+Documents carry their fingerprints, and their text when the collection keeps texts
+(``store_text``): an import restores a collection exactly under the same settings. To
+re-index under new settings, keep texts and post them again to a new collection. A
+cluster named by a deleted document keeps its name: the import records that name under a
+deleted row, as the service does.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
         documents = stored.documents
         names = dict(stored.names)
         names.update(zip(documents.rows.tolist(), documents.ids, strict=True))
+        texts = documents.text_column()
         for i, document_id in enumerate(documents.ids):
             yield json.dumps(
                 {
@@ -53,6 +56,7 @@ def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
                         documents.minhash[i].astype("<u4").tobytes()
                     ).decode(),
                     "exact": f"{int(documents.exact[i, 0]):016x}{int(documents.exact[i, 1]):016x}",
+                    "text": texts[i],
                 }
             )
 
@@ -125,6 +129,7 @@ class _CollectionImport:
                 ],
                 dtype=np.uint64,
             ).reshape(len(documents), 2),
+            texts=[document.get("text") for document in documents],
         )
 
 

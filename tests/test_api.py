@@ -90,6 +90,7 @@ def test_insert_get_and_duplicate_answers(client: TestClient) -> None:
     expected = reference.simhash(reference.shingle_hashes(normalize(original), "word", 5, 0))
     assert stored["simhash"] == f"{expected:016x}"
     assert stored["created_at"].endswith("Z")
+    assert stored["text"] is None  # the default collection does not keep texts
 
     generated = client.post(DOCS, json={"text": story(3)}).json()["id"]
     assert client.get(f"{DOCS}/{generated}").status_code == 200

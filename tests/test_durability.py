@@ -59,7 +59,10 @@ def test_a_restart_answers_exactly_as_before(tmp_path: Path) -> None:
     texts = corpus(1, 60)
     ids = [f"d{i}" for i in range(60)]
     for client in make_client(tmp_path):
-        client.put("/v1/collections/words", json={"shingle": {"unit": "word", "size": 2}})
+        client.put(
+            "/v1/collections/words",
+            json={"shingle": {"unit": "word", "size": 2}, "store_text": True},
+        )
         for start in range(0, 40, 10):
             batch = [
                 {"id": ids[i], "text": texts[i], "metadata": {"n": i}}
@@ -82,7 +85,7 @@ def test_a_restart_answers_exactly_as_before(tmp_path: Path) -> None:
         assert before["default"][1] == 57 and before["words"][1] == 1
     for client in make_client(tmp_path):
         after = snapshot(client, ids, texts[::7])
-        assert client.get("/v1/collections/words/documents/w").status_code == 200
+        assert client.get("/v1/collections/words/documents/w").json()["text"] == texts[0]
         # New inserts continue after the restored rows and join restored clusters.
         answer = client.post(DOCS, json={"id": "late", "text": texts[10]}).json()
         assert answer["matches"] and answer["duplicate_of"] is not None
@@ -248,7 +251,9 @@ def test_export_then_import_into_a_fresh_directory_answers_identically(tmp_path:
     texts = corpus(7, 40)
     ids = [f"e{i}" for i in range(40)]
     for client in make_client(source):
-        client.put("/v1/collections/other", json={"minhash": {"enabled": False}})
+        client.put(
+            "/v1/collections/other", json={"minhash": {"enabled": False}, "store_text": True}
+        )
         batch = [{"id": ids[i], "text": texts[i], "metadata": {"n": i}} for i in range(40)]
         assert client.post(f"{DOCS}/batch", json={"documents": batch}).status_code == 200
         client.post("/v1/collections/other/documents", json={"id": "o", "text": texts[0]})
@@ -277,7 +282,8 @@ def test_export_then_import_into_a_fresh_directory_answers_identically(tmp_path:
     assert "default: 39 documents imported" in run.stderr
     for client in make_client(target):
         assert snapshot(client, ids, texts[::5]) == before
-        assert client.get("/v1/collections/other/documents/o").status_code == 200
+        kept = client.get("/v1/collections/other/documents/o").json()
+        assert kept["text"] == texts[0]
     again = subprocess.run(
         [command, "import", str(exported), "--data-dir", str(target / "data")],
         capture_output=True,

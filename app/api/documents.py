@@ -85,6 +85,7 @@ def get_document(document_id: DocumentId, collection: CollectionDep) -> Document
         created_at=stored.created_at,
         cluster_id=stored.cluster_id,
         simhash=stored.simhash,
+        text=stored.text,
     )
 
 

@@ -59,12 +59,14 @@ class CollectionSettings(Input):
     shingle: ShingleSettings = Field(default_factory=ShingleSettings)
     simhash: SimHashSettings = Field(default_factory=SimHashSettings)
     minhash: MinHashSettings = Field(default_factory=MinHashSettings)
+    store_text: bool = Field(False, description="Keep each document's text.")
 
     def to_config(self) -> CollectionConfig:
         return CollectionConfig(
             shingle=ShingleConfig(**self.shingle.model_dump()),
             simhash=SimHashConfig(**self.simhash.model_dump()),
             minhash=MinHashConfig(**self.minhash.model_dump()),
+            store_text=self.store_text,
         )
 
     @staticmethod
@@ -142,6 +144,7 @@ class DocumentOut(BaseModel):
     created_at: str
     cluster_id: str
     simhash: str
+    text: str | None = Field(None, description="Present when the collection keeps texts.")
 
 
 class SearchIn(Input):

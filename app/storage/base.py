@@ -23,9 +23,14 @@ class DocumentBatch:
     simhash: SimHashes
     minhash: MinHashes  # (m, K), or (m, 0) when MinHash is off
     exact: ExactHashes
+    # The texts, for collections that keep them (None: this batch keeps none).
+    texts: list[str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def text_column(self) -> list[str | None]:
+        return list(self.texts) if self.texts is not None else [None] * len(self.ids)
 
     def select(self, positions: npt.NDArray[np.int64]) -> DocumentBatch:
         return DocumentBatch(
@@ -37,6 +42,7 @@ class DocumentBatch:
             simhash=self.simhash[positions],
             minhash=self.minhash[positions],
             exact=self.exact[positions],
+            texts=None if self.texts is None else [self.texts[i] for i in positions.tolist()],
         )
 
     @staticmethod
@@ -61,6 +67,7 @@ class DocumentBatch:
             simhash=np.concatenate([batch.simhash for batch in batches]),
             minhash=np.concatenate([batch.minhash for batch in batches]),
             exact=np.concatenate([batch.exact for batch in batches]),
+            texts=[text for batch in batches for text in batch.text_column()],
         )
 
 

@@ -48,6 +48,7 @@ CREATE TABLE documents (
     simhash INTEGER NOT NULL,
     minhash BLOB NOT NULL,
     exact BLOB NOT NULL,
+    text TEXT,
     deleted INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (collection, row)
 ) WITHOUT ROWID;
@@ -188,12 +189,13 @@ class SQLiteStore:
                 _signed(documents.simhash),
                 [signature.tobytes() for signature in np.ascontiguousarray(documents.minhash)],
                 [pair.tobytes() for pair in np.ascontiguousarray(documents.exact)],
+                documents.text_column(),
                 strict=True,
             )
         )
         self._submit(
             lambda db: db.executemany(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", rows
+                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", rows
             )
         )
 
@@ -202,7 +204,7 @@ class SQLiteStore:
         self._submit(
             lambda db: db.executemany(
                 # The row stays, without its fingerprints: its id may name a cluster.
-                "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL "
+                "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL, text = NULL "
                 "WHERE collection = ? AND row = ?",
                 pairs,
             )
@@ -219,12 +221,12 @@ class SQLiteStore:
             config = json.loads(config_text)
             num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
             cursor = connection.execute(
-                "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact "
+                "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text "
                 "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
                 (name,),
             )
             records = cursor.fetchall()
-            columns = list(zip(*records, strict=True)) if records else [()] * 8
+            columns = list(zip(*records, strict=True)) if records else [()] * 9
             count = len(records)
             documents = DocumentBatch(
                 ids=list(columns[1]),
@@ -237,6 +239,7 @@ class SQLiteStore:
                     count, num_perm
                 ),
                 exact=np.frombuffer(b"".join(columns[7]), dtype=np.uint64).reshape(count, 2),
+                texts=list(columns[8]) if any(t is not None for t in columns[8]) else None,
             )
             names = dict(
                 connection.execute(
