@@ -241,13 +241,14 @@ class SQLiteStore:
                 exact=np.frombuffer(b"".join(columns[7]), dtype=np.uint64).reshape(count, 2),
                 texts=list(columns[8]) if any(t is not None for t in columns[8]) else None,
             )
-            names = dict(
-                connection.execute(
-                    "SELECT row, id FROM documents WHERE collection = ? AND deleted = 1 AND row IN "
-                    "(SELECT cluster FROM documents WHERE collection = ? AND deleted = 0)",
-                    (name, name),
-                ).fetchall()
-            )
+            # Clusters named by a row that is not live: few, looked up by primary key.
+            orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()
+            names = {
+                row: connection.execute(
+                    "SELECT id FROM documents WHERE collection = ? AND row = ?", (name, row)
+                ).fetchone()[0]
+                for row in orphans
+            }
             last = connection.execute(
                 "SELECT max(row) FROM documents WHERE collection = ?", (name,)
             ).fetchone()[0]
