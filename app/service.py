@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from app.collection_config import CollectionConfig
+from app.collection_config import CollectionConfig, ShingleConfig
 from app.core.exact import ExactIndex
 from app.core.fingerprint import Fingerprints, fingerprint
 from app.core.hamming import HammingIndex
@@ -38,6 +38,7 @@ from app.errors import (
     UnknownDocument,
 )
 from app.storage.base import DocumentBatch, Store, StoredCollection
+from app.storage.memory import MemoryStore
 
 OnDuplicate = Literal["insert", "skip"]
 Method = Literal["exact", "simhash", "minhash"]
@@ -565,6 +566,16 @@ class _PendingBatch:
         )
 
 
+def warm_up() -> None:
+    """Run every compiled kernel once (numba loads or compiles them on first use)."""
+    for unit in ("char", "word"):
+        config = CollectionConfig(shingle=ShingleConfig(unit=unit))
+        collection = Collection("warm-up", config, MemoryStore())
+        collection.insert([NewDocument("warm up the kernels", "a")])
+        collection.search("warm up the kernels", Query())
+        collection.merge(force=True)
+
+
 class Registry:
     """Every collection of a service, and the background merger that keeps them fast."""
 
@@ -578,7 +589,8 @@ class Registry:
         self._merger: threading.Thread | None = None
 
     def open(self) -> None:
-        """Rebuild every stored collection, and create ``default`` if it is missing."""
+        """Rebuild every stored collection, create ``default`` if it is missing, and
+        compile the kernels, so that the first request after /readyz is not slow."""
         for stored in self._store.load():
             config = CollectionConfig.from_dict(stored.config)
             collection = Collection(stored.name, config, self._store, self.wake_merger)
@@ -586,6 +598,7 @@ class Registry:
             self._collections[stored.name] = collection
         if DEFAULT_COLLECTION not in self._collections:
             self.create(DEFAULT_COLLECTION, CollectionConfig())
+        warm_up()
 
     def create(self, name: str, config: CollectionConfig) -> tuple[Collection, bool]:
         """(collection, created): the same settings again is fine, different ones conflict."""

@@ -1,4 +1,8 @@
-"""Shared dependencies of the routers."""
+"""Shared dependencies of the routers.
+
+They are ``async def``: they only read app state, and a plain ``def`` dependency would
+cost each request a hop through the threadpool.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,12 @@ from app.errors import NotReady
 from app.service import Collection, Registry
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_registry(request: Request) -> Registry:
+async def get_registry(request: Request) -> Registry:
     """The registry, once the start-up rebuild is done (503 before)."""
     registry: Registry | None = request.app.state.registry
     if registry is None or not request.app.state.ready.is_set():
@@ -30,7 +34,7 @@ RegistryDep = Annotated[Registry, Depends(get_registry)]
 CollectionName = Annotated[str, Path(pattern=COLLECTION_NAME_PATTERN)]
 
 
-def get_collection(name: CollectionName, registry: RegistryDep) -> Collection:
+async def get_collection(name: CollectionName, registry: RegistryDep) -> Collection:
     return registry.get(name)
 
 

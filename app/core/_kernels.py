@@ -26,7 +26,7 @@ CLASS_WORD = 1
 CLASS_SINGLE_CHAR_TOKEN = 2
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def fmix64(h: np.uint64) -> np.uint64:
     """MurmurHash3's 64-bit finaliser: every input bit affects every output bit."""
     h ^= h >> _U64(33)
@@ -37,7 +37,7 @@ def fmix64(h: np.uint64) -> np.uint64:
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def char_shingle_hashes(
     code_points: np.ndarray, size: int, seed_mix: np.uint64, out: np.ndarray
 ) -> int:
@@ -57,7 +57,7 @@ def char_shingle_hashes(
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def word_shingle_hashes(
     code_points: np.ndarray,
     size: int,
@@ -111,7 +111,7 @@ def word_shingle_hashes(
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def simhash64(hashes: np.ndarray, count: int) -> np.uint64:
     """Charikar's SimHash over the distinct shingles, weight 1 each.
 
@@ -156,7 +156,7 @@ def simhash64(hashes: np.ndarray, count: int) -> np.uint64:
     return fingerprint
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def one_permutation_minhash(
     hashes: np.ndarray, count: int, seed_mix: np.uint64, out: np.ndarray
 ) -> None:
@@ -198,7 +198,7 @@ def one_permutation_minhash(
             attempt += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def classic_minhash(
     hashes: np.ndarray,
     count: int,
@@ -218,7 +218,7 @@ def classic_minhash(
                 out[k] = value
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def fingerprint_documents(
     code_points: np.ndarray,
     offsets: np.ndarray,
