@@ -570,7 +570,9 @@ def warm_up() -> None:
     """Run every compiled kernel once (numba loads or compiles them on first use)."""
     for unit in ("char", "word"):
         config = CollectionConfig(shingle=ShingleConfig(unit=unit))
-        collection = Collection("warm-up", config, MemoryStore())
+        store = MemoryStore()
+        store.create_collection("warm-up", config.to_dict())
+        collection = Collection("warm-up", config, store)
         collection.insert([NewDocument("warm up the kernels", "a")])
         collection.search("warm up the kernels", Query())
         collection.merge(force=True)

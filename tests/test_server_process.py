@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import httpx
 
+from tests.corpus import english_like_text
 from tests.server import Server
 
 
 def test_neardup_serve_answers_over_http_and_stops_cleanly(tmp_path: Path) -> None:
     with Server(tmp_path / "data") as server, httpx.Client(base_url=server.url) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
-        text = (
-            "Wheat exports to the Soviet Union rose to 2.3 mln tonnes in March, officials said, "
-            "as shipments through Black Sea ports recovered after the winter storms."
-        )
+        text = english_like_text(random.Random(1), 3000)
         inserted = client.post("/v1/collections/default/documents", json={"id": "w", "text": text})
         assert inserted.status_code == 201
         batch = client.post(
             "/v1/collections/default/documents/batch",
-            json={"documents": [{"id": "w2", "text": text.replace("2.3 mln", "2.4 mln")}]},
+            json={"documents": [{"id": "w2", "text": "re-issued " + text.split(" ", 1)[1]}]},
         ).json()["results"]
         assert batch[0]["duplicate_of"] == "w"
         found = client.post("/v1/collections/default/search", json={"text": text}).json()
