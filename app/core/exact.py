@@ -41,7 +41,7 @@ class ExactIndex:
         """Store (m, 2) hashes under new row numbers."""
         hashes = np.asarray(hashes, dtype=np.uint64).reshape(-1, 2)
         rows = claim_rows(rows, self._present, self._deleted)
-        self._hashes.ensure(self._present.array.shape[0])
+        self._hashes.ensure(self._present.size)
         self._hashes.array[rows] = hashes
         self._table.insert(hashes[:, 1:], rows)
         self._live += len(rows)

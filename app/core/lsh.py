@@ -122,7 +122,7 @@ class LSHIndex:
         """Store signatures under new row numbers and index their bands."""
         signatures = self._as_signatures(signatures)
         rows = claim_rows(rows, self._present, self._deleted)
-        self._signatures.ensure(self._present.array.shape[0])
+        self._signatures.ensure(self._present.size)
         # The signature is written before the row enters a table: a reader that finds
         # the row can always verify it.
         self._signatures.array[rows] = signatures
