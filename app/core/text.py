@@ -46,8 +46,22 @@ _FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")
 _FULL_WIDTH_TO_ASCII = {chr(cp): chr(cp - 0xFEE0) for cp in range(0xFF01, 0xFF5F)} | {"\u3000": " "}
 
 
+# The full-width forms Chinese and Japanese text is full of: plain str.replace (C speed)
+# for them, the regex with its Python callback only for any rarer one left.
+_COMMON_FULL_WIDTH = ("，", "：", "；", "！", "？", "（", "）", "\u3000")
+
+
 def _to_ascii(match: re.Match[str]) -> str:
     return _FULL_WIDTH_TO_ASCII[match.group()]
+
+
+def _map_full_width(text: str) -> str:
+    for form in _COMMON_FULL_WIDTH:
+        if form in text:
+            text = text.replace(form, _FULL_WIDTH_TO_ASCII[form])
+    if _FULL_WIDTH.search(text):
+        text = _FULL_WIDTH.sub(_to_ascii, text)
+    return text
 
 
 class EmptyDocument(ValueError):
@@ -92,9 +106,9 @@ def normalize(text: str, *, html: bool = False) -> str:
     if html:
         text = html_to_text(text)
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", _FULL_WIDTH.sub(_to_ascii, text))
+        text = unicodedata.normalize("NFKC", _map_full_width(text))
     text = text.casefold()
     text = " ".join(text.split())
-    if not text.isascii():
+    if " " in text and not text.isascii():
         text = _SPACE_BETWEEN_NO_SPACE_CHARS.sub("", text)
     return text
