@@ -21,8 +21,8 @@ run: $(VENV)/.installed-run
 	NEARDUP_DATA_DIR=$${NEARDUP_DATA_DIR:-./data} $(BIN)/neardup serve
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check app tests bench
-	$(BIN)/ruff format --check app tests bench
+	$(BIN)/ruff check app tests bench loadtest
+	$(BIN)/ruff format --check app tests bench loadtest
 	$(BIN)/mypy --strict app
 
 test: lint

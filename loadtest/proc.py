@@ -1,0 +1,51 @@
+"""What /proc says about a server process: resident memory, CPU time, CPU affinity."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    """VmRSS of a process, from /proc/<pid>/status (0 where /proc is absent)."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.is_file():
+        return 0
+    for line in status.read_text(encoding="ascii", errors="replace").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and all its threads so far."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.is_file():
+        return 0.0
+    # Fields after the command name, which may hold spaces: utime and stime are 14 and 15.
+    fields = stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Restrict every thread of a process to ``cpus`` (threads it starts later inherit it)."""
+    tasks = Path(f"/proc/{pid}/task")
+    thread_ids = [int(entry.name) for entry in tasks.iterdir()] if tasks.is_dir() else [pid]
+    for thread_id in thread_ids:
+        with contextlib.suppress(ProcessLookupError):  # the thread may have ended
+            os.sched_setaffinity(thread_id, cpus)
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo, with the number of CPUs."""
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {os.cpu_count()} CPUs"
