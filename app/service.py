@@ -1,9 +1,13 @@
 """The service: collections of documents over the core indexes, clusters, merge scheduling.
 
-A Collection's writes are serialised by its lock and recorded in the Store before they
-change anything in memory: a batch is matched against the indexes and against its own
-earlier documents, committed, and only then published to the indexes, so a failed commit
-leaves no trace and an acknowledged write is always durable (as durable as the Store).
+A Collection's writes are serialised by its lock: a batch is matched against the indexes
+and against its own earlier documents, queued for the Store's next group commit and
+published to the indexes; the lock is released and the answer waits for the commit. The
+next writer therefore matches against it without waiting for its fsync, and concurrent
+inserts share one commit. A commit that fails takes its documents out of the indexes
+again (tombstones) and answers 503: nothing unacknowledged stays, and nothing
+acknowledged is lost. A search may see a document a few milliseconds before its commit
+returns. Replacements and deletes commit first and change memory after.
 Reads take no lock: the indexes give them consistent snapshots, and every row an index
 returns was fully recorded in the per-row lists before it entered the index.
 """
@@ -14,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -341,12 +346,27 @@ class Collection:
                     )
                 )
             batch = pending.batch()
+            committed: Future[None] | None = None
             if replaced:
+                # A replacement commits before anything changes in memory: undoing it
+                # would mean bringing back the replaced document.
                 self._store.delete_documents(self.name, replaced)
-            if len(batch):
                 self._store.add_documents(self.name, batch)
-            self._remove(replaced)
+                self._remove(replaced)
+            elif len(batch):
+                # Plain inserts are queued for the next group commit and published at
+                # once, so that the next writer of this collection matches against them
+                # without waiting for this fsync. The answer waits for the commit below;
+                # a failed commit takes the documents out again.
+                committed = self._store.begin_add_documents(self.name, batch)
             self._publish(batch)
+        if committed is not None:
+            try:
+                committed.result()
+            except Exception:
+                with self._write_lock:
+                    self._remove(batch.rows.tolist())
+                raise
         if self.needs_merge():
             self._wake_merger()
         return results

@@ -324,3 +324,48 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     database.close()
     with pytest.raises(StoreDamaged, match="upgrade neardup"):
         SQLiteStore(path)
+
+
+class _CountingStore(SQLiteStore):
+    def __init__(self, path: Path) -> None:
+        self.groups: list[int] = []
+        super().__init__(path, "NORMAL")
+
+    def _commit(self, group: list[Any]) -> None:
+        self.groups.append(len(group))
+        super()._commit(group)
+
+
+def test_changes_queued_during_a_commit_share_the_next_one(tmp_path: Path) -> None:
+    store = _CountingStore(tmp_path / "g.db")
+    store.create_collection("c", {"minhash": {"enabled": True, "num_perm": 2}})
+    gate, inside = threading.Event(), threading.Event()
+
+    def hold(db: sqlite3.Connection) -> None:  # holds the writer inside a commit
+        inside.set()
+        assert gate.wait(30)
+
+    blocked = store._enqueue(hold)
+    assert inside.wait(30)
+    waiting = []
+    for row in range(10):
+        batch = DocumentBatch(
+            ids=[f"d{row}"],
+            rows=np.array([row]),
+            created_at=np.zeros(1),
+            clusters=np.array([row]),
+            metadata=[None],
+            simhash=np.zeros(1, dtype=np.uint64),
+            minhash=np.zeros((1, 2), dtype=np.uint32),
+            exact=np.zeros((1, 2), dtype=np.uint64),
+        )
+        waiting.append(store.begin_add_documents("c", batch))
+    assert not any(future.done() for future in waiting)  # nothing answers before its commit
+    gate.set()
+    blocked.result()
+    for future in waiting:
+        future.result()
+    assert store.groups == [1, 1, 10]  # create, the gate, then all ten in one transaction
+    [loaded] = store.load()
+    assert loaded.documents.ids == [f"d{row}" for row in range(10)]
+    store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -95,6 +96,11 @@ class Store(Protocol):
     def drop_collection(self, name: str) -> None: ...
 
     def add_documents(self, name: str, documents: DocumentBatch) -> None: ...
+
+    def begin_add_documents(self, name: str, documents: DocumentBatch) -> Future[None]:
+        """Queue documents for commit without waiting: the future ends when they are
+        durable, or fails with StorageUnavailable."""
+        ...
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         """Mark documents deleted; their ids may still name clusters."""

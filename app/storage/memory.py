@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,16 @@ class MemoryStore:
     def add_documents(self, name: str, documents: DocumentBatch) -> None:
         with self._lock:
             self._batches[name].append(documents)
+
+    def begin_add_documents(self, name: str, documents: DocumentBatch) -> Future[None]:
+        done: Future[None] = Future()
+        try:
+            self.add_documents(name, documents)
+        except Exception as error:
+            done.set_exception(error)
+        else:
+            done.set_result(None)
+        return done
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         with self._lock:

@@ -111,9 +111,12 @@ class SQLiteStore:
     # ------------------------------------------------------------------ writes
 
     def _submit(self, change: Change) -> None:
+        self._enqueue(change).result()
+
+    def _enqueue(self, change: Change) -> Future[None]:
         done: Future[None] = Future()
         self._changes.put((change, done))
-        done.result()
+        return done
 
     def _write_loop(self) -> None:
         while True:
@@ -178,6 +181,10 @@ class SQLiteStore:
         self._submit(drop)
 
     def add_documents(self, name: str, documents: DocumentBatch) -> None:
+        self.begin_add_documents(name, documents).result()
+
+    def begin_add_documents(self, name: str, documents: DocumentBatch) -> Future[None]:
+        """Queue the documents for the next group commit; the future ends with it."""
         rows = list(
             zip(
                 [name] * len(documents),
@@ -193,7 +200,7 @@ class SQLiteStore:
                 strict=True,
             )
         )
-        self._submit(
+        return self._enqueue(
             lambda db: db.executemany(
                 "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", rows
             )
@@ -243,12 +250,18 @@ class SQLiteStore:
             )
             # Clusters named by a row that is not live: few, looked up by primary key.
             orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()
-            names = {
-                row: connection.execute(
+            names: dict[int, str] = {}
+            for row in orphans:
+                found = connection.execute(
                     "SELECT id FROM documents WHERE collection = ? AND row = ?", (name, row)
-                ).fetchone()[0]
-                for row in orphans
-            }
+                ).fetchone()
+                if found is not None:
+                    names[row] = found[0]
+                else:
+                    # Its first document never committed (a failed write): the oldest
+                    # stored member names the cluster instead.
+                    members = documents.clusters == row
+                    documents.clusters[members] = documents.rows[members].min()
             last = connection.execute(
                 "SELECT max(row) FROM documents WHERE collection = ?", (name,)
             ).fetchone()[0]
