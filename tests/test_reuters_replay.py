@@ -38,7 +38,7 @@ PARAMS = FingerprintParams(unit="word", size=5, num_perm=128, seed=0)
 MAX_DISTANCE = 3
 THRESHOLD = 0.8
 NEAR_J = 0.8
-MEASURED_F1 = 0.975
+MEASURED_F1 = 0.978
 MIN_F1 = MEASURED_F1 - 0.01
 BATCH_SIZE = 256
 

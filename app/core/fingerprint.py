@@ -36,10 +36,10 @@ MASK64 = (1 << 64) - 1
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 UNICODE_SIZE = 0x110000
 
-# Defaults chosen on Reuters-21578 (docs/fingerprints.md): character 5-grams work for any
-# script, keep every unrelated pair sampled farther than 8 bits while finding 98.8% of
-# the J >= 0.8 pairs within 8, and put 99.4% of them above the highest unrelated MinHash
-# estimate; 128 MinHash values give a standard error of at most 0.044.
+# The core's own defaults, for callers that name nothing: character 5-grams work for any
+# script without a tokenizer. The service's collections default to word 5-grams
+# (app/collection_config.py, chosen on Reuters-21578: docs/evaluation.md). 128 MinHash
+# values give a Jaccard estimate with a standard error of at most 0.044.
 DEFAULT_SHINGLE_UNIT: ShingleUnit = "char"
 DEFAULT_SHINGLE_SIZE = 5
 DEFAULT_NUM_PERM = 128

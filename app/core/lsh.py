@@ -11,8 +11,8 @@ chosen from the threshold t by minimising
 are 0.05 for false positives and 0.95 for false negatives: every candidate is verified
 with the full signature, so a false positive costs only a comparison, while a false
 negative is a duplicate let through. At t = 0.8, K = 128 this gives b = 16, r = 8: a pair
-at exactly 0.8 is a candidate with probability 0.95 (0.74 with equal weights' 12 x 10 on
-Reuters, 5 of 14 misses; docs/evaluation.md). The K - b r values that no band uses still count in
+at exactly 0.8 is a candidate with probability 0.95 (0.74 with the 12 x 10 of weights
+0.2 / 0.8, which lost 5 of the 14 misses of an earlier Reuters replay). The K - b r values that no band uses still count in
 verification: the estimate uses all K values.
 """
 
