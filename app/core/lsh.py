@@ -12,8 +12,8 @@ are 0.05 for false positives and 0.95 for false negatives: every candidate is ve
 with the full signature, so a false positive costs only a comparison, while a false
 negative is a duplicate let through. At t = 0.8, K = 128 this gives b = 16, r = 8: a pair
 at exactly 0.8 is a candidate with probability 0.95 (0.74 with the 12 x 10 of weights
-0.2 / 0.8, which lost 5 of the 14 misses of an earlier Reuters replay). The K - b r values that no band uses still count in
-verification: the estimate uses all K values.
+0.2 / 0.8, which lost 5 of the 14 misses of an earlier Reuters replay). The K - b r
+values that no band uses still count in verification: the estimate uses all K values.
 """
 
 from __future__ import annotations
