@@ -5,13 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from app.core.row_array import (
-    RowArray,
-    check_rows,
-    claim_rows,
-    tombstone_rows,
-    tombstones_to_drop,
-)
+from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
 from app.core.types import ExactHashes, Rows
 
@@ -28,35 +22,28 @@ class ExactIndex:
     def __init__(self) -> None:
         self._table = SortedTable(lanes=1)
         self._hashes = RowArray(np.uint64, (2,))
-        self._present = RowArray(np.bool_)
-        self._deleted = RowArray(np.bool_)
-        self._live = 0
-        self._deleted_count = 0  # tombstones ever set
-        self._dropped_count = 0  # of which the last merge dropped
+        self._rows = RowBook()
 
     def __len__(self) -> int:
-        return self._live
+        return self._rows.live
 
     def insert(self, hashes: ExactHashes, rows: npt.NDArray[np.integer]) -> None:
         """Store (m, 2) hashes under new row numbers."""
         hashes = np.asarray(hashes, dtype=np.uint64).reshape(-1, 2)
-        rows = claim_rows(rows, self._present, self._deleted)
-        self._hashes.ensure(self._present.size)
+        rows = self._rows.claim(rows)
+        self._hashes.ensure(self._rows.present.size)
         self._hashes.array[rows] = hashes
         self._table.insert(hashes[:, 1:], rows)
-        self._live += len(rows)
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
-        newly = tombstone_rows(rows, self._present, self._deleted)
-        self._live -= newly
-        self._deleted_count += newly
+        self._rows.tombstone(rows)
 
     def search(self, exact_hash: ExactHashes) -> Rows:
         """Live rows with this exact hash, in row order. O(log N)."""
         wanted = np.asarray(exact_hash, dtype=np.uint64).reshape(2)
         candidates = self._table.lookup_equal(0, int(wanted[1])).astype(np.int64)
         stored = self._hashes.array  # read after the lookup: holds every candidate
-        deleted = self._deleted.array
+        deleted = self._rows.deleted.array
         keep = (stored[candidates, 0] == wanted[0]) & ~deleted[candidates]
         return np.sort(candidates[keep])
 
@@ -69,19 +56,14 @@ class ExactIndex:
         return self._table.needs_merge()
 
     def merge(self) -> bool:
-        deleted = self._deleted_count
-        merged = self._table.merge(tombstones_to_drop(self._deleted, deleted, self._dropped_count))
-        if merged:
-            self._dropped_count = deleted
-        return merged
+        return self._rows.merge(self._table)
 
     def memory_bytes(self) -> int:
-        arrays = (self._hashes, self._present, self._deleted)
-        return self._table.memory_bytes() + sum(array.nbytes for array in arrays)
+        return self._table.memory_bytes() + self._hashes.nbytes + self._rows.nbytes
 
     def _check(self) -> None:
         self._table._check()
         state = self._table.snapshot()
         for run in (state.main, state.frozen, state.buffer):
             assert np.array_equal(run.keys[0], self._hashes.array[run.rows[0], 1])
-        check_rows(self._table.rows(), self._present, self._deleted, self._live)
+        self._rows.check(self._table.rows())

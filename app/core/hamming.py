@@ -36,13 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
-from app.core.row_array import (
-    RowArray,
-    check_rows,
-    claim_rows,
-    tombstone_rows,
-    tombstones_to_drop,
-)
+from app.core.row_array import RowBook
 from app.core.sorted_table import SortedTable
 from app.core.types import Rows, SimHashes
 
@@ -90,11 +84,7 @@ class HammingIndex:
         self._widths = np.array(table_widths, dtype=np.int64)
         self._prefix_masks = np.array(masks, dtype=np.uint64)
         self._table = SortedTable(lanes=len(masks))
-        self._present = RowArray(np.bool_)
-        self._deleted = RowArray(np.bool_)
-        self._live = 0
-        self._deleted_count = 0  # tombstones ever set
-        self._dropped_count = 0  # of which the last merge dropped
+        self._rows = RowBook()
 
     @property
     def tables(self) -> int:
@@ -102,7 +92,7 @@ class HammingIndex:
 
     def __len__(self) -> int:
         """Live fingerprints (inserted and not deleted)."""
-        return self._live
+        return self._rows.live
 
     def permute(self, fingerprints: SimHashes) -> npt.NDArray[np.uint64]:
         """(m, tables) permuted keys of each fingerprint."""
@@ -114,15 +104,12 @@ class HammingIndex:
 
     def insert(self, fingerprints: SimHashes, rows: npt.NDArray[np.integer]) -> None:
         """Add fingerprints under new row numbers (never reused). O(m tables) + buffer merge."""
-        rows = claim_rows(rows, self._present, self._deleted)
+        rows = self._rows.claim(rows)
         self._table.insert(self.permute(fingerprints), rows)
-        self._live += len(rows)
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
         """Tombstone rows: filtered from results at once, dropped at the next merge."""
-        newly = tombstone_rows(rows, self._present, self._deleted)
-        self._live -= newly
-        self._deleted_count += newly
+        self._rows.tombstone(rows)
 
     def search(
         self, fingerprint: int | np.uint64, max_distance: int | None = None
@@ -160,7 +147,7 @@ class HammingIndex:
             state.tail_keys,
             state.tail_rows,
             state.tail_count,
-            self._deleted.array,
+            self._rows.deleted.array,
         )
         return result
 
@@ -169,14 +156,10 @@ class HammingIndex:
 
     def merge(self) -> bool:
         """Fold the insert buffer into the sorted tables, dropping tombstoned rows."""
-        deleted = self._deleted_count
-        merged = self._table.merge(tombstones_to_drop(self._deleted, deleted, self._dropped_count))
-        if merged:
-            self._dropped_count = deleted
-        return merged
+        return self._rows.merge(self._table)
 
     def memory_bytes(self) -> int:
-        return self._table.memory_bytes() + self._present.nbytes + self._deleted.nbytes
+        return self._table.memory_bytes() + self._rows.nbytes
 
     def _check(self) -> None:
         """Assert the table invariants and that every table holds the same fingerprints."""
@@ -188,7 +171,7 @@ class HammingIndex:
                     np.sort(self._unpermute(run.keys[lane], lane)),
                     np.sort(self._unpermute(run.keys[0], 0)),
                 ), "tables hold different fingerprints"
-        check_rows(self._table.rows(), self._present, self._deleted, self._live)
+        self._rows.check(self._table.rows())
 
     def _unpermute(self, keys: npt.NDArray[np.uint64], table: int) -> npt.NDArray[np.uint64]:
         values = np.zeros(len(keys), dtype=np.uint64)

@@ -25,13 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
-from app.core.row_array import (
-    RowArray,
-    check_rows,
-    claim_rows,
-    tombstone_rows,
-    tombstones_to_drop,
-)
+from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
 from app.core.types import MinHashes, Rows
 
@@ -94,14 +88,10 @@ class LSHIndex:
             raise ValueError("bands x rows per band must not exceed num_perm")
         self._table = SortedTable(lanes=self.bands)
         self._signatures = RowArray(np.uint32, (num_perm,))
-        self._present = RowArray(np.bool_)
-        self._deleted = RowArray(np.bool_)
-        self._live = 0
-        self._deleted_count = 0  # tombstones ever set
-        self._dropped_count = 0  # of which the last merge dropped
+        self._rows = RowBook()
 
     def __len__(self) -> int:
-        return self._live
+        return self._rows.live
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
         """(m, b) uint64 band hashes of (m, K) signatures."""
@@ -121,19 +111,16 @@ class LSHIndex:
     def insert(self, signatures: MinHashes, rows: npt.NDArray[np.integer]) -> None:
         """Store signatures under new row numbers and index their bands."""
         signatures = self._as_signatures(signatures)
-        rows = claim_rows(rows, self._present, self._deleted)
-        self._signatures.ensure(self._present.size)
+        rows = self._rows.claim(rows)
+        self._signatures.ensure(self._rows.present.size)
         # The signature is written before the row enters a table: a reader that finds
         # the row can always verify it.
         self._signatures.array[rows] = signatures
         self._table.insert(self.band_keys(signatures), rows)
-        self._live += len(rows)
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
         """Tombstone rows: filtered from results at once, dropped at the next merge."""
-        newly = tombstone_rows(rows, self._present, self._deleted)
-        self._live -= newly
-        self._deleted_count += newly
+        self._rows.tombstone(rows)
 
     def signatures(self, rows: npt.NDArray[np.integer]) -> MinHashes:
         """The stored signatures of rows (deleted ones included)."""
@@ -173,7 +160,7 @@ class LSHIndex:
             state.tail_keys,
             state.tail_rows,
             state.tail_count,
-            self._deleted.array,
+            self._rows.deleted.array,
         )
         return ends, rows, matches / self.num_perm
 
@@ -182,15 +169,10 @@ class LSHIndex:
 
     def merge(self) -> bool:
         """Fold the insert buffer into the sorted bands, dropping tombstoned rows."""
-        deleted = self._deleted_count
-        merged = self._table.merge(tombstones_to_drop(self._deleted, deleted, self._dropped_count))
-        if merged:
-            self._dropped_count = deleted
-        return merged
+        return self._rows.merge(self._table)
 
     def memory_bytes(self) -> int:
-        arrays = (self._signatures, self._present, self._deleted)
-        return self._table.memory_bytes() + sum(array.nbytes for array in arrays)
+        return self._table.memory_bytes() + self._signatures.nbytes + self._rows.nbytes
 
     def _check(self) -> None:
         """Assert table invariants and that every stored band key matches its signature."""
@@ -200,4 +182,4 @@ class LSHIndex:
             for band in range(self.bands):
                 expected = self.band_keys(self.signatures(run.rows[band]))[:, band]
                 assert np.array_equal(run.keys[band], expected), "a band key is stale"
-        check_rows(self._table.rows(), self._present, self._deleted, self._live)
+        self._rows.check(self._table.rows())

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.core.sorted_table import SortedTable
+
 # Growing by half keeps the copies amortised O(1) per row; the untouched half of a new
 # array is not resident until written, so the slack costs address space, not memory.
 GROWTH_FACTOR = 1.5
@@ -98,3 +100,40 @@ def check_rows(
     live_rows = np.flatnonzero(present.array & ~deleted.array)
     assert np.array_equal(np.intersect1d(live_rows, stored), live_rows), "a live row is lost"
     assert live == len(live_rows), f"live count {live} != {len(live_rows)}"
+
+
+class RowBook:
+    """The rows an index holds: which are present, which tombstoned, how many live, and
+    which tombstones a merge may drop. Shared by every index class."""
+
+    def __init__(self) -> None:
+        self.present = RowArray(np.bool_)
+        self.deleted = RowArray(np.bool_)
+        self.live = 0
+        self._deleted_count = 0  # tombstones ever set
+        self._dropped_count = 0  # of which the last merge dropped
+
+    def claim(self, rows: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+        claimed = claim_rows(rows, self.present, self.deleted)
+        self.live += len(claimed)
+        return claimed
+
+    def tombstone(self, rows: npt.NDArray[np.integer]) -> None:
+        newly = tombstone_rows(rows, self.present, self.deleted)
+        self.live -= newly
+        self._deleted_count += newly
+
+    def merge(self, table: SortedTable) -> bool:
+        """Merge the table's buffer, dropping the tombstones set since the last merge."""
+        deleted = self._deleted_count
+        merged = table.merge(tombstones_to_drop(self.deleted, deleted, self._dropped_count))
+        if merged:
+            self._dropped_count = deleted
+        return merged
+
+    @property
+    def nbytes(self) -> int:
+        return self.present.nbytes + self.deleted.nbytes
+
+    def check(self, stored: npt.NDArray[np.integer]) -> None:
+        check_rows(stored, self.present, self.deleted, self.live)
