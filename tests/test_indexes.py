@@ -371,3 +371,40 @@ def test_readers_never_miss_an_entry_during_inserts_and_merges() -> None:
     for row in range(0, total, 97):
         found = sorted(zip(*(a.tolist() for a in hamming.search(int(values[row]))), strict=True))
         assert found == brute_force_hamming(live, deleted, int(values[row]), 3)
+
+
+def test_large_main_runs_are_searched_through_their_directory() -> None:
+    """Past 65,536 entries the main run gets a directory; answers stay those of brute force."""
+    rng = np.random.default_rng(21)
+    count = 70_000
+    centres = rng.integers(0, 2**64, size=50, dtype=np.uint64)
+    values = np.array(
+        [flip_bits(rng, int(centres[i % 50]), int(rng.integers(0, 6))) for i in range(count)],
+        dtype=np.uint64,
+    )
+    hamming = HammingIndex(max_distance=3)
+    hamming.insert(values, np.arange(count))
+    hamming.merge()
+    assert hamming._table.snapshot().main.directory.shape[0] == hamming.tables
+    hamming._check()
+    for query in values[:100]:
+        distances = np.bitwise_count(values ^ query)
+        expected = np.flatnonzero(distances <= 3)
+        rows, found = hamming.search(int(query))
+        assert sorted(rows.tolist()) == expected.tolist()
+        assert sorted(found.tolist()) == sorted(distances[expected].tolist())
+
+    num_perm = 16
+    lsh = LSHIndex(threshold=0.5, num_perm=num_perm)
+    bases = rng.integers(0, 2**32, size=(100, num_perm), dtype=np.uint32)
+    noise = rng.integers(0, 2**32, size=(count, num_perm), dtype=np.uint32)
+    signatures = np.where(rng.random((count, num_perm)) < 0.7, bases[np.arange(count) % 100], noise)
+    signatures = signatures.astype(np.uint32)
+    lsh.insert(signatures, np.arange(count))
+    lsh.merge()
+    assert lsh._table.snapshot().main.directory.shape[0] == lsh.bands
+    signature_of = dict(enumerate(signatures))
+    for query in signatures[:30]:
+        rows, scores = lsh.search(query)
+        found = sorted(zip(rows.tolist(), scores.tolist(), strict=True))
+        assert found == brute_force_lsh(signature_of, set(), query, lsh, 0.5)

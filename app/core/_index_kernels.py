@@ -60,6 +60,37 @@ def upper_bound(keys: np.ndarray, value: np.uint64) -> int:
     return low
 
 
+DIRECTORY_SHIFT = 64 - 16  # app.core.sorted_table.DIRECTORY_BITS
+
+
+@njit(cache=True, nogil=True, inline="always")
+def directed_bounds(
+    keys: np.ndarray, directory: np.ndarray, low: np.uint64, high: np.uint64
+) -> tuple[int, int]:
+    """(first index with key >= low, first index with key > high), through the lane's
+    directory when it has one (only the bucket of each bound is searched)."""
+    if directory.shape[0] == 0:
+        return lower_bound(keys, low), upper_bound(keys, high)
+    low_bucket = np.int64(low >> _U64(DIRECTORY_SHIFT))
+    high_bucket = np.int64(high >> _U64(DIRECTORY_SHIFT))
+    start, end = directory[low_bucket], directory[low_bucket + 1]
+    while start < end:
+        middle = (start + end) >> 1
+        if keys[middle] < low:
+            start = middle + 1
+        else:
+            end = middle
+    first = start
+    start, end = directory[high_bucket], directory[high_bucket + 1]
+    while start < end:
+        middle = (start + end) >> 1
+        if keys[middle] <= high:
+            start = middle + 1
+        else:
+            end = middle
+    return first, start
+
+
 @njit(cache=True, nogil=True)
 def merge_sorted_lanes(
     first_keys: np.ndarray,
@@ -179,6 +210,7 @@ def hamming_search(
     max_distance: int,
     main_keys: np.ndarray,
     main_rows: np.ndarray,
+    main_directory: np.ndarray,
     frozen_keys: np.ndarray,
     frozen_rows: np.ndarray,
     buffer_keys: np.ndarray,
@@ -215,8 +247,10 @@ def hamming_search(
                     keys, run_rows = buffer_keys[t], buffer_rows[t]
                 if keys.shape[0] == 0:
                     continue
-                first = lower_bound(keys, low)
-                last = upper_bound(keys, high)
+                if run == 0 and main_directory.shape[0] > 0:
+                    first, last = directed_bounds(keys, main_directory[t], low, high)
+                else:
+                    first, last = lower_bound(keys, low), upper_bound(keys, high)
                 rows, distances = _reserve(rows, distances, count, last - first)
                 for i in range(first, last):
                     distance = popcount64(keys[i] ^ query)
@@ -259,6 +293,7 @@ def lsh_search(
     min_matches: int,
     main_keys: np.ndarray,
     main_rows: np.ndarray,
+    main_directory: np.ndarray,
     frozen_keys: np.ndarray,
     frozen_rows: np.ndarray,
     buffer_keys: np.ndarray,
@@ -292,7 +327,10 @@ def lsh_search(
                     keys, run_rows = buffer_keys[band], buffer_rows[band]
                 if keys.shape[0] == 0:
                     continue
-                i = lower_bound(keys, key)
+                if run == 0 and main_directory.shape[0] > 0:
+                    i, _ = directed_bounds(keys, main_directory[band], key, key)
+                else:
+                    i = lower_bound(keys, key)
                 while i < keys.shape[0] and keys[i] == key:
                     row = np.int64(run_rows[i])
                     if not is_deleted(row, deleted):

@@ -140,6 +140,7 @@ class HammingIndex:
             distance,
             state.main.keys,
             state.main.rows,
+            state.main.directory,
             state.frozen.keys,
             state.frozen.rows,
             state.buffer.keys,

@@ -153,6 +153,7 @@ class LSHIndex:
             min_matches(bar, self.num_perm),
             state.main.keys,
             state.main.rows,
+            state.main.directory,
             state.frozen.keys,
             state.frozen.rows,
             state.buffer.keys,

@@ -22,7 +22,7 @@ O(L log N + TAIL_CAPACITY); merge O(L (N + B)) off the query path.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,14 @@ TAIL_CAPACITY = 256
 MERGE_MIN_ENTRIES = 65_536
 MERGE_FRACTION = 8
 
+# Main runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top DIRECTORY_BITS
+# bits of each key: 16 bits cost 0.5 MB per lane and turn the ~20 cache misses of a
+# binary search over a million keys into ~2 (bench/index.py, LSH queries at 1M).
+DIRECTORY_BITS = 16
+MIN_DIRECTORY_ENTRIES = 1 << DIRECTORY_BITS
+_NO_DIRECTORY = np.zeros((0, 0), dtype=np.int64)
+assert kernels.DIRECTORY_SHIFT == 64 - DIRECTORY_BITS
+
 KeyMatrix = npt.NDArray[np.uint64]
 RowVector = npt.NDArray[np.int32]
 RowMatrix = npt.NDArray[np.int32]
@@ -50,6 +58,9 @@ class Run:
 
     keys: KeyMatrix  # (lanes, n) uint64
     rows: RowMatrix  # (lanes, n) int32
+    # (lanes, 2^DIRECTORY_BITS + 1): where each value of a key's top bits starts, so a
+    # lookup binary-searches a few entries instead of the whole lane; (lanes, 0) if none.
+    directory: npt.NDArray[np.int64] = field(default_factory=lambda: _NO_DIRECTORY)
 
     @staticmethod
     def empty(lanes: int) -> Run:
@@ -81,6 +92,20 @@ def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
     sorted_keys = np.take_along_axis(keys, order, axis=1)
     sorted_rows = np.asarray(rows, dtype=np.int32)[order]
     return Run(np.ascontiguousarray(sorted_keys), np.ascontiguousarray(sorted_rows))
+
+
+def with_directory(run: Run) -> Run:
+    """The run with a directory of its lanes, when it is large enough to pay off."""
+    if len(run) < MIN_DIRECTORY_ENTRIES:
+        return run
+    lanes = run.keys.shape[0]
+    buckets = 1 << DIRECTORY_BITS
+    starts = np.arange(buckets, dtype=np.uint64) << np.uint64(64 - DIRECTORY_BITS)
+    directory = np.empty((lanes, buckets + 1), dtype=np.int64)
+    for lane in range(lanes):
+        directory[lane, :buckets] = np.searchsorted(run.keys[lane], starts, "left")
+    directory[:, buckets] = len(run)
+    return Run(run.keys, run.rows, directory)
 
 
 def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = None) -> Run:
@@ -194,7 +219,7 @@ class SortedTable:
                 self._snapshot = TableSnapshot(
                     state.main, frozen, Run.empty(self.lanes), *self._new_tail(), 0
                 )
-            merged = merge_runs(state.main, frozen, dropped)
+            merged = with_directory(merge_runs(state.main, frozen, dropped))
             with self._write_lock:
                 state = self._snapshot
                 self._snapshot = TableSnapshot(
@@ -248,7 +273,7 @@ class SortedTable:
         """Bytes held by the arrays of the current snapshot."""
         state = self._snapshot
         runs = (state.main, state.frozen, state.buffer)
-        total = sum(run.keys.nbytes + run.rows.nbytes for run in runs)
+        total = sum(run.keys.nbytes + run.rows.nbytes + run.directory.nbytes for run in runs)
         return int(total + state.tail_keys.nbytes + state.tail_rows.nbytes)
 
     def _check(self) -> None:
@@ -265,6 +290,9 @@ class SortedTable:
             for lane in range(1, self.lanes):
                 assert np.array_equal(np.sort(run.rows[lane]), lane_zero), "lanes disagree"
             all_rows.append(run.rows[0])
+        if state.main.directory.shape[0]:
+            rebuilt = with_directory(Run(state.main.keys, state.main.rows)).directory
+            assert np.array_equal(state.main.directory, rebuilt), "the directory is stale"
         all_rows.append(state.tail_rows[: state.tail_count])
         rows = np.concatenate(all_rows)
         assert len(np.unique(rows)) == len(rows), "a row is stored twice"
