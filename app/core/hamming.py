@@ -138,16 +138,7 @@ class HammingIndex:
             self.permute(fingerprints),
             self._prefix_masks,
             distance,
-            state.main.keys,
-            state.main.rows,
-            state.main.directory,
-            state.frozen.keys,
-            state.frozen.rows,
-            state.buffer.keys,
-            state.buffer.rows,
-            state.tail_keys,
-            state.tail_rows,
-            state.tail_count,
+            *state.kernel_arrays(),
             self._rows.deleted.array,
         )
         return result

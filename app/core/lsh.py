@@ -151,16 +151,7 @@ class LSHIndex:
             signatures,
             stored,
             min_matches(bar, self.num_perm),
-            state.main.keys,
-            state.main.rows,
-            state.main.directory,
-            state.frozen.keys,
-            state.frozen.rows,
-            state.buffer.keys,
-            state.buffer.rows,
-            state.tail_keys,
-            state.tail_rows,
-            state.tail_count,
+            *state.kernel_arrays(),
             self._rows.deleted.array,
         )
         return ends, rows, matches / self.num_perm

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +51,12 @@ assert kernels.DIRECTORY_SHIFT == 64 - DIRECTORY_BITS
 KeyMatrix = npt.NDArray[np.uint64]
 RowVector = npt.NDArray[np.int32]
 RowMatrix = npt.NDArray[np.int32]
+Directory = npt.NDArray[np.int64]
+# main keys, rows, directory; frozen keys, rows; buffer keys, rows; tail keys, rows, count
+KernelArrays: TypeAlias = tuple[
+    KeyMatrix, RowMatrix, Directory, KeyMatrix, RowMatrix, KeyMatrix, RowMatrix,
+    KeyMatrix, RowVector, int,
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,7 @@ class Run:
     rows: RowMatrix  # (lanes, n) int32
     # (lanes, 2^DIRECTORY_BITS + 1): where each value of a key's top bits starts, so a
     # lookup binary-searches a few entries instead of the whole lane; (lanes, 0) if none.
-    directory: npt.NDArray[np.int64] = field(default_factory=lambda: _NO_DIRECTORY)
+    directory: Directory = field(default_factory=lambda: _NO_DIRECTORY)
 
     @staticmethod
     def empty(lanes: int) -> Run:
@@ -83,6 +90,22 @@ class TableSnapshot:
 
     def __len__(self) -> int:
         return len(self.main) + len(self.frozen) + len(self.buffer) + self.tail_count
+
+    def kernel_arrays(self) -> KernelArrays:
+        """The arrays the search kernels take, in their order (main with its directory,
+        frozen, buffer, tail and its count)."""
+        return (
+            self.main.keys,
+            self.main.rows,
+            self.main.directory,
+            self.frozen.keys,
+            self.frozen.rows,
+            self.buffer.keys,
+            self.buffer.rows,
+            self.tail_keys,
+            self.tail_rows,
+            self.tail_count,
+        )
 
 
 def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
