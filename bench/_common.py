@@ -16,6 +16,7 @@ import platform
 import re
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -238,3 +239,28 @@ def write_result(name: str, text: str) -> Path:
     path = RESULTS_DIR / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# Width of the running text in the generated markdown documents.
+WRAP_WIDTH = 92
+
+
+def paragraph(text: str, bullet: bool = False) -> str:
+    """Running text wrapped to WRAP_WIDTH; a word that could open a markdown block at the
+    start of a line (">=", "-", "|", "1.") is kept on the line of the word before it."""
+    words: list[str] = []
+    for word in text.split():
+        if words and (word[0] in "-+*>|<=#" or re.fullmatch(r"\d+[.)]", word)):
+            words[-1] += "\0" + word
+        else:
+            words.append(word)
+    prefix = "- " if bullet else ""
+    wrapped = textwrap.fill(
+        " ".join(words),
+        width=WRAP_WIDTH,
+        initial_indent=prefix,
+        subsequent_indent=" " * len(prefix),
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+    return wrapped.replace("\0", " ")

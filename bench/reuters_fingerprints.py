@@ -11,9 +11,7 @@ from __future__ import annotations
 import csv
 import itertools
 import random
-import re
 import sys
-import textwrap
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +24,7 @@ from app.core.fingerprint import FingerprintParams, ShingleUnit, fingerprint, sh
 from app.core.text import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_reuters, reuters_text
+from _common import load_reuters, paragraph, reuters_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
@@ -610,31 +608,6 @@ def minhash_findings(results: Sequence[SettingResult], labelled: Pairs) -> str:
         f"({most_false.name}-grams)."
     )
     return " ".join(sentences)
-
-
-WRAP_WIDTH = 92
-
-
-def paragraph(text: str, bullet: bool = False) -> str:
-    """One paragraph (or list item) of running text, wrapped; never used on tables."""
-    # A word that could open a block at the start of a line (">= 0.8" a quote, "- x" or
-    # "1." a list, "|" a table) is kept on the line of the word before it.
-    words: list[str] = []
-    for word in text.split():
-        if words and (word[0] in "-+*>|<=#" or re.fullmatch(r"\d+[.)]", word)):
-            words[-1] += "\0" + word
-        else:
-            words.append(word)
-    prefix = "- " if bullet else ""
-    wrapped = textwrap.fill(
-        " ".join(words),
-        width=WRAP_WIDTH,
-        initial_indent=prefix,
-        subsequent_indent=" " * len(prefix),
-        break_on_hyphens=False,
-        break_long_words=False,
-    )
-    return wrapped.replace("\0", " ")
 
 
 def render(

@@ -15,7 +15,6 @@ import csv
 import os
 import re
 import sys
-import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from app.core.lsh import LSHIndex, candidate_probability
 from app.core.text import normalize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Align, load_reuters, markdown_table, reuters_text
+from _common import Align, load_reuters, markdown_table, paragraph, reuters_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
@@ -94,7 +93,6 @@ FIGURES = re.compile(
     r"twenty|thirty|forty|fifty|hundred|thousand|million|billion|half|quarter)\b"
 )
 FIGURES_ONLY_J = 0.95  # shingle Jaccard of the masked texts at or above this
-WRAP_WIDTH = 92
 
 Rule = tuple[int | None, float | None]  # (k or no SimHash, threshold or no MinHash)
 
@@ -675,27 +673,6 @@ def punctuation_only(result: SettingResult, corpus: Corpus, labels: Labels) -> t
 
 
 # ---------------------------------------------------------------------------- reporting
-
-
-def paragraph(text: str, bullet: bool = False) -> str:
-    """Running text wrapped to WRAP_WIDTH; a word that could open a markdown block at the
-    start of a line (">=", "-", "|", "1.") is kept on the line of the word before it."""
-    words: list[str] = []
-    for word in text.split():
-        if words and (word[0] in "-+*>|<=#" or re.fullmatch(r"\d+[.)]", word)):
-            words[-1] += "\0" + word
-        else:
-            words.append(word)
-    prefix = "- " if bullet else ""
-    wrapped = textwrap.fill(
-        " ".join(words),
-        width=WRAP_WIDTH,
-        initial_indent=prefix,
-        subsequent_indent=" " * len(prefix),
-        break_on_hyphens=False,
-        break_long_words=False,
-    )
-    return wrapped.replace("\0", " ")
 
 
 def dec(value: float) -> str:
