@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging.config
 import os
 import signal
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 import uvicorn
 from tqdm import tqdm
 
+from app.api.auth import InvalidKeys
 from app.config import Settings
+from app.logs import logging_config
 from app.main import DATABASE_FILE, create_app
 from app.storage.sqlite import SQLiteStore
 from app.transfer import ImportFailed, export_lines, import_lines
@@ -29,16 +32,24 @@ def serve(arguments: argparse.Namespace) -> None:
         if value is not None
     }
     settings = Settings(**overrides)
+    log_config = logging_config(settings.log_level, settings.log_format)
+    logging.config.dictConfig(log_config)
+    try:
+        app = create_app(settings)
+    except InvalidKeys as error:
+        sys.exit(f"neardup serve: {error}")
     # uvicorn shuts down gracefully on SIGTERM (stops accepting, finishes requests in
     # flight, runs the lifespan's close) and then re-raises the signal: exit 0 on it, as a
     # clean stop, instead of dying by it.
     signal.signal(signal.SIGTERM, _exit_cleanly)
     # One process owns the indexes: never several workers with copies that drift apart.
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=log_config,
+        access_log=False,
         workers=1,
         timeout_graceful_shutdown=30,
     )

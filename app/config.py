@@ -36,3 +36,17 @@ class Settings(BaseSettings):
     )
     max_limit: int = Field(1000, ge=1, description="Largest `limit` a search may ask for.")
     max_collections: int = Field(1000, ge=1, description="Most collections (409 above).")
+    api_keys: str | None = Field(
+        None,
+        description="Comma-separated API keys, each `<key>` or `<key>:write` (read and write) "
+        "or `<key>:read` (search and get only). Unset with no key file: no authentication.",
+    )
+    api_key_file: Path | None = Field(
+        None, description="A file of API keys, one `<key>[:read|:write]` per line, # comments."
+    )
+    metrics_require_key: bool = Field(
+        False, description="With API keys set, /metrics needs a key too (any role)."
+    )
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json: one JSON object per log line, with the request id."
+    )

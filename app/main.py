@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.api import collections, documents, errors, health, search
+from app.api.auth import ApiKeyMiddleware, load_keys
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.metrics import Metrics, MetricsMiddleware
+from app.api.request_id import RequestIdMiddleware
 from app.config import Settings
 from app.service import Registry
 from app.storage import MemoryStore, Store
@@ -37,6 +39,8 @@ def create_app(
 ) -> FastAPI:
     """A new application; nothing is opened until its lifespan starts."""
     settings = settings or Settings()
+    # Read now: a key file that cannot be read stops the start instead of leaving /v1 open.
+    api_keys = load_keys(settings.api_keys, settings.api_key_file)
     open_store = store_factory or sqlite_store
 
     @asynccontextmanager
@@ -79,6 +83,12 @@ def create_app(
     errors.install(app)
     for router in (health.router, collections.router, documents.router, search.router):
         app.include_router(router)
+    # The last added runs first: ids and logs around everything, then metrics, then the
+    # key check, which refuses before the body limit lets any body be read.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        ApiKeyMiddleware, keys=api_keys, protect_metrics=settings.metrics_require_key
+    )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(RequestIdMiddleware)
     return app

@@ -84,6 +84,10 @@ class Server:
             return ""
         return self.log_path.read_text(errors="replace")[-4000:]
 
+    def output_lines(self) -> list[str]:
+        """Every line the server wrote (stdout and stderr)."""
+        return self.log_path.read_text(errors="replace").splitlines()
+
     def __enter__(self) -> Server:
         return self.start()
 

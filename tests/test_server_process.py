@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -22,9 +23,22 @@ def test_neardup_serve_answers_over_http_and_stops_cleanly(tmp_path: Path) -> No
             json={"documents": [{"id": "w2", "text": "re-issued " + text.split(" ", 1)[1]}]},
         ).json()["results"]
         assert batch[0]["duplicate_of"] == "w"
-        found = client.post("/v1/collections/default/search", json={"text": text}).json()
-        assert found["matches"][0]["id"] == "w"
+        found = client.post(
+            "/v1/collections/default/search",
+            json={"text": text},
+            headers={"X-Request-ID": "crawler-42.search"},
+        )
+        assert found.json()["matches"][0]["id"] == "w"
+        assert found.headers["x-request-id"] == "crawler-42.search"
+        generated = client.get("/healthz", headers={"X-Request-ID": "bad id\twith space"})
+        assert len(generated.headers["x-request-id"]) == 32  # a fresh uuid4, hex
         assert server.stop() == 0
+    lines = [json.loads(line) for line in server.output_lines() if line.startswith("{")]
+    [search_line] = [line for line in lines if line.get("request_id") == "crawler-42.search"]
+    assert search_line["method"] == "POST" and search_line["status"] == 200
+    assert search_line["path"] == "/v1/collections/default/search"
+    assert search_line["level"] == "INFO" and search_line["duration_ms"] > 0
+    assert any(line.get("request_id") == generated.headers["x-request-id"] for line in lines)
 
 
 def test_neardup_help_documents_every_command() -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Path, Request, Security
+from fastapi.security import HTTPBearer
 
 from app.api.schemas import COLLECTION_NAME_PATTERN
 from app.config import Settings
@@ -28,6 +29,14 @@ async def get_registry(request: Request) -> Registry:
         raise NotReady("the service is starting: indexes are being rebuilt, retry shortly")
     return registry
 
+
+# ApiKeyMiddleware does the checking; this declares the scheme in the OpenAPI document.
+api_key_scheme = HTTPBearer(
+    auto_error=False,
+    description="An API key, when the service has any (NEARDUP_API_KEYS): read keys may "
+    "get and search, write keys everything.",
+)
+API_KEY = [Security(api_key_scheme)]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 RegistryDep = Annotated[Registry, Depends(get_registry)]

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from app.api import limits
-from app.api.deps import CollectionDep, SettingsDep
+from app.api.deps import API_KEY, CollectionDep, SettingsDep
 from app.api.schemas import (
     BatchIn,
     BatchOut,
@@ -21,7 +21,9 @@ from app.api.schemas import (
 from app.service import InsertResult, Match, NewDocument
 from app.service import Query as SearchQuery
 
-router = APIRouter(prefix="/v1/collections/{name}/documents", tags=["documents"])
+router = APIRouter(
+    prefix="/v1/collections/{name}/documents", tags=["documents"], dependencies=API_KEY
+)
 DocumentId = Annotated[str, Path(min_length=1, max_length=256)]
 
 

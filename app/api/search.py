@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api import limits
-from app.api.deps import CollectionDep, SettingsDep
+from app.api.deps import API_KEY, CollectionDep, SettingsDep
 from app.api.documents import matches_out
 from app.api.schemas import MatchesOut, SearchIn
 from app.service import Query as SearchQuery
 
-router = APIRouter(prefix="/v1/collections/{name}/search", tags=["search"])
+router = APIRouter(prefix="/v1/collections/{name}/search", tags=["search"], dependencies=API_KEY)
 
 
 @router.post("")

@@ -1,0 +1,67 @@
+"""Request ids and the one log line per request.
+
+The id is taken from X-Request-ID when the client sends a sane one (so a crawler can
+follow its request through our logs) and generated otherwise; it is returned in the
+response's X-Request-ID and attached to every log line written while the request runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import logs
+
+log = logging.getLogger("neardup.access")
+HEADER = b"x-request-id"
+ACCEPTED_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+
+
+def choose_request_id(sent: bytes | None) -> str:
+    if sent is not None and ACCEPTED_ID.fullmatch(sent):
+        return sent.decode()
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = choose_request_id(dict(scope.get("headers", [])).get(HEADER))
+        token = logs.request_id.set(request_id)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (HEADER, request_id.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            client = scope.get("client")
+            log.info(
+                "%s %s %d",
+                scope["method"],
+                scope["path"],
+                status,
+                extra={
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "client": client[0] if client else None,
+                },
+            )
+            logs.request_id.reset(token)
