@@ -6,12 +6,12 @@ cost each request a hop through the threadpool.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import HTTPBearer
 
-from app.api.schemas import COLLECTION_NAME_PATTERN
+from app.api.schemas import COLLECTION_NAME_PATTERN, ErrorOut
 from app.config import Settings
 from app.errors import NotReady
 from app.service import Collection, Registry
@@ -37,6 +37,23 @@ api_key_scheme = HTTPBearer(
     "get and search, write keys everything.",
 )
 API_KEY = [Security(api_key_scheme)]
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+# The errors every /v1 operation may answer, in the contract's error body.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("A path or query parameter is invalid"),
+    401: _error("No API key, or an unknown one (when the service has keys)"),
+    403: _error("A read-only API key asked to write"),
+    404: _error("Unknown collection or document"),
+    409: _error("Conflict: the document or collection exists otherwise"),
+    413: _error("A body, text, batch, metadata or limit above its configured limit"),
+    422: _error("The body is not valid JSON, or not what the operation takes"),
+    503: _error("Starting up, or the storage cannot take writes"),
+}
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 RegistryDep = Annotated[Registry, Depends(get_registry)]

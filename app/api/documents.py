@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
+from pydantic import AfterValidator
 
 from app.api import limits
-from app.api.deps import API_KEY, CollectionDep, SettingsDep
+from app.api.deps import API_KEY, ERROR_RESPONSES, CollectionDep, SettingsDep
 from app.api.schemas import (
+    MAX_ID_LENGTH,
     BatchIn,
     BatchOut,
     DocumentIn,
@@ -17,14 +19,20 @@ from app.api.schemas import (
     InsertOut,
     MatchesOut,
     MatchOut,
+    check_document_id,
 )
 from app.service import InsertResult, Match, NewDocument
 from app.service import Query as SearchQuery
 
 router = APIRouter(
-    prefix="/v1/collections/{name}/documents", tags=["documents"], dependencies=API_KEY
+    prefix="/v1/collections/{name}/documents",
+    tags=["documents"],
+    dependencies=API_KEY,
+    responses=ERROR_RESPONSES,
 )
-DocumentId = Annotated[str, Path(min_length=1, max_length=256)]
+DocumentId = Annotated[
+    str, Path(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(check_document_id)
+]
 
 
 def matches_out(matches: list[Match]) -> list[MatchOut]:
@@ -119,7 +127,7 @@ def similar_documents(
     collection: CollectionDep,
     settings: SettingsDep,
     limit: Annotated[int, Query(ge=1)] = 10,
-    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
 ) -> MatchesOut:
     """Documents near this one, itself excluded, best first."""

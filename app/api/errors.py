@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -47,6 +49,31 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{where or 'body'}: {error.get('msg', 'invalid')}"
 
 
+_PARAMETER = re.compile(r"\{[^}]+\}")
+
+
+@lru_cache(maxsize=8)
+def _path_patterns(app: FastAPI) -> list[tuple[int, re.Pattern[str], frozenset[str]]]:
+    patterns = []
+    for template, operations in app.openapi()["paths"].items():
+        parts = _PARAMETER.split(template)
+        regex = "[^/]+".join(re.escape(part) for part in parts)
+        methods = {method.upper() for method in operations}
+        if "GET" in methods:
+            methods.add("HEAD")
+        patterns.append((len(parts) - 1, re.compile(regex), frozenset(methods)))
+    return sorted(patterns, key=lambda pattern: pattern[0])
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods of the path's resource in the OpenAPI document: as OpenAPI matches
+    paths, a concrete one (``.../documents/batch``) before a templated one."""
+    for _, pattern, methods in _path_patterns(app):
+        if pattern.fullmatch(path):
+            return sorted(methods)
+    return []
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(errors.NeardupError)
     async def service_error(request: Request, error: errors.NeardupError) -> JSONResponse:
@@ -64,5 +91,17 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        if error.status_code == 400 and error.__cause__ is not None:
+            # FastAPI's answer to a body it could not decode at all (not UTF-8, nested
+            # past the parser's depth): an invalid body like any other, with its reason.
+            reason = type(error.__cause__).__name__
+            return error_response(
+                422, "invalid_body", f"body: not a JSON document in UTF-8 ({reason})"
+            )
         code = CODE_OF_STATUS.get(error.status_code, "error")
-        return error_response(error.status_code, code, str(error.detail))
+        headers = dict(error.headers or {})
+        if error.status_code == 405:
+            # Starlette lists only the methods of the first route matching the path; a
+            # 405 must list every method the resource has (RFC 9110).
+            headers["Allow"] = ", ".join(allowed_methods(app, request.url.path))
+        return error_response(error.status_code, code, str(error.detail), **headers)

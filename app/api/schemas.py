@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from app.collection_config import (
     DEFAULT_MAX_DISTANCE,
@@ -24,14 +26,54 @@ MAX_ID_LENGTH = 256
 
 
 class Input(BaseModel):
-    """Request bodies reject fields they do not know: a typo must not pass silently."""
+    """Request bodies reject fields they do not know and values of the wrong JSON type
+    (``"store_text": 0`` is not false): a client's mistake must not pass silently."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def check_unicode(value: str) -> str:
+    """JSON may escape half of a surrogate pair alone; such a string is not Unicode text
+    and could be neither hashed nor stored."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"has a lone surrogate \\u{ord(value[error.start]):04x} at {error.start}: "
+            "not valid Unicode"
+        ) from None
+    return value
+
+
+# C0 and C1 controls other than tab, line feed, vertical tab, form feed and carriage return:
+# binary junk, not text; a client sending them has a bug worth hearing about.
+_CONTROL_CHARACTER = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
+def check_text(value: str) -> str:
+    check_unicode(value)
+    control = _CONTROL_CHARACTER.search(value)
+    if control is not None:
+        raise ValueError(
+            f"has the control character U+{ord(control.group()):04X} at {control.start()}; "
+            "texts may hold tab, line breaks and printable characters only"
+        )
+    return value
+
+
+def check_metadata_unicode(value: dict[str, Any]) -> dict[str, Any]:
+    check_unicode(json.dumps(value, ensure_ascii=False))
+    return value
+
+
+Text = Annotated[str, AfterValidator(check_text)]
+Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata_unicode)]
 
 
 def check_document_id(value: str | None) -> str | None:
     if value is None:
         return value
+    check_unicode(value)
     if not 1 <= len(value) <= MAX_ID_LENGTH:
         raise ValueError(f"a document id has 1 to {MAX_ID_LENGTH} characters")
     if not value.isprintable():
@@ -52,7 +94,7 @@ class SimHashSettings(Input):
 class MinHashSettings(Input):
     enabled: bool = True
     num_perm: int = Field(DEFAULT_NUM_PERM, ge=16, le=MAX_NUM_PERM)
-    threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, lt=1.0)
+    threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, lt=1.0, allow_inf_nan=False)
 
 
 class CollectionSettings(Input):
@@ -92,20 +134,30 @@ class CollectionList(BaseModel):
 
 
 class DocumentFields(Input):
-    text: str = Field(description="The document's text (HTML when html is true).")
-    metadata: dict[str, Any] | None = Field(None, description="Any JSON object, stored as is.")
+    text: Text = Field(min_length=1, description="The document's text (HTML when html is true).")
+    metadata: Metadata | None = Field(None, description="Any JSON object, stored as is.")
     html: bool = Field(False, description="Strip HTML tags, scripts and styles before hashing.")
 
 
 class DocumentIn(DocumentFields):
-    id: str | None = Field(None, description="1-256 printable characters; a UUID if absent.")
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="1-256 printable characters; a UUID if absent.",
+    )
     on_duplicate: Literal["insert", "skip"] = "insert"
 
     _check_id = field_validator("id")(check_document_id)
 
 
 class BatchDocument(DocumentFields):
-    id: str | None = None
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        description="1-256 printable characters; a UUID if absent.",
+    )
 
     _check_id = field_validator("id")(check_document_id)
 
@@ -148,9 +200,9 @@ class DocumentOut(BaseModel):
 
 
 class SearchIn(Input):
-    text: str
+    text: Text = Field(min_length=1)
     limit: int = Field(10, ge=1)
-    min_similarity: float | None = Field(None, ge=0.0, le=1.0)
+    min_similarity: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     max_distance: int | None = Field(None, ge=0)
     html: bool = False
 

@@ -5,14 +5,20 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import AfterValidator
 
 from app.api import limits
-from app.api.deps import API_KEY, CollectionDep, SettingsDep
+from app.api.deps import API_KEY, ERROR_RESPONSES, CollectionDep, SettingsDep
 from app.api.documents import matches_out
-from app.api.schemas import MatchesOut, SearchIn
+from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.service import Query as SearchQuery
 
-router = APIRouter(prefix="/v1/collections/{name}/search", tags=["search"], dependencies=API_KEY)
+router = APIRouter(
+    prefix="/v1/collections/{name}/search",
+    tags=["search"],
+    dependencies=API_KEY,
+    responses=ERROR_RESPONSES,
+)
 
 
 @router.post("")
@@ -28,9 +34,9 @@ def search(body: SearchIn, collection: CollectionDep, settings: SettingsDep) -> 
 def search_get(
     collection: CollectionDep,
     settings: SettingsDep,
-    text: Annotated[str, Query(min_length=1)],
+    text: Annotated[str, Query(min_length=1), AfterValidator(check_text)],
     limit: Annotated[int, Query(ge=1)] = 10,
-    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
 ) -> MatchesOut:
     """The same as POST, for short texts in the query string."""
