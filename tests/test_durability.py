@@ -137,6 +137,10 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
     for writer in writers:
         writer.join()
     assert len(acked) >= target
+    assert_every_acknowledged_document_is_back(data, acked)
+
+
+def assert_every_acknowledged_document_is_back(data: Path, acked: dict[str, str]) -> None:
     with Server(data) as restarted, httpx.Client(base_url=restarted.url, timeout=10) as client:
         stats = client.get("/v1/collections/default").json()["stats"]
         for document_id, text in acked.items():
@@ -151,6 +155,36 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
         database.close()
         assert len(ids) == len(set(ids)) == stats["documents"]
         assert restarted.stop() == 0
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_sigterm_during_inserts_finishes_them_loses_nothing_and_exits_0(
+    tmp_path: Path, seed: int
+) -> None:
+    data = tmp_path / "data"
+    acked: dict[str, str] = {}
+    server = Server(data).start()
+    stop = threading.Event()
+    writers = [
+        threading.Thread(target=acknowledged_inserts, args=(server.url, seed * 10 + i, stop, acked))
+        for i in range(4)
+    ]
+    for writer in writers:
+        writer.start()
+    target = random.Random(seed).randint(20, 150)
+    deadline = threading.Event()
+    while len(acked) < target and not deadline.wait(0.01):
+        pass
+    # SIGTERM while four writers are mid-request: uvicorn stops accepting, finishes the
+    # requests in flight, the lifespan closes the store (its last commit), exit 0.
+    assert server.stop() == 0
+    stop.set()
+    for writer in writers:
+        writer.join()
+    output = server.output()
+    assert "Traceback" not in output and '"level": "ERROR"' not in output, output
+    assert len(acked) >= target
+    assert_every_acknowledged_document_is_back(data, acked)
 
 
 def test_a_damaged_database_refuses_to_start_and_says_what_to_do(tmp_path: Path) -> None:
