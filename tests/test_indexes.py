@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
-from app.core.sorted_table import TAIL_CAPACITY, SortedTable
+from app.core.sorted_table import TAIL_CAPACITY, Run, SortedTable
 
 SEEDS = [0, 1, 2]
 
@@ -239,6 +241,76 @@ def test_lsh_index_matches_brute_force(seed: int, threshold: float) -> None:
             found = sorted(zip(rows.tolist(), scores.tolist(), strict=True))
             assert found == brute_force_lsh(signatures, deleted, query, index, bar)
         index._check()
+
+
+def test_lsh_batch_search_equals_single_searches_in_every_lane() -> None:
+    """search_many over main (with its directory), frozen, buffer and tail, each with
+    tombstones, gives every query exactly what search gives it: brute force's rows and
+    scores, best first."""
+    rng = np.random.default_rng(31)
+    num_perm, threshold = 32, 0.5
+    index = LSHIndex(threshold=threshold, num_perm=num_perm)
+    bases = rng.integers(0, 2**32, size=(300, num_perm), dtype=np.uint32)
+
+    def near(sources: np.ndarray, agreement: float) -> np.ndarray:
+        noise = rng.integers(0, 2**32, size=sources.shape, dtype=np.uint32)
+        return np.where(rng.random(sources.shape) < agreement, sources, noise).astype(np.uint32)
+
+    main, frozen, buffer, tail = 70_000, 2_000, 2_000, 100
+    bounds = np.cumsum([0, main, frozen, buffer, tail]).tolist()
+    total = bounds[-1]
+    values = near(bases[rng.integers(0, len(bases), total)], 0.75)
+    index.insert(values[:main], np.arange(main))
+    index.merge()
+    index.insert(values[bounds[1] : bounds[2]], np.arange(bounds[1], bounds[2]))
+    # A merge in progress, caught when it has just moved the buffer to the frozen run.
+    table = index._table
+    state = table.snapshot()
+    table._snapshot = dataclasses.replace(state, frozen=state.buffer, buffer=Run.empty(table.lanes))
+    index.insert(values[bounds[2] : bounds[3]], np.arange(bounds[2], bounds[3]))
+    for row in range(bounds[3], total):
+        index.insert(values[row : row + 1], np.array([row]))
+    state = table.snapshot()
+    assert state.main.directory.shape[0] == index.bands
+    assert (len(state.main), len(state.frozen), len(state.buffer)) == (main, frozen, buffer)
+    assert state.tail_count == tail
+    deleted = np.concatenate(
+        [rng.choice(np.arange(low, high), 30, replace=False) for low, high in pairwise(bounds)]
+    )
+    index.delete(deleted)
+    index._check()
+
+    stored = values[rng.integers(0, total, 60)]
+    # Copies of one band of a stored row, noise elsewhere: with a bar of 1/K every row
+    # sharing that band is returned, so a single missed band lookup shows.
+    one_band = rng.integers(0, 2**32, size=(60, num_perm), dtype=np.uint32)
+    for query, source, band in zip(one_band, stored, rng.integers(0, index.bands, 60), strict=True):
+        values_of_band = slice(band * index.rows_per_band, (band + 1) * index.rows_per_band)
+        query[values_of_band] = source[values_of_band]
+    alive = np.ones(total, dtype=np.bool_)
+    alive[deleted] = False
+    shape = (index.bands, index.rows_per_band)
+    used = index.bands * index.rows_per_band
+    banded = values[:, :used].reshape(total, *shape)
+    most = 0
+    for queries, bar in (
+        (np.concatenate([near(stored, 0.9), near(bases[:20], 0.8), stored[:5]]), threshold),
+        (one_band, 1 / num_perm),
+    ):
+        ends, rows, scores = index.search_many(queries, bar)
+        start = 0
+        for query, end in zip(queries, ends.tolist(), strict=True):
+            batch = list(zip(rows[start:end].tolist(), scores[start:end].tolist(), strict=True))
+            single = list(zip(*(part.tolist() for part in index.search(query, bar)), strict=True))
+            assert batch == single
+            agree = np.count_nonzero(values == query, axis=1)
+            shares_band = (banded == query[:used].reshape(shape)).all(axis=2).any(axis=1)
+            keep = np.flatnonzero(alive & shares_band & (agree >= min_matches(bar, num_perm)))
+            best_first = sorted(zip((-agree[keep]).tolist(), keep.tolist(), strict=True))
+            assert batch == [(row, -negative / num_perm) for negative, row in best_first]
+            start = end
+        most = max(most, int(np.diff(ends, prepend=0).max()))
+    assert most > 32  # long results take the library sorts
 
 
 def test_lsh_candidate_probability_follows_the_s_curve() -> None:

@@ -7,10 +7,14 @@ rows; a row past its end (inserted after the reader's copy of it) counts as live
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from typing import Any, TypeAlias, cast
 
 import numpy as np
-from numba import njit
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from app.core._kernels import fmix64
 
@@ -18,6 +22,44 @@ _U64 = np.uint64
 Scalar: TypeAlias = int | np.integer[Any]
 _BAND_MULTIPLIER = 0x100000001B3
 _BAND_SEED = 0x9E3779B97F4A7C15
+
+
+@intrinsic
+def _prefetch(typingctx: Any, array: Any, row: Any, column: Any) -> Any:
+    """prefetch(array, i, j): start fetching the cache line of 2-D array[i, j] into every
+    cache level (llvm.prefetch: no bounds check, never faults). A loop of these issues
+    many independent misses at once, where loads would wait for each other."""
+    if not (isinstance(array, types.Array) and array.ndim == 2):
+        return None
+    if not (isinstance(row, types.Integer) and isinstance(column, types.Integer)):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        indices = [
+            context.cast(builder, value, kind, types.intp)
+            for value, kind in zip(args[1:], signature.args[1:], strict=True)
+        ]
+        pointer = cgutils.get_item_pointer(  # type: ignore[no-untyped-call]
+            context, builder, array_type, view, indices, wraparound=False
+        )
+        byte_pointer = ir.IntType(8).as_pointer()
+        word = ir.IntType(32)
+        function = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte_pointer, word, word, word]),
+            "llvm.prefetch.p0",
+        )
+        # read (0), keep in every cache level (3), data cache (1)
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), word(0), word(3), word(1)])
+        return context.get_dummy_value()
+
+    return types.void(array, row, column), codegen
+
+
+# As compiled code calls it (the intrinsic's Python signature has the typing context first).
+prefetch = cast(Callable[[np.ndarray, Scalar, Scalar], None], _prefetch)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -272,23 +314,125 @@ def hamming_search(
     return query_ends, rows[:count], distances[:count]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _band_key(signatures: np.ndarray, i: int, band: int, rows_per_band: int) -> np.uint64:
+    """Hash of values [band r, (band + 1) r) of signature i."""
+    key = fmix64(_U64(_BAND_SEED) * _U64(band + 1))
+    for offset in range(band * rows_per_band, (band + 1) * rows_per_band):
+        key = (key ^ _U64(signatures[i, offset])) * _U64(_BAND_MULTIPLIER)
+    return fmix64(key)
+
+
 @njit(cache=True, nogil=True)
 def band_keys(signatures: np.ndarray, bands: int, rows_per_band: int) -> np.ndarray:
     """(m, bands) uint64: band j hashes values [j r, (j + 1) r) of each signature."""
     out = np.empty((signatures.shape[0], bands), dtype=np.uint64)
     for i in range(signatures.shape[0]):
         for band in range(bands):
-            key = fmix64(_U64(_BAND_SEED) * _U64(band + 1))
-            for offset in range(band * rows_per_band, (band + 1) * rows_per_band):
-                key = (key ^ _U64(signatures[i, offset])) * _U64(_BAND_MULTIPLIER)
-            out[i, band] = fmix64(key)
+            out[i, band] = _band_key(signatures, i, band, rows_per_band)
     return out
+
+
+# lsh_search works through its queries LSH_GROUP at a time, one phase for all of them
+# before the next: the GROUP x bands lookups of a phase are independent, so their cache
+# misses overlap instead of queuing behind each other, and the group's scratch arrays
+# and fetched lines stay in L1/L2 until the next phase uses them.
+LSH_GROUP = 32
+# A signature is prefetched one cache line (16 uint32 values) at a time.
+_LINE_VALUES = 16
+
+
+@njit(cache=True, nogil=True)
+def _best_first(rows: np.ndarray, matches: np.ndarray, start: int, end: int) -> None:
+    """Order [start, end), rows ascending on entry, by matches descending, ties by row."""
+    if end - start > 32:
+        order = np.argsort(-matches[start:end], kind="mergesort")  # stable: rows stay sorted
+        rows[start:end] = rows[start:end][order]
+        matches[start:end] = matches[start:end][order]
+        return
+    for i in range(start + 1, end):
+        row, match = rows[i], matches[i]
+        j = i
+        while j > start and matches[j - 1] < match:
+            rows[j], matches[j] = rows[j - 1], matches[j - 1]
+            j -= 1
+        rows[j], matches[j] = row, match
+
+
+@njit(cache=True, nogil=True)
+def _sort_unique(values: np.ndarray, start: int, end: int) -> int:
+    """Sort values[start:end] in place and drop repeats; the new end."""
+    if end - start > 32:
+        values[start:end].sort()
+    else:
+        # Insertion sort: a query has a handful of candidates, too few for a library sort.
+        for i in range(start + 1, end):
+            value = values[i]
+            j = i
+            while j > start and values[j - 1] > value:
+                values[j] = values[j - 1]
+                j -= 1
+            values[j] = value
+    out = start
+    for i in range(start, end):
+        if out == start or values[i] != values[out - 1]:
+            values[out] = values[i]
+            out += 1
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lane_lower_bound(keys: np.ndarray, lane: int, value: np.uint64) -> int:
+    """lower_bound on keys[lane] without making a view of it (views cost refcounting)."""
+    low, high = 0, keys.shape[1]
+    while low < high:
+        middle = (low + high) >> 1
+        if keys[lane, middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _equal_end(keys: np.ndarray, lane: int, start: int, end: int, value: np.uint64) -> int:
+    """The end of the run of keys[lane] equal to value that begins at start (before end)."""
+    while start < end and keys[lane, start] == value:
+        start += 1
+    return start
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _live_rows(
+    rows: np.ndarray,
+    lane: int,
+    start: int,
+    end: int,
+    deleted: np.ndarray,
+    out: np.ndarray,
+    count: int,
+) -> int:
+    """Append the live rows of rows[lane, start:end] to out at count; the new count."""
+    for i in range(start, end):
+        row = np.int64(rows[lane, i])
+        if not is_deleted(row, deleted):
+            out[count] = row
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _grow(values: np.ndarray) -> np.ndarray:
+    grown = np.empty(values.shape[0] * 2, dtype=values.dtype)
+    grown[: values.shape[0]] = values
+    return grown
 
 
 @njit(cache=True, nogil=True)
 def lsh_search(
-    query_bands: np.ndarray,
     query_signatures: np.ndarray,
+    bands: int,
+    rows_per_band: int,
     signatures: np.ndarray,
     min_matches: int,
     main_keys: np.ndarray,
@@ -304,53 +448,119 @@ def lsh_search(
     deleted: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Live rows sharing a band with each query whose signatures agree in at least
-    ``min_matches`` of K positions. Returns (query_ends, rows, matching positions).
+    ``min_matches`` of K positions. Returns (query_ends, rows, scores = agreeing positions
+    / K), each query's rows best first, ties by row.
+
+    Per group of queries: band keys; main bounds from the directory and a guess by
+    interpolation; the first equal key near the guess; candidate rows from every run,
+    sorted and deduplicated per query; verification against the stored signatures. Each
+    step prefetches what the next one reads. The 2-D arrays are indexed directly, never
+    sliced into lanes: a slice in a loop costs two atomic reference counts.
     """
-    bands = query_bands.shape[1]
-    num_perm = query_signatures.shape[1]
-    candidates = np.empty(64, dtype=np.int64)
-    unused = np.empty(64, dtype=np.int64)
+    queries, num_perm = query_signatures.shape
+    main_size = main_keys.shape[1]
+    directed = main_directory.shape[0] > 0 and main_size > 0
+    group = max(1, min(LSH_GROUP, queries))
+    pair_keys = np.empty(group * bands, dtype=np.uint64)  # pair p: query p // bands, band p % bands
+    first = np.empty(group * bands, dtype=np.int64)  # main: first index with key >= the key
+    stop = np.empty(group * bands, dtype=np.int64)  # main: where equal keys must end
+    candidate_ends = np.empty(group, dtype=np.int64)
+    candidates = np.empty(256, dtype=np.int64)
     rows = np.empty(64, dtype=np.int64)
     matches = np.empty(64, dtype=np.int64)
     count = 0
-    query_ends = np.empty(query_bands.shape[0], dtype=np.int64)
-    for qi in range(query_bands.shape[0]):
-        found = 0
-        for band in range(bands):
-            key = query_bands[qi, band]
-            for run in range(3):
-                if run == 0:
-                    keys, run_rows = main_keys[band], main_rows[band]
-                elif run == 1:
-                    keys, run_rows = frozen_keys[band], frozen_rows[band]
-                else:
-                    keys, run_rows = buffer_keys[band], buffer_rows[band]
-                if keys.shape[0] == 0:
-                    continue
-                if run == 0 and main_directory.shape[0] > 0:
-                    i, _ = directed_bounds(keys, main_directory[band], key, key)
-                else:
-                    i = lower_bound(keys, key)
-                while i < keys.shape[0] and keys[i] == key:
-                    row = np.int64(run_rows[i])
-                    if not is_deleted(row, deleted):
-                        candidates, unused = _append(candidates, unused, found, row, 0)
-                        found += 1
+    query_ends = np.empty(queries, dtype=np.int64)
+    shift = _U64(DIRECTORY_SHIFT)
+    for begin in range(0, queries, group):
+        members = min(group, queries - begin)
+        pairs = members * bands
+        for p in range(pairs):
+            pair_keys[p] = _band_key(query_signatures, begin + p // bands, p % bands, rows_per_band)
+        if directed:
+            for p in range(pairs):
+                prefetch(main_directory, p % bands, pair_keys[p] >> shift)
+            # Band keys are hashes, uniform within their bucket: interpolation lands on
+            # the key or next to it, one line of keys instead of a binary search's chain.
+            for p in range(pairs):
+                band, key = p % bands, pair_keys[p]
+                bucket = np.int64(key >> shift)
+                low, high = main_directory[band, bucket], main_directory[band, bucket + 1]
+                fraction = (key << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)  # 32 bits
+                guess = low + np.int64((fraction * _U64(high - low)) >> _U64(32))
+                first[p], stop[p] = guess, high
+                if high > low:
+                    prefetch(main_keys, band, guess)
+            for p in range(pairs):
+                band, key = p % bands, pair_keys[p]
+                i, high = first[p], stop[p]
+                if i < high and main_keys[band, i] < key:
                     i += 1
-            for i in range(tail_count):
-                row = np.int64(tail_rows[i])
-                if tail_keys[band, i] == key and not is_deleted(row, deleted):
-                    candidates, unused = _append(candidates, unused, found, row, 0)
-                    found += 1
-        found = _unique_by_row(candidates, unused, 0, found)
+                    while i < high and main_keys[band, i] < key:
+                        i += 1
+                else:
+                    low = main_directory[band, np.int64(key >> shift)]
+                    while i > low and main_keys[band, i - 1] >= key:
+                        i -= 1
+                first[p] = i
+                if i < high and main_keys[band, i] == key:
+                    prefetch(main_rows, band, i)
+        else:
+            for p in range(pairs):
+                first[p] = _lane_lower_bound(main_keys, p % bands, pair_keys[p])
+                stop[p] = main_size
+        found = 0
+        for member in range(members):
+            start = found
+            for band in range(bands):
+                p = member * bands + band
+                key = pair_keys[p]
+                main_first = first[p]
+                main_end = _equal_end(main_keys, band, main_first, stop[p], key)
+                frozen_first = _lane_lower_bound(frozen_keys, band, key)
+                frozen_end = _equal_end(frozen_keys, band, frozen_first, frozen_keys.shape[1], key)
+                buffer_first = _lane_lower_bound(buffer_keys, band, key)
+                buffer_end = _equal_end(buffer_keys, band, buffer_first, buffer_keys.shape[1], key)
+                # Room for all of this band's candidates, so the loops below need no checks.
+                extra = main_end - main_first + frozen_end - frozen_first
+                extra += buffer_end - buffer_first + tail_count
+                while found + extra > candidates.shape[0]:
+                    candidates = _grow(candidates)
+                found = _live_rows(
+                    main_rows, band, main_first, main_end, deleted, candidates, found
+                )
+                found = _live_rows(
+                    frozen_rows, band, frozen_first, frozen_end, deleted, candidates, found
+                )
+                found = _live_rows(
+                    buffer_rows, band, buffer_first, buffer_end, deleted, candidates, found
+                )
+                for i in range(tail_count):
+                    row = np.int64(tail_rows[i])
+                    if tail_keys[band, i] == key and not is_deleted(row, deleted):
+                        candidates[found] = row
+                        found += 1
+            found = _sort_unique(candidates, start, found)
+            candidate_ends[member] = found
         for c in range(found):
-            row = candidates[c]
-            agree = 0
-            for position in range(num_perm):
-                if signatures[row, position] == query_signatures[qi, position]:
-                    agree += 1
-            if agree >= min_matches:
-                rows, matches = _append(rows, matches, count, row, agree)
-                count += 1
-        query_ends[qi] = count
-    return query_ends, rows[:count], matches[:count]
+            for position in range(0, num_perm, _LINE_VALUES):
+                prefetch(signatures, candidates[c], position)
+        c = 0
+        for member in range(members):
+            query = begin + member
+            start = count
+            while c < candidate_ends[member]:
+                row = candidates[c]
+                agree = 0
+                for position in range(num_perm):
+                    if signatures[row, position] == query_signatures[query, position]:
+                        agree += 1
+                if agree >= min_matches:
+                    if count == rows.shape[0]:
+                        rows, matches = _grow(rows), _grow(matches)
+                    rows[count] = row
+                    matches[count] = agree
+                    count += 1
+                c += 1
+            _best_first(rows, matches, start, count)
+            query_ends[query] = count
+    return query_ends, rows[:count], matches[:count] / num_perm

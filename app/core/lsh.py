@@ -27,7 +27,7 @@ import numpy.typing as npt
 from app.core import _index_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.types import MinHashes, Rows
+from app.core.types import Backlog, MinHashes, Rows
 
 FALSE_POSITIVE_WEIGHT = 0.05
 FALSE_NEGATIVE_WEIGHT = 0.95
@@ -132,13 +132,15 @@ class LSHIndex:
     ) -> tuple[Rows, npt.NDArray[np.float64]]:
         """(rows, estimated Jaccard) of live documents at or above the threshold, best first."""
         _, rows, scores = self.search_many(signature, threshold)
-        order = np.lexsort((rows, -scores))[:limit]
-        return rows[order], scores[order]
+        if limit is None:
+            return rows, scores
+        return rows[:limit], scores[:limit]
 
     def search_many(
         self, signatures: MinHashes, threshold: float | None = None
     ) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
-        """Search a batch: (ends, rows, scores), query i's matches at [ends[i-1], ends[i]).
+        """Search a batch: (ends, rows, scores), query i's matches at [ends[i-1], ends[i]),
+        best first (ties by row), exactly as ``search`` returns them.
 
         A threshold below the index's own finds only what its bands make candidates.
         """
@@ -146,15 +148,20 @@ class LSHIndex:
         bar = self.threshold if threshold is None else threshold
         state = self._table.snapshot()
         stored = self._signatures.array  # read after the snapshot: holds all its rows
-        ends, rows, matches = kernels.lsh_search(
-            self.band_keys(signatures),
+        ends, rows, scores = kernels.lsh_search(
             signatures,
+            self.bands,
+            self.rows_per_band,
             stored,
             min_matches(bar, self.num_perm),
             *state.kernel_arrays(),
             self._rows.deleted.array,
         )
-        return ends, rows, matches / self.num_perm
+        return ends, rows, scores
+
+    def backlog(self) -> Backlog:
+        """What the next merge will fold in and drop."""
+        return Backlog(self._table.unmerged(), self._rows.pending_tombstones)
 
     def needs_merge(self) -> bool:
         return self._table.needs_merge()
