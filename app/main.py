@@ -47,7 +47,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # A damaged database stops the start here, with a message that says what to do;
         # the service never starts empty on top of data it could not read.
-        registry = Registry(open_store(settings), settings.max_collections)
+        store = open_store(settings)
+        store.observe_commits(app.state.metrics.record_commit)
+        registry = Registry(store, settings.max_collections)
+        registry.observe_merges(app.state.metrics.record_merge)
 
         def rebuild() -> None:
             # Off the event loop so that /healthz answers while the indexes are rebuilt.

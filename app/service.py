@@ -33,6 +33,7 @@ from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex
 from app.core.row_array import RowArray
 from app.core.text import EmptyDocument
+from app.core.types import Backlog
 from app.errors import (
     DocumentExists,
     InvalidDocument,
@@ -46,6 +47,7 @@ from app.storage.base import DocumentBatch, Store, StoredCollection
 from app.storage.memory import MemoryStore
 
 OnDuplicate = Literal["insert", "skip"]
+MergeObserver = Callable[[str, float], None]
 Method = Literal["exact", "simhash", "minhash"]
 
 # An insert answers with its best matches only; a search asks for as many as it wants.
@@ -202,6 +204,15 @@ class Collection:
             "merges": self.merges,
             "index_bytes": sum(index.memory_bytes() for index in indexes.values()),
         }
+
+    def backlogs(self) -> dict[str, Backlog]:
+        """Per index (exact, simhash, minhash): entries not merged yet, tombstones held."""
+        indexes: dict[str, HammingIndex | LSHIndex | ExactIndex] = {"exact": self._exact}
+        if self._hamming is not None:
+            indexes["simhash"] = self._hamming
+        if self._lsh is not None:
+            indexes["minhash"] = self._lsh
+        return {name: index.backlog() for name, index in indexes.items()}
 
     # ------------------------------------------------------------------ matching
 
@@ -609,6 +620,7 @@ class Registry:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._merger: threading.Thread | None = None
+        self._observe_merge: MergeObserver = lambda collection, seconds: None
 
     def open(self) -> None:
         """Rebuild every stored collection, create ``default`` if it is missing, and
@@ -657,6 +669,10 @@ class Registry:
             self._store.drop_collection(name)
             del self._collections[name]
 
+    def observe_merges(self, observer: MergeObserver) -> None:
+        """Call ``observer(collection name, seconds)`` after each background merge."""
+        self._observe_merge = observer
+
     def wake_merger(self) -> None:
         self._wake.set()
 
@@ -670,7 +686,9 @@ class Registry:
             self._wake.clear()
             for collection in list(self._collections.values()):
                 if collection.needs_merge():
-                    collection.merge()
+                    started = time.perf_counter()
+                    if collection.merge():
+                        self._observe_merge(collection.name, time.perf_counter() - started)
 
     def close(self) -> None:
         self._stopping.set()

@@ -12,11 +12,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.service import Registry
 
+MERGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+COMMIT_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 
 class IndexCollector:
-    """Documents, duplicates and merges per collection, read when /metrics is scraped."""
+    """Per collection: documents, duplicates, merges, index bytes, and per index the
+    entries not merged yet and the tombstones held. Read when /metrics is scraped."""
 
     def __init__(self, registry_of: Any) -> None:
         self._registry_of = registry_of
@@ -39,12 +42,27 @@ class IndexCollector:
                 "neardup_index_bytes", "Bytes held by the indexes", labels=["collection"]
             ),
         }
+        unmerged = GaugeMetricFamily(
+            "neardup_index_unmerged_entries",
+            "Index entries in the insert buffer, not merged into the sorted arrays yet",
+            labels=["collection", "index"],
+        )
+        tombstones = GaugeMetricFamily(
+            "neardup_index_tombstones",
+            "Deleted documents the index still holds until its next merge",
+            labels=["collection", "index"],
+        )
         if registry is not None:
             for collection in registry.list():
                 stats = collection.stats()
                 for key, family in families.items():
                     family.add_metric([collection.name], stats[key])
+                for index, backlog in collection.backlogs().items():
+                    unmerged.add_metric([collection.name, index], backlog.unmerged_entries)
+                    tombstones.add_metric([collection.name, index], backlog.tombstones)
         yield from families.values()
+        yield unmerged
+        yield tombstones
 
 
 class Metrics:
@@ -63,7 +81,40 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.merge_seconds = Histogram(
+            "neardup_merge_seconds",
+            "Duration of background index merges",
+            ["collection"],
+            buckets=MERGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_documents = Histogram(
+            "neardup_commit_documents",
+            "Documents made durable by one commit (group commit batch size)",
+            buckets=COMMIT_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_changes = Histogram(
+            "neardup_commit_changes",
+            "Requests' changes sharing one commit",
+            buckets=COMMIT_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_seconds = Histogram(
+            "neardup_commit_seconds",
+            "Duration of one commit, fsync included",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(IndexCollector(registry_of))
+
+    def record_merge(self, collection: str, seconds: float) -> None:
+        self.merge_seconds.labels(collection).observe(seconds)
+
+    def record_commit(self, changes: int, documents: int, seconds: float) -> None:
+        self.commit_changes.observe(changes)
+        self.commit_documents.observe(documents)
+        self.commit_seconds.observe(seconds)
 
 
 class MetricsMiddleware:

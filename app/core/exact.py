@@ -7,7 +7,7 @@ import numpy.typing as npt
 
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.types import ExactHashes, Rows
+from app.core.types import Backlog, ExactHashes, Rows
 
 
 class ExactIndex:
@@ -51,6 +51,10 @@ class ExactIndex:
         """The stored (high, low) hashes of rows."""
         stored: ExactHashes = self._hashes.array[np.asarray(rows, dtype=np.int64)]
         return stored
+
+    def backlog(self) -> Backlog:
+        """What the next merge will fold in and drop."""
+        return Backlog(self._table.unmerged(), self._rows.pending_tombstones)
 
     def needs_merge(self) -> bool:
         return self._table.needs_merge()

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from app.core import _index_kernels as kernels
 from app.core.row_array import RowBook
 from app.core.sorted_table import SortedTable
-from app.core.types import Rows, SimHashes
+from app.core.types import Backlog, Rows, SimHashes
 
 MAX_DISTANCE_LIMIT = 16
 
@@ -142,6 +142,10 @@ class HammingIndex:
             self._rows.deleted.array,
         )
         return result
+
+    def backlog(self) -> Backlog:
+        """What the next merge will fold in and drop."""
+        return Backlog(self._table.unmerged(), self._rows.pending_tombstones)
 
     def needs_merge(self) -> bool:
         return self._table.needs_merge()

@@ -132,6 +132,11 @@ class RowBook:
         return merged
 
     @property
+    def pending_tombstones(self) -> int:
+        """Tombstones set since the last merge, still held by the tables."""
+        return self._deleted_count - self._dropped_count
+
+    @property
     def nbytes(self) -> int:
         return self.present.nbytes + self.deleted.nbytes
 

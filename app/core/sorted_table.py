@@ -215,6 +215,11 @@ class SortedTable:
             buffer = merge_runs(state.buffer, sort_run(pending_keys, pending_rows))
             self._snapshot = TableSnapshot(state.main, state.frozen, buffer, *self._new_tail(), 0)
 
+    def unmerged(self) -> int:
+        """Entries waiting outside the main run (buffer, tail, and a merge's frozen run)."""
+        state = self._snapshot
+        return len(state.frozen) + len(state.buffer) + state.tail_count
+
     def needs_merge(self) -> bool:
         """True when the buffer has grown enough that a merge pays for itself."""
         state = self._snapshot

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -13,3 +13,10 @@ MinHashes: TypeAlias = npt.NDArray[np.uint32]
 ExactHashes: TypeAlias = npt.NDArray[np.uint64]
 Keys: TypeAlias = npt.NDArray[np.uint64]
 Rows: TypeAlias = npt.NDArray[np.int64]
+
+
+class Backlog(NamedTuple):
+    """An index's work for its next merge."""
+
+    unmerged_entries: int  # table entries outside the main sorted run
+    tombstones: int  # deleted rows the tables still hold

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -83,6 +84,10 @@ class StoredCollection:
     next_row: int = 0
 
 
+# Told after each commit: (changes in it, documents added by it, seconds it took).
+CommitObserver = Callable[[int, int, float], None]
+
+
 class Store(Protocol):
     """Where the service records what it acknowledges. Every method returns only once the
     change is durable (for stores that are durable at all)."""
@@ -104,6 +109,10 @@ class Store(Protocol):
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         """Mark documents deleted; their ids may still name clusters."""
+        ...
+
+    def observe_commits(self, observer: CommitObserver) -> None:
+        """Call ``observer`` after every commit (from the writer: it must be quick)."""
         ...
 
     def close(self) -> None: ...

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from app.storage.base import DocumentBatch, StoredCollection
+from app.storage.base import CommitObserver, DocumentBatch, StoredCollection
 
 
 class MemoryStore:
@@ -64,6 +64,9 @@ class MemoryStore:
     def delete_documents(self, name: str, rows: list[int]) -> None:
         with self._lock:
             self._deleted[name].update(rows)
+
+    def observe_commits(self, observer: CommitObserver) -> None:
+        """Nothing is committed here: the observer is never called."""
 
     def close(self) -> None:
         pass

@@ -12,6 +12,7 @@ import json
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from app.errors import StorageUnavailable, StoreDamaged
-from app.storage.base import DocumentBatch, StoredCollection
+from app.storage.base import CommitObserver, DocumentBatch, StoredCollection
 
 SCHEMA_VERSION = 1
 # Statements that bring a database of version v - 1 to version v, applied in order at
@@ -55,6 +56,10 @@ CREATE TABLE documents (
 """
 
 
+def _ignore_commit(changes: int, documents: int, seconds: float) -> None:
+    pass
+
+
 def _signed(values: np.ndarray) -> list[int]:
     # SQLite integers are signed 64-bit: store the same bits.
     signed: list[int] = values.astype(np.uint64).view(np.int64).tolist()
@@ -70,7 +75,8 @@ class SQLiteStore:
         self.synchronous = synchronous
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = self._open()
-        self._changes: queue.Queue[tuple[Change, Future[None]] | None] = queue.Queue()
+        self._changes: queue.Queue[tuple[Change, Future[None], int] | None] = queue.Queue()
+        self._observe_commit: CommitObserver = _ignore_commit
         self._writer = threading.Thread(target=self._write_loop, name="sqlite-writer", daemon=True)
         self._writer.start()
 
@@ -113,10 +119,13 @@ class SQLiteStore:
     def _submit(self, change: Change) -> None:
         self._enqueue(change).result()
 
-    def _enqueue(self, change: Change) -> Future[None]:
+    def _enqueue(self, change: Change, documents: int = 0) -> Future[None]:
         done: Future[None] = Future()
-        self._changes.put((change, done))
+        self._changes.put((change, done, documents))
         return done
+
+    def observe_commits(self, observer: CommitObserver) -> None:
+        self._observe_commit = observer
 
     def _write_loop(self) -> None:
         while True:
@@ -135,12 +144,14 @@ class SQLiteStore:
                 group.append(following)
             self._commit(group)
 
-    def _commit(self, group: list[tuple[Change, Future[None]]]) -> None:
+    def _commit(self, group: list[tuple[Change, Future[None], int]]) -> None:
         connection = self._connection
+        started = time.perf_counter()
         try:
             connection.execute("BEGIN IMMEDIATE")
             applied = []
-            for change, done in group:
+            documents = 0
+            for change, done, count in group:
                 connection.execute("SAVEPOINT change")
                 try:
                     change(connection)
@@ -151,6 +162,7 @@ class SQLiteStore:
                     continue
                 connection.execute("RELEASE change")
                 applied.append(done)
+                documents += count
             connection.execute("COMMIT")
         except sqlite3.Error as error:
             if connection.in_transaction:
@@ -158,10 +170,11 @@ class SQLiteStore:
             failure = StorageUnavailable(
                 f"could not write to {self.path}: {error}; nothing of this request was stored"
             )
-            for _, done in group:
+            for _, done, _ in group:
                 if not done.done():
                     done.set_exception(failure)
             return
+        self._observe_commit(len(group), documents, time.perf_counter() - started)
         for done in applied:
             done.set_result(None)
 
@@ -203,7 +216,8 @@ class SQLiteStore:
         return self._enqueue(
             lambda db: db.executemany(
                 "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", rows
-            )
+            ),
+            len(rows),
         )
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
