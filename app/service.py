@@ -14,6 +14,7 @@ returns was fully recorded in the per-row lists before it entered the index.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -30,10 +31,10 @@ from app.collection_config import CollectionConfig, ShingleConfig
 from app.core.exact import ExactIndex
 from app.core.fingerprint import Fingerprints, fingerprint
 from app.core.hamming import HammingIndex
-from app.core.lsh import LSHIndex
+from app.core.lsh import LSHIndex, min_matches
 from app.core.row_array import RowArray
 from app.core.text import EmptyDocument
-from app.core.types import Backlog
+from app.core.types import Backlog, Rows
 from app.errors import (
     DocumentExists,
     InvalidDocument,
@@ -171,14 +172,16 @@ class Collection:
         """Documents matching a text, best first; nothing is stored."""
         self._validate(query)
         fingerprints = self._fingerprint([text], html)
-        return self._find(fingerprints, 0, query)
+        pairs = self._match_indexes(fingerprints, query)
+        return self._matches(pairs, pairs.span(0), query.limit)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
         self._validate(query)
         row = self._row(document_id)
         stored = self._stored_fingerprints(np.array([row]))
-        return self._find(stored, 0, query, exclude=row)
+        pairs = self._match_indexes(stored, query, exclude=np.array([row]))
+        return self._matches(pairs, pairs.span(0), query.limit)
 
     def _validate(self, query: Query) -> None:
         k = self.config.simhash.max_distance
@@ -234,77 +237,129 @@ class Collection:
             signatures = np.zeros((len(rows), 0), dtype=np.uint32)
         return Fingerprints(self._simhash.array[rows], signatures, self._exact.hashes(rows))
 
-    def _find(
-        self,
-        fingerprints: Fingerprints,
-        position: int,
-        query: Query,
-        exclude: int | None = None,
-        pending: _PendingBatch | None = None,
-    ) -> list[Match]:
-        """Documents matching document ``position`` by any method, best first.
-
-        Similarity is the MinHash estimate (or, with MinHash off, 1 - distance / 64);
-        ties go to the nearer SimHash, then the older document.
-        """
-        found: dict[int, set[Method]] = {}
-        for row in self._exact.search(fingerprints.exact[position]).tolist():
-            found.setdefault(row, set()).add("exact")
+    def _match_indexes(
+        self, fingerprints: Fingerprints, query: Query, exclude: Rows | None = None
+    ) -> _Pairs:
+        """Every indexed document matching each of a batch of documents, by any method:
+        one batched search per index, then scored (see _Pairs)."""
+        found: list[tuple[Rows, Rows, int]] = []
+        found.append((*self._exact.search_many(fingerprints.exact), _EXACT))
         if self._hamming is not None:
-            rows, _ = self._hamming.search(fingerprints.simhash[position], query.max_distance)
-            for row in rows.tolist():
-                found.setdefault(row, set()).add("simhash")
+            ends, rows, _ = self._hamming.search_many(fingerprints.simhash, query.max_distance)
+            found.append((_positions_of(ends), rows, _SIMHASH))
         if self._lsh is not None:
             threshold = query.min_similarity
             if threshold is None:
                 threshold = self.config.minhash.threshold
-            rows, _ = self._lsh.search(fingerprints.minhash[position], threshold)
-            for row in rows.tolist():
-                found.setdefault(row, set()).add("minhash")
+            ends, rows, _ = self._lsh.search_many(fingerprints.minhash, threshold)
+            found.append((_positions_of(ends), rows, _MINHASH))
+        positions = np.concatenate([part[0] for part in found])
+        rows = np.concatenate([part[1] for part in found]).astype(np.int64)
+        bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
         if exclude is not None:
-            found.pop(exclude, None)
-        rows = np.fromiter(found, dtype=np.int64, count=len(found))
-        methods = list(found.values())
-        stored = self._stored_fingerprints(rows)
-        ids = [self._ids[row] for row in rows.tolist()]
-        if pending is not None:
-            pending_rows, pending_methods = pending.find(fingerprints, position, query)
-            rows = np.concatenate([rows, pending_rows])
-            methods += pending_methods
-            ids += [pending.ids[row - pending.first_row] for row in pending_rows.tolist()]
-            chosen = pending.fingerprints.select(pending_rows - pending.first_row)
-            stored = Fingerprints(
-                np.concatenate([stored.simhash, chosen.simhash]),
-                np.concatenate([stored.minhash, chosen.minhash]),
-                np.concatenate([stored.exact, chosen.exact]),
-            )
-        if len(rows) == 0:
-            return []
-        distances = np.bitwise_count(stored.simhash ^ fingerprints.simhash[position])
-        similarity = self._similarity(fingerprints.minhash[position], stored.minhash, distances)
-        order = np.lexsort((rows, distances, -similarity))
-        if query.min_similarity is not None:
-            order = order[similarity[order] >= query.min_similarity]
-        return [
-            Match(
-                id=ids[i],
-                similarity=round(float(similarity[i]), 6),
-                hamming_distance=int(distances[i]),
-                methods=tuple(m for m in _METHOD_ORDER if m in methods[i]),
-            )
-            for i in order[: query.limit].tolist()
-        ]
+            keep = rows != exclude[positions]
+            positions, rows, bits = positions[keep], rows[keep], bits[keep]
+        # One entry per (query, row), with the bits of every method that found it.
+        unique, inverse = np.unique((positions << 32) | rows, return_inverse=True)
+        methods = np.zeros(len(unique), dtype=np.uint8)
+        np.bitwise_or.at(methods, inverse, bits)
+        positions, rows = unique >> 32, unique & 0xFFFFFFFF
+        if self._lsh is not None:
+            signatures = self._lsh.signatures(rows)
+        else:
+            signatures = np.zeros((len(rows), 0), dtype=np.uint32)
+        return self._scored(
+            fingerprints, positions, rows, methods, self._simhash.array[rows], signatures, query
+        )
 
-    def _similarity(
+    def _match_within(self, fingerprints: Fingerprints) -> _Pairs:
+        """Pairs (later position, earlier position) of one batch matching by the rules the
+        indexes apply (MinHash: a whole band in common, then verified), so that a batch
+        answers as the same documents inserted one by one would."""
+        count = len(fingerprints.simhash)
+        found: list[tuple[Rows, Rows, int]] = [(*_equal_pairs(fingerprints.exact[:, 1:]), _EXACT)]
+        if self._hamming is not None:
+            later, earlier = np.tril_indices(count, -1)
+            distances = np.bitwise_count(
+                fingerprints.simhash[later] ^ fingerprints.simhash[earlier]
+            )
+            near = np.flatnonzero(distances <= self.config.simhash.max_distance)
+            found.append((later[near], earlier[near], _SIMHASH))
+        if self._lsh is not None:
+            later, earlier = _equal_pairs(self._lsh.band_keys(fingerprints.minhash))
+            agree = np.count_nonzero(
+                fingerprints.minhash[later] == fingerprints.minhash[earlier], axis=1
+            )
+            verified = agree >= min_matches(self.config.minhash.threshold, self._num_perm)
+            found.append((later[verified], earlier[verified], _MINHASH))
+        later = np.concatenate([part[0] for part in found]).astype(np.int64)
+        earlier = np.concatenate([part[1] for part in found]).astype(np.int64)
+        bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
+        if (bits == _EXACT).any():  # an equal low word is a candidate: the high word decides
+            same = (fingerprints.exact[later] == fingerprints.exact[earlier]).all(axis=1)
+            keep = (bits != _EXACT) | same
+            later, earlier, bits = later[keep], earlier[keep], bits[keep]
+        unique, inverse = np.unique((later << 32) | earlier, return_inverse=True)
+        methods = np.zeros(len(unique), dtype=np.uint8)
+        np.bitwise_or.at(methods, inverse, bits)
+        later, earlier = unique >> 32, unique & 0xFFFFFFFF
+        return self._scored(
+            fingerprints,
+            later,
+            earlier,
+            methods,
+            fingerprints.simhash[earlier],
+            fingerprints.minhash[earlier],
+            Query(),
+        )
+
+    def _scored(
         self,
-        signature: npt.NDArray[np.uint32],
-        others: npt.NDArray[np.uint32],
-        distances: npt.NDArray[np.integer],
-    ) -> npt.NDArray[np.float64]:
+        fingerprints: Fingerprints,
+        positions: Rows,
+        rows: Rows,
+        methods: npt.NDArray[np.uint8],
+        simhashes: npt.NDArray[np.uint64],
+        signatures: npt.NDArray[np.uint32],
+        query: Query,
+    ) -> _Pairs:
+        """Similarity is the MinHash estimate (or, with MinHash off, 1 - distance / 64);
+        ties go to the nearer SimHash, then the older document."""
+        distances = np.bitwise_count(simhashes ^ fingerprints.simhash[positions]).astype(np.int64)
         if self._num_perm:
-            agree = np.count_nonzero(others == signature, axis=1)
-            return np.asarray(agree / self._num_perm, dtype=np.float64)
-        return np.asarray(1.0 - distances / 64.0, dtype=np.float64)
+            agree = np.count_nonzero(signatures == fingerprints.minhash[positions], axis=1)
+            similarity = agree / self._num_perm
+        else:
+            similarity = 1.0 - distances / 64.0
+        similarity = np.round(similarity, 6)
+        if query.min_similarity is not None:
+            keep = similarity >= query.min_similarity
+            positions, rows, methods = positions[keep], rows[keep], methods[keep]
+            similarity, distances = similarity[keep], distances[keep]
+        order = np.lexsort((rows, distances, -similarity, positions))
+        return _Pairs(
+            positions[order], rows[order], methods[order], similarity[order], distances[order]
+        )
+
+    def _matches(
+        self,
+        pairs: _Pairs,
+        span: tuple[int, int],
+        limit: int,
+        ids: Callable[[int], str] | None = None,
+    ) -> list[Match]:
+        start, end = span[0], min(span[1], span[0] + limit)
+        id_of = ids or self._ids.__getitem__
+        return [
+            Match(id_of(row), similarity, distance, _METHODS_OF_BITS[bits])
+            for row, similarity, distance, bits in zip(
+                pairs.rows[start:end].tolist(),
+                pairs.similarity[start:end].tolist(),
+                pairs.distances[start:end].tolist(),
+                pairs.methods[start:end].tolist(),
+                strict=True,
+            )
+        ]
 
     # ------------------------------------------------------------------ writes
 
@@ -329,19 +384,32 @@ class Collection:
                         raise DocumentExists(document_id)
             replaced: list[int] = []
             pending = _PendingBatch(self, fingerprints, first_row=len(self._ids))
+            old_rows = np.array([self._row_of.get(i, -1) for i in ids], dtype=np.int64)
+            query = Query(limit=INSERT_MATCH_LIMIT)
+            from_index = self._match_indexes(fingerprints, query, exclude=old_rows)
+            within = self._match_within(fingerprints) if len(documents) > 1 else _Pairs.empty()
+            # Position -> provisional row of the accepted documents, -1 for skipped ones.
+            row_at = np.full(len(documents), -1, dtype=np.int64)
+            index_spans = from_index.spans(len(documents))
+            batch_spans = within.spans(len(documents))
             results = []
             for position, document in enumerate(documents):
-                old_row = self._row_of.get(ids[position])
-                matches = self._find(
-                    fingerprints, position, Query(limit=INSERT_MATCH_LIMIT), old_row, pending
-                )
-                cluster_row = self._cluster_of_match(matches, pending)
+                span = index_spans[position]
+                matches = self._matches(from_index, span, INSERT_MATCH_LIMIT)
+                best_row = int(from_index.rows[span[0]]) if matches else -1
+                if batch_spans[position][1] > batch_spans[position][0]:
+                    matches, best_row = self._with_batch_matches(
+                        from_index, span, within, batch_spans[position], row_at, pending
+                    )
+                cluster_row = self._cluster_of_row(best_row, pending) if matches else None
                 skipped = bool(matches) and on_duplicate == "skip"
+                old_row = int(old_rows[position])
                 if not skipped:
-                    if old_row is not None:
+                    if old_row >= 0:
                         replaced.append(old_row)
                     text = document.text if self.config.store_text else None
                     row = pending.add(position, ids[position], cluster_row, document.metadata, text)
+                    row_at[position] = row
                     cluster_row = row if cluster_row is None else cluster_row
                 assert cluster_row is not None or skipped
                 results.append(
@@ -353,7 +421,7 @@ class Collection:
                         if cluster_row is not None
                         else ids[position],
                         matches=matches,
-                        replaced=old_row is not None and not skipped,
+                        replaced=old_row >= 0 and not skipped,
                     )
                 )
             batch = pending.batch()
@@ -382,14 +450,41 @@ class Collection:
             self._wake_merger()
         return results
 
-    def _cluster_of_match(self, matches: list[Match], pending: _PendingBatch) -> int | None:
-        if not matches:
-            return None
-        best = matches[0].id
-        row = self._row_of.get(best)
-        if row is not None:
+    def _with_batch_matches(
+        self,
+        from_index: _Pairs,
+        index_span: tuple[int, int],
+        within: _Pairs,
+        batch_span: tuple[int, int],
+        row_at: Rows,
+        pending: _PendingBatch,
+    ) -> tuple[list[Match], int]:
+        """The matches of one document among indexed documents and the accepted earlier
+        documents of its batch, best first, and the row of the best."""
+        first, last = index_span
+        start, end = batch_span
+        rows = row_at[within.rows[start:end]]
+        accepted = rows >= 0
+        merged = _Pairs(
+            np.zeros(last - first + int(accepted.sum()), dtype=np.int64),
+            np.concatenate([from_index.rows[first:last], rows[accepted]]),
+            np.concatenate([from_index.methods[first:last], within.methods[start:end][accepted]]),
+            np.concatenate(
+                [from_index.similarity[first:last], within.similarity[start:end][accepted]]
+            ),
+            np.concatenate(
+                [from_index.distances[first:last], within.distances[start:end][accepted]]
+            ),
+        ).sorted()
+        matches = self._matches(
+            merged, (0, len(merged.rows)), INSERT_MATCH_LIMIT, lambda row: self._id_of(row, pending)
+        )
+        return matches, int(merged.rows[0]) if matches else -1
+
+    def _cluster_of_row(self, row: int, pending: _PendingBatch) -> int:
+        if row < pending.first_row:
             return self._cluster[row]
-        return pending.cluster_of(best)
+        return pending.clusters[row - pending.first_row]
 
     def _id_of(self, row: int, pending: _PendingBatch) -> str:
         return self._ids[row] if row < len(self._ids) else pending.ids[row - pending.first_row]
@@ -463,13 +558,16 @@ class Collection:
             batch.clusters[joined].tolist(), batch.rows[joined].tolist(), strict=True
         ):
             self._members.setdefault(root, []).append(row)
+        # What scoring reads of a row found by any index is written before the row enters
+        # any index: its SimHash here, its signature by the LSH index (which stores it
+        # before its own tables take the row). A search running now sees none or all.
         self._simhash.ensure(size)
         self._simhash.array[batch.rows] = batch.simhash
+        if self._lsh is not None:
+            self._lsh.insert(batch.minhash, batch.rows)
         self._exact.insert(batch.exact, batch.rows)
         if self._hamming is not None:
             self._hamming.insert(batch.simhash, batch.rows)
-        if self._lsh is not None:
-            self._lsh.insert(batch.minhash, batch.rows)
         self._row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
 
     def restore(self, stored: StoredCollection) -> None:
@@ -501,6 +599,79 @@ class Collection:
 
 
 _METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash")
+_EXACT, _SIMHASH, _MINHASH = 1, 2, 4
+# Method bits -> the methods named in a Match, in the contract's order.
+_METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
+    tuple(method for bit, method in zip((1, 2, 4), _METHOD_ORDER, strict=True) if bits & bit)
+    for bits in range(8)
+)
+
+
+def _equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
+    """(later, earlier) rows of an (m, lanes) key matrix equal in some lane, each pair
+    once per lane it shares. One sort of all keys: equal ones end up side by side."""
+    count = keys.shape[0]
+    flat = keys.T.ravel()  # lane by lane, so that the lane is position // count
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
+    later: list[int] = []
+    earlier: list[int] = []
+    # Rare (only documents of the batch alike): a Python loop over the runs of equal keys.
+    starts = [at for at in repeats.tolist() if at == 0 or ordered[at - 1] != ordered[at]]
+    for start in starts:
+        end = start + 1
+        while end < len(ordered) and ordered[end] == ordered[start]:
+            end += 1
+        members = order[start:end]
+        for i, first in enumerate(members.tolist()):
+            for second in members[i + 1 :].tolist():
+                if first // count == second // count:  # the same lane
+                    later.append(max(first, second) % count)
+                    earlier.append(min(first, second) % count)
+    return np.array(later, dtype=np.int64), np.array(earlier, dtype=np.int64)
+
+
+def _positions_of(ends: Rows) -> Rows:
+    """Query position of each result of a batched search answering (ends, results)."""
+    return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pairs:
+    """Matches of a batch of queries as columns, sorted by query position and then best
+    first: highest similarity, nearest SimHash, oldest row."""
+
+    positions: Rows
+    rows: Rows
+    methods: npt.NDArray[np.uint8]
+    similarity: npt.NDArray[np.float64]
+    distances: Rows
+
+    @staticmethod
+    def empty() -> _Pairs:
+        none = np.zeros(0, dtype=np.int64)
+        return _Pairs(none, none, np.zeros(0, np.uint8), np.zeros(0), none)
+
+    def span(self, position: int) -> tuple[int, int]:
+        """[start, end) of the matches of query ``position``."""
+        start = int(np.searchsorted(self.positions, position, "left"))
+        return start, int(np.searchsorted(self.positions, position, "right"))
+
+    def spans(self, count: int) -> list[tuple[int, int]]:
+        """[start, end) of the matches of each of queries 0 .. count - 1."""
+        bounds = np.searchsorted(self.positions, np.arange(count + 1), "left").tolist()
+        return list(itertools.pairwise(bounds))
+
+    def sorted(self) -> _Pairs:
+        order = np.lexsort((self.rows, self.distances, -self.similarity, self.positions))
+        return _Pairs(
+            self.positions[order],
+            self.rows[order],
+            self.methods[order],
+            self.similarity[order],
+            self.distances[order],
+        )
 
 
 class _PendingBatch:
@@ -534,45 +705,6 @@ class _PendingBatch:
         self.texts.append(text)
         self.created.append(time.time())
         return row
-
-    def find(
-        self, fingerprints: Fingerprints, position: int, query: Query
-    ) -> tuple[npt.NDArray[np.int64], list[set[Method]]]:
-        """Provisional rows of accepted documents matching document ``position``."""
-        if not self.positions:
-            return np.zeros(0, dtype=np.int64), []
-        mine = np.array(self.positions)
-        collection = self.collection
-        exact = (fingerprints.exact[mine] == fingerprints.exact[position]).all(axis=1)
-        distances = np.bitwise_count(fingerprints.simhash[mine] ^ fingerprints.simhash[position])
-        by_simhash = np.zeros(len(mine), dtype=np.bool_)
-        if collection.config.simhash.enabled:
-            k = collection.config.simhash.max_distance
-            by_simhash = distances <= (k if query.max_distance is None else query.max_distance)
-        by_minhash = np.zeros(len(mine), dtype=np.bool_)
-        if collection.config.minhash.enabled:
-            threshold = query.min_similarity
-            if threshold is None:
-                threshold = collection.config.minhash.threshold
-            agree = np.count_nonzero(
-                fingerprints.minhash[mine] == fingerprints.minhash[position], axis=1
-            )
-            by_minhash = agree / collection.config.minhash.num_perm >= threshold - 1e-9
-        hits = np.flatnonzero(exact | by_simhash | by_minhash)
-        methods: list[set[Method]] = []
-        for i in hits.tolist():
-            found: set[Method] = set()
-            if exact[i]:
-                found.add("exact")
-            if by_simhash[i]:
-                found.add("simhash")
-            if by_minhash[i]:
-                found.add("minhash")
-            methods.append(found)
-        return hits.astype(np.int64) + self.first_row, methods
-
-    def cluster_of(self, document_id: str) -> int:
-        return self.clusters[self.ids.index(document_id)]
 
     def members(self, cluster_row: int) -> list[int]:
         return [

@@ -137,6 +137,38 @@ def test_batch_matches_earlier_documents_of_the_same_batch(client: TestClient) -
     assert [a["inserted"] for a in answers] == [False, True]
 
 
+@pytest.mark.parametrize("on_duplicate", ["insert", "skip"])
+def test_batches_answer_exactly_as_one_by_one_inserts(
+    client: TestClient, on_duplicate: str
+) -> None:
+    """Matching within a batch is a separate code path from matching against the
+    indexes; the same documents sent one at a time are the reference."""
+    rng = random.Random(41)
+    bases = [story(200 + i, 900) for i in range(5)]
+    documents = []
+    for number in range(120):
+        base = rng.choice(bases)
+        rate = rng.choice([0, 0, 0.01, 0.03, 0.1, 0.25, 1.0])
+        text = base if rate == 0 else mutate_words(rng, base, rate)
+        documents.append({"id": f"d{number}", "text": text})
+    client.put("/v1/collections/one-by-one")
+    client.put("/v1/collections/batched")
+    expected = [
+        client.post(
+            "/v1/collections/one-by-one/documents", json={**d, "on_duplicate": on_duplicate}
+        ).json()
+        for d in documents
+    ]
+    answers = []
+    for start in range(0, len(documents), 37):
+        batch = {"documents": documents[start : start + 37], "on_duplicate": on_duplicate}
+        response = client.post("/v1/collections/batched/documents/batch", json=batch)
+        answers += response.json()["results"]
+    assert any(answer["matches"] for answer in answers)
+    assert any(not answer["matches"] for answer in answers)
+    assert answers == expected
+
+
 def test_batch_is_all_or_nothing_on_errors(client: TestClient) -> None:
     client.post(DOCS, json={"id": "taken", "text": story(11)})
     clash = {"documents": [{"id": "fresh", "text": story(12)}, {"id": "taken", "text": "x"}]}

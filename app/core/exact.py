@@ -47,6 +47,15 @@ class ExactIndex:
         keep = (stored[candidates, 0] == wanted[0]) & ~deleted[candidates]
         return np.sort(candidates[keep])
 
+    def search_many(self, exact_hashes: ExactHashes) -> tuple[Rows, Rows]:
+        """(query positions, rows) of live rows equal to each of (m, 2) hashes."""
+        wanted = np.asarray(exact_hashes, dtype=np.uint64).reshape(-1, 2)
+        positions, candidates = self._table.lookup_equal_many(0, wanted[:, 1])
+        stored = self._hashes.array  # read after the lookup: holds every candidate
+        deleted = self._rows.deleted.array
+        keep = (stored[candidates, 0] == wanted[positions, 0]) & ~deleted[candidates]
+        return positions[keep], candidates[keep]
+
     def hashes(self, rows: npt.NDArray[np.integer]) -> ExactHashes:
         """The stored (high, low) hashes of rows."""
         stored: ExactHashes = self._hashes.array[np.asarray(rows, dtype=np.int64)]

@@ -278,6 +278,35 @@ class SortedTable:
         """Rows whose key in ``lane`` equals ``key``."""
         return self.lookup_range(lane, key, key)
 
+    def lookup_equal_many(
+        self, lane: int, keys: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(query positions, rows): every row whose key in ``lane`` equals ``keys[i]``,
+        for all queries at once (one searchsorted per run, not one call per key)."""
+        state = self._snapshot
+        keys = np.asarray(keys, dtype=np.uint64)
+        positions: list[npt.NDArray[np.int64]] = []
+        rows: list[npt.NDArray[np.integer]] = []
+        for run in (state.main, state.frozen, state.buffer):
+            run_keys = run.keys[lane]
+            first = np.searchsorted(run_keys, keys, "left")
+            counts = np.searchsorted(run_keys, keys, "right") - first
+            total = int(counts.sum())
+            if total == 0:
+                continue
+            # Each query's range [first, first + count) laid end to end.
+            starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
+            positions.append(np.repeat(np.arange(len(keys)), counts))
+            rows.append(run.rows[lane, starts + np.arange(total)])
+        tail_keys = state.tail_keys[lane, : state.tail_count]
+        query, column = np.nonzero(keys[:, None] == tail_keys[None, :])
+        positions.append(query)
+        rows.append(state.tail_rows[: state.tail_count][column])
+        return (
+            np.concatenate(positions).astype(np.int64),
+            np.concatenate(rows).astype(np.int64),
+        )
+
     def lookup_prefix(self, lane: int, key: int, prefix_bits: int) -> RowVector:
         """Rows whose key in ``lane`` shares its top ``prefix_bits`` bits with ``key``."""
         free_bits = 64 - prefix_bits
