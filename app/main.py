@@ -15,6 +15,7 @@ from app.api.body_limit import BodyLimitMiddleware
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.api.request_id import RequestIdMiddleware
 from app.config import Settings
+from app.memory import release_free_memory
 from app.service import Registry
 from app.storage import MemoryStore, Store
 from app.storage.sqlite import SQLiteStore
@@ -56,6 +57,7 @@ def create_app(
             # Off the event loop so that /healthz answers while the indexes are rebuilt.
             try:
                 registry.open()
+                release_free_memory()
                 registry.start_merger()
             except Exception as error:
                 log.exception("start-up failed")

@@ -44,6 +44,7 @@ from app.errors import (
     UnknownCollection,
     UnknownDocument,
 )
+from app.memory import release_free_memory
 from app.storage.base import DocumentBatch, Store, StoredCollection
 from app.storage.memory import MemoryStore
 
@@ -137,8 +138,9 @@ class Collection:
         self._ids: list[str] = []
         self._metadata: list[dict[str, Any] | None] = []
         self._texts: list[str | None] = []
-        self._created: list[float] = []
-        self._cluster: list[int] = []  # row -> row of the document naming its cluster
+        # Numbers as numpy columns: 8 bytes a row where a list of Python objects costs 36.
+        self._created = RowArray(np.float64)  # row -> unix time of the insert
+        self._cluster = RowArray(np.int64)  # row -> row of the document naming its cluster
         self._simhash = RowArray(np.uint64)
         self._row_of: dict[str, int] = {}
         # Cluster row -> its other live rows, oldest first. The row naming a cluster is not
@@ -156,8 +158,8 @@ class Collection:
         return StoredDocument(
             id=document_id,
             metadata=self._metadata[row],
-            created_at=_iso(self._created[row]),
-            cluster_id=self._ids[self._cluster[row]],
+            created_at=_iso(float(self._created.array[row])),
+            cluster_id=self._ids[int(self._cluster.array[row])],
             simhash=f"{int(self._simhash.array[row]):016x}",
             text=self._texts[row],
         )
@@ -483,7 +485,7 @@ class Collection:
 
     def _cluster_of_row(self, row: int, pending: _PendingBatch) -> int:
         if row < pending.first_row:
-            return self._cluster[row]
+            return int(self._cluster.array[row])
         return pending.clusters[row - pending.first_row]
 
     def _id_of(self, row: int, pending: _PendingBatch) -> str:
@@ -514,8 +516,9 @@ class Collection:
             index.delete(array)
         for row in rows:
             del self._row_of[self._ids[row]]
-            if self._cluster[row] != row:
-                self._members[self._cluster[row]].remove(row)
+            cluster = int(self._cluster.array[row])
+            if cluster != row:
+                self._members[cluster].remove(row)
 
     def _indexes(self) -> list[HammingIndex | LSHIndex | ExactIndex]:
         return [index for index in (self._exact, self._hamming, self._lsh) if index is not None]
@@ -534,8 +537,6 @@ class Collection:
         ids: list[Any] = [""] * (size - first)
         metadata: list[Any] = [None] * (size - first)
         texts: list[Any] = [None] * (size - first)
-        created = np.zeros(size - first)
-        cluster = np.zeros(size - first, dtype=np.int64)
         if len(batch) == size - first:
             ids, metadata, texts = list(batch.ids), list(batch.metadata), batch.text_column()
         else:
@@ -546,13 +547,13 @@ class Collection:
             text_column[offsets] = batch.text_column()
             ids, metadata = id_column.tolist(), metadata_column.tolist()
             texts = text_column.tolist()
-        created[offsets] = batch.created_at
-        cluster[offsets] = batch.clusters
         self._ids += ids
         self._metadata += metadata
         self._texts += texts
-        self._created += created.tolist()
-        self._cluster += cluster.tolist()
+        for column in (self._created, self._cluster):
+            column.ensure(size)
+        self._created.array[batch.rows] = batch.created_at
+        self._cluster.array[batch.rows] = batch.clusters
         joined = batch.clusters != batch.rows
         for root, row in zip(
             batch.clusters[joined].tolist(), batch.rows[joined].tolist(), strict=True
@@ -578,8 +579,8 @@ class Collection:
             self._ids += [""] * gap
             self._metadata += [None] * gap
             self._texts += [None] * gap
-            self._created += [0.0] * gap
-            self._cluster += [0] * gap
+            self._created.ensure(stored.next_row)
+            self._cluster.ensure(stored.next_row)
             for row, name in stored.names.items():
                 self._ids[row] = name
             self.merge(force=True)
@@ -821,6 +822,8 @@ class Registry:
                     started = time.perf_counter()
                     if collection.merge():
                         self._observe_merge(collection.name, time.perf_counter() - started)
+                        # The arrays a merge replaced are free now: give them back.
+                        release_free_memory()
 
     def close(self) -> None:
         self._stopping.set()
