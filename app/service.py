@@ -255,6 +255,8 @@ class Collection:
                 threshold = self.config.minhash.threshold
             ends, rows, _ = self._lsh.search_many(fingerprints.minhash, threshold)
             found.append((_positions_of(ends), rows, _MINHASH))
+        if not any(len(part[1]) for part in found):
+            return _Pairs.empty()  # the usual answer for a new text: nothing to score
         positions = np.concatenate([part[0] for part in found])
         rows = np.concatenate([part[1] for part in found]).astype(np.int64)
         bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
@@ -635,6 +637,8 @@ def _equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
 
 def _positions_of(ends: Rows) -> Rows:
     """Query position of each result of a batched search answering (ends, results)."""
+    if len(ends) == 1:
+        return np.zeros(int(ends[0]), dtype=np.int64)
     return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
 
 

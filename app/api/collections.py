@@ -37,12 +37,12 @@ def create_collection(
 
 
 @router.get("")
-def list_collections(registry: RegistryDep) -> CollectionList:
+async def list_collections(registry: RegistryDep) -> CollectionList:
     return CollectionList(collections=[describe(c) for c in registry.list()])
 
 
 @router.get("/{name}")
-def get_collection(collection: CollectionDep) -> CollectionInfo:
+async def get_collection(collection: CollectionDep) -> CollectionInfo:
     return describe(collection)
 
 

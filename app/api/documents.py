@@ -87,7 +87,7 @@ def insert_batch(body: BatchIn, collection: CollectionDep, settings: SettingsDep
 
 
 @router.get("/{document_id}")
-def get_document(document_id: DocumentId, collection: CollectionDep) -> DocumentOut:
+async def get_document(document_id: DocumentId, collection: CollectionDep) -> DocumentOut:
     stored = collection.get(document_id)
     return DocumentOut(
         id=stored.id,
@@ -122,7 +122,7 @@ def delete_document(document_id: DocumentId, collection: CollectionDep) -> Respo
 
 
 @router.get("/{document_id}/similar")
-def similar_documents(
+async def similar_documents(
     document_id: DocumentId,
     collection: CollectionDep,
     settings: SettingsDep,

@@ -12,13 +12,13 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """The process is up (answers during the start-up rebuild too)."""
     return {"status": "ok"}
 
 
 @router.get("/readyz", responses={503: {"description": "still rebuilding the indexes"}})
-def readyz(request: Request) -> JSONResponse:
+async def readyz(request: Request) -> JSONResponse:
     """200 once the indexes are rebuilt and the service takes requests, 503 before."""
     if request.app.state.ready.is_set():
         return JSONResponse({"status": "ready"})

@@ -50,6 +50,9 @@ class ExactIndex:
     def search_many(self, exact_hashes: ExactHashes) -> tuple[Rows, Rows]:
         """(query positions, rows) of live rows equal to each of (m, 2) hashes."""
         wanted = np.asarray(exact_hashes, dtype=np.uint64).reshape(-1, 2)
+        if len(wanted) == 1:  # a search: the scalar lookup has less numpy overhead
+            rows = self.search(wanted[0])
+            return np.zeros(len(rows), dtype=np.int64), rows
         positions, candidates = self._table.lookup_equal_many(0, wanted[:, 1])
         stored = self._hashes.array  # read after the lookup: holds every candidate
         deleted = self._rows.deleted.array

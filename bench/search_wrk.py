@@ -1,0 +1,212 @@
+"""Search throughput and latency with wrk, a C load generator that is not the bottleneck.
+
+    .venv/bin/python bench/search_wrk.py --count 1000000 [--clients 16] [--duration 20]
+                                         [--runs 3] [--sizes 100000,1000000]
+
+Starts ``neardup serve`` (log level warning) on a temporary data directory, preloads
+documents ``pre-{i}`` (3 KB varied Reuters, loadtest/corpus.py) in batches of 256 up to
+each size, and at each size runs ``wrk`` with ``--clients`` connections on 2 threads for
+``--duration`` seconds, ``--runs`` times: POST /v1/collections/default/search with 3 KB
+bodies cycling through 512 pre-made texts (a fifth near-duplicates of preloaded
+documents), and GET /healthz as the framework's own ceiling in the same run. The server
+is pinned to CPU 0 and wrk to CPU 1 (``--no-pin`` to leave both free). Reports medians
+over runs of requests/s and p50 / p99 latency (wrk's own histogram), the server's resident
+memory per document, and writes bench/results/search_wrk.md and .json.
+
+Needs ``wrk`` on the PATH (``apt-get install wrk``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "loadtest"))
+
+from _common import machine_summary, markdown_table, write_result  # noqa: E402
+from corpus import load_corpus  # noqa: E402
+from preload import preload  # noqa: E402
+
+from tests.server import Server  # noqa: E402
+
+SERVER_CPU, CLIENT_CPU = 0, 1
+BODIES = 512
+SEARCH_PATH = "/v1/collections/default/search"
+# wrk Lua: each connection cycles through the bodies from its own offset.
+LUA = """
+local bodies = {}
+for line in io.lines("%s") do bodies[#bodies + 1] = line end
+local counter = 0
+request = function()
+  counter = counter + 1
+  local body = bodies[(counter %% #bodies) + 1]
+  return wrk.format("POST", "%s", {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+@dataclass
+class WrkRun:
+    requests_per_second: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+@dataclass
+class SizePoint:
+    documents: int
+    rss_bytes_per_document: float
+    search: list[WrkRun]
+    healthz: list[WrkRun]
+
+
+def parse_wrk(output: str) -> WrkRun:
+    def duration_ms(text: str) -> float:
+        value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    p50 = duration_ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    p99 = duration_ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", output))
+    socket_errors = re.search(r"Socket errors: (.*)", output)
+    if socket_errors:
+        errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
+    return WrkRun(rate, p50, p99, errors)
+
+
+def run_wrk(url: str, arguments: argparse.Namespace, script: Path | None) -> WrkRun:
+    command = ["wrk", "-t2", f"-c{arguments.clients}", f"-d{arguments.duration}s", "--latency"]
+    if script is not None:
+        command += ["-s", str(script)]
+    if arguments.pin:
+        command = ["taskset", "-c", str(CLIENT_CPU), *command]
+    output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
+    return parse_wrk(output)
+
+
+def median_run(runs: list[WrkRun]) -> WrkRun:
+    return WrkRun(
+        statistics.median(r.requests_per_second for r in runs),
+        statistics.median(r.p50_ms for r in runs),
+        statistics.median(r.p99_ms for r in runs),
+        sum(r.errors for r in runs),
+    )
+
+
+def rss_bytes(pid: int) -> int:
+    resident_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--sizes", help="comma-separated sizes measured on the way to --count")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--duration", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-pin", dest="pin", action="store_false")
+    arguments = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("bench/search_wrk.py needs wrk on the PATH (apt-get install wrk)")
+    sizes = sorted({int(s) for s in (arguments.sizes or "").split(",") if s} | {arguments.count})
+
+    corpus = load_corpus()
+    rng = random.Random(0)
+    root = Path(tempfile.mkdtemp(prefix="neardup-wrk-"))
+    points: list[SizePoint] = []
+    try:
+        server = Server(root / "data", NEARDUP_LOG_LEVEL="warning").start()
+        assert server.process is not None
+        if arguments.pin:
+            os.sched_setaffinity(server.process.pid, {SERVER_CPU})
+        loaded = 0
+        for size in sizes:
+            log(f"preloading {size - loaded:,} documents")
+            preload(server.url, size - loaded, start=loaded, concurrency=2, corpus=corpus)
+            loaded = size
+            bodies = root / f"bodies-{size}.jsonl"
+            with bodies.open("w") as out:
+                for _ in range(BODIES):
+                    text = corpus.document(rng.randrange(size))
+                    if rng.random() >= 0.2:  # most searches: a new text, found nowhere
+                        text = corpus.document(size + rng.randrange(10**9))
+                    else:
+                        text = corpus.near_duplicate(text, rng)
+                    out.write(json.dumps({"text": text}) + "\n")
+            script = root / f"search-{size}.lua"
+            script.write_text(LUA % (bodies, SEARCH_PATH))
+            rss = rss_bytes(server.process.pid) / size
+            search, healthz = [], []
+            for run in range(arguments.runs):
+                log(f"wrk at {size:,}: run {run + 1}/{arguments.runs}")
+                search.append(run_wrk(server.url, arguments, script))
+                healthz.append(run_wrk(server.url + "/healthz", arguments, None))
+            points.append(SizePoint(size, rss, search, healthz))
+        assert server.stop() == 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    rows = []
+    for point in points:
+        search, healthz = median_run(point.search), median_run(point.healthz)
+        rows.append(
+            [
+                f"{point.documents:,}",
+                f"{search.requests_per_second:,.0f}",
+                f"{search.p50_ms:.1f} / {search.p99_ms:.1f}",
+                f"{healthz.requests_per_second:,.0f}",
+                f"{search.requests_per_second / healthz.requests_per_second:.2f}",
+                f"{point.rss_bytes_per_document:,.0f}",
+                str(search.errors + healthz.errors),
+            ]
+        )
+    header = [
+        "documents",
+        "search req/s",
+        "search p50 / p99 ms",
+        "/healthz req/s",
+        "search / healthz",
+        "RSS B/doc",
+        "errors",
+    ]
+    report = "\n".join(
+        [
+            "# Search with wrk",
+            "",
+            machine_summary(SERVER_CPU),
+            "",
+            f"wrk -t2 -c{arguments.clients} -d{arguments.duration}s, medians of "
+            f"{arguments.runs} runs; server pinned to CPU {SERVER_CPU}, wrk to CPU {CLIENT_CPU}"
+            if arguments.pin
+            else "unpinned",
+            "",
+            markdown_table(header, rows),
+        ]
+    )
+    print(report)
+    write_result("search_wrk.md", report)
+    write_result("search_wrk.json", json.dumps([asdict(p) for p in points], indent=1))
+
+
+if __name__ == "__main__":
+    main()
