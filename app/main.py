@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import collections, documents, errors, health, search
+from app.api import collections, documents, errors, health, openapi, search
 from app.api.auth import ApiKeyMiddleware, load_keys
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.metrics import Metrics, MetricsMiddleware
@@ -86,6 +86,7 @@ def create_app(
     app.state.startup_error = None
     app.state.metrics = Metrics(lambda: app.state.registry)
     errors.install(app)
+    openapi.install(app)
     for router in (health.router, collections.router, documents.router, search.router):
         app.include_router(router)
     # The last added runs first: ids and logs around everything, then metrics, then the

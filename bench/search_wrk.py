@@ -3,7 +3,8 @@
     .venv/bin/python bench/search_wrk.py --count 1000000 [--clients 16] [--duration 20]
                                          [--runs 3] [--sizes 100000,1000000]
 
-Starts ``neardup serve`` (log level warning) on a temporary data directory, preloads
+Starts ``neardup serve`` (log level warning) on a temporary data directory, or with
+``--server peer`` the peer of bench/service.py (bench/peer_app.py), preloads
 documents ``pre-{i}`` (3 KB varied Reuters, loadtest/corpus.py) in batches of 256 up to
 each size, and at each size runs ``wrk`` with ``--clients`` connections on 2 threads for
 ``--duration`` seconds, ``--runs`` times: POST /v1/collections/default/search with 3 KB
@@ -37,12 +38,12 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "loadtest"))
 
 from _common import machine_summary, markdown_table, write_result  # noqa: E402
-from corpus import load_corpus  # noqa: E402
+from corpus import Corpus, load_corpus  # noqa: E402
 from preload import preload  # noqa: E402
-
-from tests.server import Server  # noqa: E402
+from service import neardup, peer  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = 0, 1
+TARGET_RPS, TARGET_P99_MS = 1500, 25.0  # issue 6, at 1M documents
 BODIES = 512
 SEARCH_PATH = "/v1/collections/default/search"
 # wrk Lua: each connection cycles through the bodies from its own offset.
@@ -70,6 +71,7 @@ class WrkRun:
 class SizePoint:
     documents: int
     rss_bytes_per_document: float
+    preload_docs_per_second: float  # batches of 256, 2 clients, durable (FULL)
     search: list[WrkRun]
     healthz: list[WrkRun]
 
@@ -108,6 +110,58 @@ def median_run(runs: list[WrkRun]) -> WrkRun:
     )
 
 
+def write_script(root: Path, size: int, corpus: Corpus, rng: random.Random) -> Path:
+    """The wrk script and its request bodies for an index of ``size`` documents."""
+    bodies = root / f"bodies-{size}.jsonl"
+    with bodies.open("w") as out:
+        for _ in range(BODIES):
+            if rng.random() < 0.2:  # a near-duplicate of a stored document
+                text = corpus.near_duplicate(corpus.document(rng.randrange(size)), rng)
+            else:  # most searches: a new text, found nowhere
+                text = corpus.document(size + rng.randrange(10**9))
+            out.write(json.dumps({"text": text}) + "\n")
+    script = root / f"search-{size}.lua"
+    script.write_text(LUA % (bodies, SEARCH_PATH))
+    return script
+
+
+def plot(points: list[SizePoint], arguments: argparse.Namespace) -> Path:
+    """Search requests/s and p50 / p99 latency against the index size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [point.documents for point in points]
+    medians = [median_run(point.search) for point in points]
+    figure, (rate_axis, latency_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rate_axis.plot(sizes, [m.requests_per_second for m in medians], marker="o", label="search")
+    rate_axis.axhline(TARGET_RPS, color="grey", linestyle="--", linewidth=1, label="target")
+    rate_axis.set_ylabel("requests per second")
+    rate_axis.set_ylim(bottom=0)
+    latency_axis.plot(sizes, [m.p50_ms for m in medians], marker="o", label="p50")
+    latency_axis.plot(sizes, [m.p99_ms for m in medians], marker="o", label="p99")
+    latency_axis.axhline(
+        TARGET_P99_MS, color="grey", linestyle="--", linewidth=1, label="p99 target"
+    )
+    latency_axis.set_ylabel("latency, ms")
+    latency_axis.set_ylim(bottom=0)
+    for axis in (rate_axis, latency_axis):
+        axis.set_xscale("log")
+        axis.set_xlabel("documents indexed")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    figure.suptitle(
+        f"{arguments.server}: search by a 3 KB text, wrk with {arguments.clients} connections, "
+        "server on one core"
+    )
+    figure.tight_layout()
+    path = REPO_ROOT / "docs" / f"search-wrk-{arguments.server}.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
 def rss_bytes(pid: int) -> int:
     resident_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
@@ -125,6 +179,13 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-pin", dest="pin", action="store_false")
+    parser.add_argument("--plot", action="store_true", help="draw docs/search-wrk-<server>.png")
+    parser.add_argument(
+        "--server",
+        choices=["neardup", "peer"],
+        default="neardup",
+        help="peer: bench/peer_app.py (datasketch MinHashLSH + simhash.SimhashIndex)",
+    )
     arguments = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("bench/search_wrk.py needs wrk on the PATH (apt-get install wrk)")
@@ -133,36 +194,36 @@ def main() -> None:
     corpus = load_corpus()
     rng = random.Random(0)
     root = Path(tempfile.mkdtemp(prefix="neardup-wrk-"))
+    launch = neardup if arguments.server == "neardup" else peer
+    options = argparse.Namespace(
+        data_dir=None, synchronous="FULL", log_level="warning", peer_hash="default"
+    )
     points: list[SizePoint] = []
     try:
-        server = Server(root / "data", NEARDUP_LOG_LEVEL="warning").start()
-        assert server.process is not None
-        if arguments.pin:
-            os.sched_setaffinity(server.process.pid, {SERVER_CPU})
-        loaded = 0
-        for size in sizes:
-            log(f"preloading {size - loaded:,} documents")
-            preload(server.url, size - loaded, start=loaded, concurrency=2, corpus=corpus)
-            loaded = size
-            bodies = root / f"bodies-{size}.jsonl"
-            with bodies.open("w") as out:
-                for _ in range(BODIES):
-                    text = corpus.document(rng.randrange(size))
-                    if rng.random() >= 0.2:  # most searches: a new text, found nowhere
-                        text = corpus.document(size + rng.randrange(10**9))
-                    else:
-                        text = corpus.near_duplicate(text, rng)
-                    out.write(json.dumps({"text": text}) + "\n")
-            script = root / f"search-{size}.lua"
-            script.write_text(LUA % (bodies, SEARCH_PATH))
-            rss = rss_bytes(server.process.pid) / size
-            search, healthz = [], []
-            for run in range(arguments.runs):
-                log(f"wrk at {size:,}: run {run + 1}/{arguments.runs}")
-                search.append(run_wrk(server.url, arguments, script))
-                healthz.append(run_wrk(server.url + "/healthz", arguments, None))
-            points.append(SizePoint(size, rss, search, healthz))
-        assert server.stop() == 0
+        with launch(options) as server:
+            if arguments.pin:
+                os.sched_setaffinity(server.pid, {SERVER_CPU})
+            loaded = 0
+            for size in sizes:
+                log(f"{arguments.server}: preloading {size - loaded:,} documents")
+                loading = preload(
+                    server.url,
+                    size - loaded,
+                    start=loaded,
+                    concurrency=2,
+                    corpus=corpus,
+                    progress=False,
+                )
+                loaded = size
+                script = write_script(root, size, corpus, rng)
+                rss = rss_bytes(server.pid) / size
+                search, healthz = [], []
+                for run in range(arguments.runs):
+                    log(f"wrk at {size:,}: run {run + 1}/{arguments.runs}")
+                    search.append(run_wrk(server.url, arguments, script))
+                    healthz.append(run_wrk(server.url + "/healthz", arguments, None))
+                points.append(SizePoint(size, rss, loading.per_second, search, healthz))
+            server.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -177,6 +238,7 @@ def main() -> None:
                 f"{healthz.requests_per_second:,.0f}",
                 f"{search.requests_per_second / healthz.requests_per_second:.2f}",
                 f"{point.rss_bytes_per_document:,.0f}",
+                f"{point.preload_docs_per_second:,.0f}",
                 str(search.errors + healthz.errors),
             ]
         )
@@ -187,11 +249,12 @@ def main() -> None:
         "/healthz req/s",
         "search / healthz",
         "RSS B/doc",
+        "insert docs/s on the way",
         "errors",
     ]
     report = "\n".join(
         [
-            "# Search with wrk",
+            f"# Search with wrk: {arguments.server}",
             "",
             machine_summary(SERVER_CPU),
             "",
@@ -204,8 +267,12 @@ def main() -> None:
         ]
     )
     print(report)
-    write_result("search_wrk.md", report)
-    write_result("search_wrk.json", json.dumps([asdict(p) for p in points], indent=1))
+    if arguments.plot:
+        log(f"plot: {plot(points, arguments)}")
+    write_result(f"search_wrk-{arguments.server}.md", report)
+    write_result(
+        f"search_wrk-{arguments.server}.json", json.dumps([asdict(p) for p in points], indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -6,13 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
 
-from app.api.deps import API_KEY, ERROR_RESPONSES, CollectionDep, CollectionName, RegistryDep
+from app.api.deps import ERROR_RESPONSES, CollectionDep, CollectionName, RegistryDep
 from app.api.schemas import CollectionInfo, CollectionList, CollectionSettings, CollectionStats
 from app.service import Collection
 
-router = APIRouter(
-    prefix="/v1/collections", tags=["collections"], dependencies=API_KEY, responses=ERROR_RESPONSES
-)
+router = APIRouter(prefix="/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
 
 
 def describe(collection: Collection) -> CollectionInfo:

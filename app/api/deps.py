@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Request, Security
-from fastapi.security import HTTPBearer
+from fastapi import Depends, Path, Request
 
 from app.api.schemas import COLLECTION_NAME_PATTERN, ErrorOut
 from app.config import Settings
@@ -28,15 +27,6 @@ async def get_registry(request: Request) -> Registry:
     if registry is None or not request.app.state.ready.is_set():
         raise NotReady("the service is starting: indexes are being rebuilt, retry shortly")
     return registry
-
-
-# ApiKeyMiddleware does the checking; this declares the scheme in the OpenAPI document.
-api_key_scheme = HTTPBearer(
-    auto_error=False,
-    description="An API key, when the service has any (NEARDUP_API_KEYS): read keys may "
-    "get and search, write keys everything.",
-)
-API_KEY = [Security(api_key_scheme)]
 
 
 def _error(description: str) -> dict[str, Any]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import AfterValidator
 
 from app.api import limits
-from app.api.deps import API_KEY, ERROR_RESPONSES, CollectionDep, SettingsDep
-from app.api.documents import matches_out
+from app.api.deps import ERROR_RESPONSES, CollectionDep, SettingsDep
+from app.api.documents import json_response
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.service import Query as SearchQuery
 
@@ -18,21 +18,20 @@ from app.service import Query as SearchQuery
 router = APIRouter(
     prefix="/v1/collections/{name}/search",
     tags=["search"],
-    dependencies=API_KEY,
     responses=ERROR_RESPONSES,
 )
 
 
-@router.post("")
-async def search(body: SearchIn, collection: CollectionDep, settings: SettingsDep) -> MatchesOut:
+@router.post("", response_model=MatchesOut)
+async def search(body: SearchIn, collection: CollectionDep, settings: SettingsDep) -> Response:
     """Documents matching the text, best first. Nothing is stored."""
     limits.check_limit(settings, body.limit)
     limits.check_text(settings, body.text)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity)
-    return MatchesOut(matches=matches_out(collection.search(body.text, query, html=body.html)))
+    return json_response({"matches": collection.search(body.text, query, html=body.html)})
 
 
-@router.get("")
+@router.get("", response_model=MatchesOut)
 async def search_get(
     collection: CollectionDep,
     settings: SettingsDep,
@@ -40,9 +39,9 @@ async def search_get(
     limit: Annotated[int, Query(ge=1)] = 10,
     min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
-) -> MatchesOut:
+) -> Response:
     """The same as POST, for short texts in the query string."""
     limits.check_limit(settings, limit)
     limits.check_text(settings, text)
     query = SearchQuery(limit, max_distance, min_similarity)
-    return MatchesOut(matches=matches_out(collection.search(text, query)))
+    return json_response({"matches": collection.search(text, query)})
