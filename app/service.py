@@ -353,6 +353,8 @@ class Collection:
         ids: Callable[[int], str] | None = None,
     ) -> list[Match]:
         start, end = span[0], min(span[1], span[0] + limit)
+        if start == end:
+            return []  # most inserted documents: nothing to build
         id_of = ids or self._ids.__getitem__
         return [
             Match(id_of(row), similarity, distance, _METHODS_OF_BITS[bits])

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from app.core.fingerprint import (
     FingerprintParams,
     fingerprint,
+    fingerprint_normalized,
     hamming_distance,
     jaccard_estimate,
     shingle_hashes,
@@ -204,3 +205,41 @@ def test_parameters_are_validated() -> None:
         FingerprintParams(size=0)
     with pytest.raises(ValueError, match="num_perm"):
         FingerprintParams(num_perm=0)
+
+
+ASCII_WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f "
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(
+            st.sampled_from(
+                [*"abcXYZ019.,;'-_!?", *ASCII_WHITESPACE, "Straße", "中文", "é", "\u3000"]
+            ),
+            min_size=1,
+            max_size=60,
+        ).map("".join),
+        min_size=1,
+        max_size=8,
+    ),
+    unit=st.sampled_from(["word", "char"]),
+    size=st.integers(1, 5),
+)
+def test_the_compiled_ascii_path_equals_python_normalisation(
+    texts: list[str], unit: str, size: int
+) -> None:
+    """ASCII texts are normalised in compiled code; the Python normalize is the reference,
+    batch by batch, mixed with non-ASCII texts that take the Python path."""
+    params = FingerprintParams(unit=unit, size=size)  # type: ignore[arg-type]
+    normalized = [normalize(text) for text in texts]
+    if not all(normalized):
+        first_empty = next(i for i, text in enumerate(normalized) if not text)
+        with pytest.raises(EmptyDocument, match=f"document {first_empty}:"):
+            fingerprint(texts, params)
+        return
+    expected = fingerprint_normalized(normalized, params)
+    found = fingerprint(texts, params)
+    assert np.array_equal(found.simhash, expected.simhash)
+    assert np.array_equal(found.minhash, expected.minhash)
+    assert np.array_equal(found.exact, expected.exact)

@@ -32,27 +32,38 @@ class Input(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-def check_unicode(value: str) -> str:
+def _utf8(value: str) -> bytes:
     """JSON may escape half of a surrogate pair alone; such a string is not Unicode text
     and could be neither hashed nor stored."""
     try:
-        value.encode()
+        return value.encode()
     except UnicodeEncodeError as error:
         raise ValueError(
             f"has a lone surrogate \\u{ord(value[error.start]):04x} at {error.start}: "
             "not valid Unicode"
         ) from None
+
+
+def check_unicode(value: str) -> str:
+    _utf8(value)
     return value
 
 
 # C0 and C1 controls other than tab, line feed, vertical tab, form feed and carriage return:
 # binary junk, not text; a client sending them has a bug worth hearing about.
 _CONTROL_CHARACTER = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# The same test on the UTF-8 bytes, at C speed (the regex takes 13 us for 3 KB): C0
+# controls and DEL are single bytes that occur in no other character's encoding, and
+# every C1 control starts with the byte 0xC2.
+_C0_CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
 
 
 def check_text(value: str) -> str:
-    check_unicode(value)
-    control = _CONTROL_CHARACTER.search(value)
+    encoded = _utf8(value)
+    suspect = len(encoded.translate(None, _C0_CONTROL_BYTES)) != len(encoded) or (
+        b"\xc2" in encoded
+    )
+    control = _CONTROL_CHARACTER.search(value) if suspect else None
     if control is not None:
         raise ValueError(
             f"has the control character U+{ord(control.group()):04X} at {control.start()}; "

@@ -249,3 +249,35 @@ def fingerprint_documents(
             count = char_shingle_hashes(document, size, seed_mix, scratch)
         simhash_out[d] = simhash64(scratch, count)
         one_permutation_minhash(scratch, count, seed_mix, minhash_out[d])
+
+
+@njit(cache=True, nogil=True)
+def normalize_ascii(
+    text: np.ndarray, offsets: np.ndarray, out: np.ndarray, out_offsets: np.ndarray
+) -> None:
+    """text.normalize for ASCII documents, without the GIL: lower-case, white space runs
+    to one space, none at either end (what casefold and " ".join(split()) do to ASCII).
+
+    Document d is ``text[offsets[d]:offsets[d + 1]]`` (uint8); its normal form is written
+    to ``out[out_offsets[d]:out_offsets[d + 1]]``. White space is what str.split splits
+    ASCII on: tab, line feed, vertical tab, form feed, carriage return, 0x1C-0x1F, space.
+    """
+    written = 0
+    out_offsets[0] = 0
+    for d in range(offsets.shape[0] - 1):
+        pending_space = False
+        start = written
+        for i in range(offsets[d], offsets[d + 1]):
+            byte = text[i]
+            if byte == 32 or 9 <= byte <= 13 or 28 <= byte <= 31:
+                pending_space = written > start
+                continue
+            if pending_space:
+                out[written] = 32
+                written += 1
+                pending_space = False
+            if 65 <= byte <= 90:
+                byte += 32
+            out[written] = byte
+            written += 1
+        out_offsets[d + 1] = written
