@@ -115,11 +115,12 @@ def acknowledged_inserts(url: str, seed: int, stop: threading.Event, acked: dict
                     acked[document["id"]] = document["text"]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
-    data = tmp_path / "data"
+def writers_until_acknowledged(
+    server: Server, seed: int
+) -> tuple[list[threading.Thread], threading.Event, dict[str, str], int]:
+    """Four concurrent writers, returned once a seeded random number of documents (20 to
+    150) is acknowledged: (writers, their stop event, acknowledged id -> text, number)."""
     acked: dict[str, str] = {}
-    server = Server(data).start()
     stop = threading.Event()
     writers = [
         threading.Thread(target=acknowledged_inserts, args=(server.url, seed * 10 + i, stop, acked))
@@ -127,11 +128,19 @@ def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
     ]
     for writer in writers:
         writer.start()
-    # Kill after a random number of acknowledged documents, wherever the writers are.
     target = random.Random(seed).randint(20, 150)
     deadline = threading.Event()
     while len(acked) < target and not deadline.wait(0.01):
         pass
+    return writers, stop, acked, target
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sigkill_loses_nothing_acknowledged(tmp_path: Path, seed: int) -> None:
+    data = tmp_path / "data"
+    server = Server(data).start()
+    # Kill after a random number of acknowledged documents, wherever the writers are.
+    writers, stop, acked, target = writers_until_acknowledged(server, seed)
     server.kill()
     stop.set()
     for writer in writers:
@@ -162,19 +171,8 @@ def test_sigterm_during_inserts_finishes_them_loses_nothing_and_exits_0(
     tmp_path: Path, seed: int
 ) -> None:
     data = tmp_path / "data"
-    acked: dict[str, str] = {}
     server = Server(data).start()
-    stop = threading.Event()
-    writers = [
-        threading.Thread(target=acknowledged_inserts, args=(server.url, seed * 10 + i, stop, acked))
-        for i in range(4)
-    ]
-    for writer in writers:
-        writer.start()
-    target = random.Random(seed).randint(20, 150)
-    deadline = threading.Event()
-    while len(acked) < target and not deadline.wait(0.01):
-        pass
+    writers, stop, acked, target = writers_until_acknowledged(server, seed)
     # SIGTERM while four writers are mid-request: uvicorn stops accepting, finishes the
     # requests in flight, the lifespan closes the store (its last commit), exit 0.
     assert server.stop() == 0

@@ -175,7 +175,15 @@ def fingerprint_normalized(normalized_texts: list[str], params: FingerprintParam
     lengths = np.fromiter(map(len, normalized_texts), dtype=np.int64, count=count)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    code_points = _code_points("".join(normalized_texts))
+    simhash, minhash = _sketch(_code_points("".join(normalized_texts)), offsets, params)
+    return Fingerprints(simhash=simhash, minhash=minhash, exact=exact_hashes(normalized_texts))
+
+
+def _sketch(
+    code_points: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64], params: FingerprintParams
+) -> tuple[SimHashes, MinHashes]:
+    """SimHash and MinHash of documents laid end to end, document d at offsets[d:d+2]."""
+    count = len(offsets) - 1
     simhash = np.empty(count, dtype=np.uint64)
     minhash = np.empty((count, params.num_perm), dtype=np.uint32)
     _kernels.fingerprint_documents(
@@ -188,7 +196,7 @@ def fingerprint_normalized(normalized_texts: list[str], params: FingerprintParam
         simhash,
         minhash,
     )
-    return Fingerprints(simhash=simhash, minhash=minhash, exact=exact_hashes(normalized_texts))
+    return simhash, minhash
 
 
 def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = False) -> Fingerprints:
@@ -258,19 +266,7 @@ def _fingerprint_ascii(
     normalized: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], params: FingerprintParams
 ) -> Fingerprints:
     """fingerprint_normalized for texts normalised by _normalize_ascii (none empty)."""
-    count = len(offsets) - 1
-    simhash = np.empty(count, dtype=np.uint64)
-    minhash = np.empty((count, params.num_perm), dtype=np.uint32)
-    _kernels.fingerprint_documents(
-        normalized.astype(np.uint32),
-        offsets,
-        params.unit == "word",
-        params.size,
-        np.uint64(seed_mix(params.seed)),
-        _classes_for(params),
-        simhash,
-        minhash,
-    )
+    simhash, minhash = _sketch(normalized.astype(np.uint32), offsets, params)
     bounds = offsets.tolist()
     data = normalized.tobytes()
     digests = b"".join(
