@@ -99,15 +99,19 @@ def pin_to_one_core() -> int:
     return cpu
 
 
-def machine_summary(cpu: int) -> str:
-    """One line naming the CPU model, the pinned core and the Python running the benchmark."""
-    model = platform.processor() or platform.machine()
+def cpu_model_name() -> str:
+    """The CPU model from /proc/cpuinfo (the platform's machine name where it is absent)."""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def machine_summary(cpu: int) -> str:
+    """One line naming the CPU model, the pinned core and the Python running the benchmark."""
+    model = cpu_model_name()
     python = f"{platform.python_implementation()} {sys.version.split()[0]}"
     return f"{model}, pinned to CPU {cpu} of {os.cpu_count()}; {python}"
 

@@ -24,7 +24,6 @@ import csv
 import json
 import math
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -53,7 +52,14 @@ from app.core.text import normalize
 from app.service import INSERT_MATCH_LIMIT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, load_reuters, markdown_table, reuters_text, write_result
+from _common import (
+    REPO_ROOT,
+    cpu_model_name,
+    load_reuters,
+    markdown_table,
+    reuters_text,
+    write_result,
+)
 
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
 PAIRS_PATH = DATA_DIR / "reuters21578.near_dup_pairs.tsv"
@@ -771,14 +777,7 @@ def run(mode: Mode) -> Report:
 
 
 def _machine() -> str:
-    model = platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} CPUs; Python {sys.version.split()[0]}"
+    return f"{cpu_model_name()}, {os.cpu_count()} CPUs; Python {sys.version.split()[0]}"
 
 
 # ---------------------------------------------------------------------------- report

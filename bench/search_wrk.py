@@ -42,6 +42,8 @@ from corpus import Corpus, load_corpus  # noqa: E402
 from preload import preload  # noqa: E402
 from service import neardup, peer  # noqa: E402
 
+from loadtest.proc import rss_bytes  # noqa: E402
+
 SERVER_CPU, CLIENT_CPU = 0, 1
 TARGET_RPS, TARGET_P99_MS = 1500, 25.0  # issue 6, at 1M documents
 BODIES = 512
@@ -160,11 +162,6 @@ def plot(points: list[SizePoint], arguments: argparse.Namespace) -> Path:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
-
-
-def rss_bytes(pid: int) -> int:
-    resident_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def log(message: str) -> None:

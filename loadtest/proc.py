@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from _common import cpu_model_name
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -41,11 +45,4 @@ def pin_process(pid: int, cpus: set[int]) -> None:
 
 def cpu_model() -> str:
     """The CPU model name from /proc/cpuinfo, with the number of CPUs."""
-    model = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} CPUs"
+    return f"{cpu_model_name()}, {os.cpu_count()} CPUs"
