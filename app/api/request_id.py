@@ -50,18 +50,23 @@ class RequestIdMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            client = scope.get("client")
-            log.info(
-                "%s %s %d",
-                scope["method"],
-                scope["path"],
-                status,
-                extra={
-                    "method": scope["method"],
-                    "path": scope["path"],
-                    "status": status,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    "client": client[0] if client else None,
-                },
-            )
+            if log.isEnabledFor(logging.INFO):  # at warning, skip building the record
+                self._log(scope, status, started)
             logs.request_id.reset(token)
+
+    @staticmethod
+    def _log(scope: Scope, status: int, started: float) -> None:
+        client = scope.get("client")
+        log.info(
+            "%s %s %d",
+            scope["method"],
+            scope["path"],
+            status,
+            extra={
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                "client": client[0] if client else None,
+            },
+        )
