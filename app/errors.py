@@ -32,6 +32,17 @@ class DocumentExists(NeardupError):
         )
 
 
+class DuplicateId(NeardupError):
+    """A batch holding the same id twice: the later one is refused."""
+
+    code = "duplicate_id"
+
+    def __init__(self, document_id: str, first_position: int) -> None:
+        super().__init__(
+            f"document {document_id!r} came earlier in this batch, at position {first_position}"
+        )
+
+
 class SettingsConflict(NeardupError):
     code = "settings_conflict"
 
@@ -42,6 +53,12 @@ class TooManyCollections(NeardupError):
 
 class InvalidParameter(NeardupError):
     code = "invalid_parameter"
+
+
+class InvalidBody(NeardupError):
+    """A body (or one document of a batch) that is not what the operation takes."""
+
+    code = "invalid_body"
 
 
 class InvalidDocument(NeardupError):

@@ -29,17 +29,19 @@ import numpy.typing as npt
 
 from app.collection_config import CollectionConfig, ShingleConfig
 from app.core.exact import ExactIndex
-from app.core.fingerprint import Fingerprints, fingerprint
+from app.core.fingerprint import Fingerprints, fingerprint_nonempty
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
 from app.core.row_array import RowArray
-from app.core.text import EmptyDocument
 from app.core.types import Backlog, Rows
 from app.errors import (
     DocumentExists,
+    DuplicateId,
     InvalidDocument,
     InvalidParameter,
+    NeardupError,
     SettingsConflict,
+    StorageUnavailable,
     TooManyCollections,
     UnknownCollection,
     UnknownDocument,
@@ -75,6 +77,15 @@ class InsertResult:
     cluster_id: str
     matches: list[Match]
     replaced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A document of an insert refused on its own: nothing of it was stored, and the
+    other documents of its batch went on without it."""
+
+    id: str | None
+    error: NeardupError
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +145,8 @@ class Collection:
         )
         self._exact = ExactIndex()
         self._write_lock = threading.Lock()
+        # The newest group commit queued by an insert (commits complete in queue order).
+        self._last_commit: Future[None] | None = None
         # Per-row records, appended before a row enters any index (readers rely on it).
         self._ids: list[str] = []
         self._metadata: list[dict[str, Any] | None] = []
@@ -222,15 +235,21 @@ class Collection:
     # ------------------------------------------------------------------ matching
 
     def _fingerprint(self, texts: Sequence[str], html: bool) -> Fingerprints:
-        try:
-            fingerprints = fingerprint(list(texts), self._params, html=html)
-        except EmptyDocument as error:
-            raise InvalidDocument(str(error)) from error
+        fingerprints, kept = self._fingerprint_nonempty(texts, html)
+        if len(kept) < len(texts):
+            raise InvalidDocument("text is empty after normalisation")
+        return fingerprints
+
+    def _fingerprint_nonempty(
+        self, texts: Sequence[str], html: bool
+    ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
+        """Fingerprints of the texts not empty once normalised, and their positions."""
+        fingerprints, kept = fingerprint_nonempty(list(texts), self._params, html=html)
         if not self._num_perm:  # MinHash off: keep no signatures
-            return Fingerprints(
+            fingerprints = Fingerprints(
                 fingerprints.simhash, fingerprints.minhash[:, :0], fingerprints.exact
             )
-        return fingerprints
+        return fingerprints, kept
 
     def _stored_fingerprints(self, rows: npt.NDArray[np.int64]) -> Fingerprints:
         if self._lsh is not None:
@@ -376,75 +395,62 @@ class Collection:
         *,
         replace: bool = False,
         html: bool = False,
-    ) -> list[InsertResult]:
+    ) -> list[InsertResult | Refused]:
         """Insert documents in order; each is matched against the collection and the
-        earlier documents of its batch. With ``replace``, an existing id is replaced."""
-        fingerprints = self._fingerprint([document.text for document in documents], html)
+        earlier accepted documents of its batch. With ``replace``, an existing id is
+        replaced. A document is refused on its own (``Refused`` at its position, nothing
+        of it stored) when its text is empty once normalised, its id came earlier in the
+        batch, or its id exists with other content. An id that exists with the same
+        normalised text and metadata is a retry: answered as a duplicate of itself,
+        nothing changed."""
         ids = [document.id or uuid.uuid4().hex for document in documents]
-        if len(set(ids)) != len(ids):
-            raise InvalidParameter("a batch may not hold the same document id twice")
+        fingerprints, kept = self._fingerprint_nonempty(
+            [document.text for document in documents], html
+        )
+        fingerprint_at = np.full(len(documents), -1, dtype=np.int64)
+        fingerprint_at[kept] = np.arange(len(kept))
+        refused: dict[int, NeardupError] = {}
+        first_position: dict[str, int] = {}
+        for position, document_id in enumerate(ids):
+            if fingerprint_at[position] < 0:
+                refused[position] = InvalidDocument("text is empty after normalisation")
+            elif document_id in first_position:
+                refused[position] = DuplicateId(document_id, first_position[document_id])
+            else:
+                first_position[document_id] = position
+        results: list[InsertResult | Refused | None] = [None] * len(documents)
+        committed: Future[None] | None = None
         with self._write_lock:
+            retried: dict[int, int] = {}  # position -> the row it is a retry of
             if not replace:
-                for document_id in ids:
-                    if document_id in self._row_of:
-                        raise DocumentExists(document_id)
-            replaced: list[int] = []
-            pending = _PendingBatch(self, fingerprints, first_row=len(self._ids))
-            old_rows = np.array([self._row_of.get(i, -1) for i in ids], dtype=np.int64)
-            query = Query(limit=INSERT_MATCH_LIMIT)
-            from_index = self._match_indexes(fingerprints, query, exclude=old_rows)
-            within = self._match_within(fingerprints) if len(documents) > 1 else _Pairs.empty()
-            # Position -> provisional row of the accepted documents, -1 for skipped ones.
-            row_at = np.full(len(documents), -1, dtype=np.int64)
-            index_spans = from_index.spans(len(documents))
-            batch_spans = within.spans(len(documents))
-            results = []
-            for position, document in enumerate(documents):
-                span = index_spans[position]
-                matches = self._matches(from_index, span, INSERT_MATCH_LIMIT)
-                best_row = int(from_index.rows[span[0]]) if matches else -1
-                if batch_spans[position][1] > batch_spans[position][0]:
-                    matches, best_row = self._with_batch_matches(
-                        from_index, span, within, batch_spans[position], row_at, pending
-                    )
-                cluster_row = self._cluster_of_row(best_row, pending) if matches else None
-                skipped = bool(matches) and on_duplicate == "skip"
-                old_row = int(old_rows[position])
-                if not skipped:
-                    if old_row >= 0:
-                        replaced.append(old_row)
-                    text = document.text if self.config.store_text else None
-                    row = pending.add(position, ids[position], cluster_row, document.metadata, text)
-                    row_at[position] = row
-                    cluster_row = row if cluster_row is None else cluster_row
-                assert cluster_row is not None or skipped
-                results.append(
-                    InsertResult(
-                        id=ids[position],
-                        inserted=not skipped,
-                        duplicate_of=self._oldest_member(cluster_row, pending) if matches else None,
-                        cluster_id=self._id_of(cluster_row, pending)
-                        if cluster_row is not None
-                        else ids[position],
-                        matches=matches,
-                        replaced=old_row >= 0 and not skipped,
-                    )
+                for position, document_id in enumerate(ids):
+                    row = self._row_of.get(document_id)
+                    if row is None or position in refused:
+                        continue
+                    exact = fingerprints.exact[fingerprint_at[position]]
+                    if self._same_document(row, exact, documents[position].metadata):
+                        retried[position] = row
+                        results[position] = self._retry_result(row)
+                    else:
+                        refused[position] = DocumentExists(document_id)
+            accepted = [
+                position
+                for position in range(len(documents))
+                if position not in refused and position not in retried
+            ]
+            if accepted:
+                inserted, committed, batch = self._insert_locked(
+                    fingerprints.select(fingerprint_at[accepted]),
+                    [documents[position] for position in accepted],
+                    [ids[position] for position in accepted],
+                    on_duplicate,
+                    replace,
                 )
-            batch = pending.batch()
-            committed: Future[None] | None = None
-            if replaced:
-                # A replacement commits before anything changes in memory: undoing it
-                # would mean bringing back the replaced document.
-                self._store.delete_documents(self.name, replaced)
-                self._store.add_documents(self.name, batch)
-                self._remove(replaced)
-            elif len(batch):
-                # Plain inserts are queued for the next group commit and published at
-                # once, so that the next writer of this collection matches against them
-                # without waiting for this fsync. The answer waits for the commit below;
-                # a failed commit takes the documents out again.
-                committed = self._store.begin_add_documents(self.name, batch)
-            self._publish(batch)
+                for position, result in zip(accepted, inserted, strict=True):
+                    results[position] = result
+            # A retry answers only once what it found is committed (its first attempt
+            # may still wait for its commit): the newest queued commit covers it.
+            retry_commit = self._last_commit if retried else None
         if committed is not None:
             try:
                 committed.result()
@@ -452,9 +458,108 @@ class Collection:
                 with self._write_lock:
                     self._remove(batch.rows.tolist())
                 raise
+        if retry_commit is not None:
+            retry_commit.result()
+            for position, row in retried.items():
+                if self._row_of.get(ids[position]) != row:
+                    raise StorageUnavailable(
+                        f"document {ids[position]!r} was not stored after all; send it again"
+                    )
         if self.needs_merge():
             self._wake_merger()
-        return results
+        for position, error in refused.items():
+            results[position] = Refused(ids[position] if documents[position].id else None, error)
+        return [result for result in results if result is not None]
+
+    def _same_document(
+        self, row: int, exact: npt.NDArray[np.uint64], metadata: dict[str, Any] | None
+    ) -> bool:
+        """Whether a stored row holds this text (equal once normalised) and metadata."""
+        stored = self._exact.hashes(np.array([row]))[0]
+        return bool((stored == exact).all()) and self._metadata[row] == metadata
+
+    def _retry_result(self, row: int) -> InsertResult:
+        """The answer to a document sent again: a duplicate of itself, nothing changed."""
+        document_id = self._ids[row]
+        present = (True, self._hamming is not None, self._lsh is not None)
+        methods = tuple(m for m, on in zip(_METHOD_ORDER, present, strict=True) if on)
+        return InsertResult(
+            id=document_id,
+            inserted=False,
+            duplicate_of=document_id,
+            cluster_id=self._ids[int(self._cluster.array[row])],
+            matches=[Match(document_id, 1.0, 0, methods)],
+        )
+
+    def _insert_locked(
+        self,
+        fingerprints: Fingerprints,
+        documents: Sequence[NewDocument],
+        ids: list[str],
+        on_duplicate: OnDuplicate,
+        replace: bool,
+    ) -> tuple[list[InsertResult], Future[None] | None, DocumentBatch]:
+        """Match, record and publish documents that may be inserted (under the write
+        lock): the answers, the commit to wait for (outside the lock) and the batch."""
+        replaced: list[int] = []
+        pending = _PendingBatch(self, fingerprints, first_row=len(self._ids))
+        old_rows = np.array([self._row_of.get(i, -1) for i in ids], dtype=np.int64)
+        query = Query(limit=INSERT_MATCH_LIMIT)
+        from_index = self._match_indexes(fingerprints, query, exclude=old_rows)
+        within = self._match_within(fingerprints) if len(documents) > 1 else _Pairs.empty()
+        # Position -> provisional row of the accepted documents, -1 for skipped ones.
+        row_at = np.full(len(documents), -1, dtype=np.int64)
+        index_spans = from_index.spans(len(documents))
+        batch_spans = within.spans(len(documents))
+        results = []
+        for position, document in enumerate(documents):
+            span = index_spans[position]
+            matches = self._matches(from_index, span, INSERT_MATCH_LIMIT)
+            best_row = int(from_index.rows[span[0]]) if matches else -1
+            if batch_spans[position][1] > batch_spans[position][0]:
+                matches, best_row = self._with_batch_matches(
+                    from_index, span, within, batch_spans[position], row_at, pending
+                )
+            cluster_row = self._cluster_of_row(best_row, pending) if matches else None
+            skipped = bool(matches) and on_duplicate == "skip"
+            old_row = int(old_rows[position])
+            if not skipped:
+                if old_row >= 0:
+                    replaced.append(old_row)
+                text = document.text if self.config.store_text else None
+                row = pending.add(position, ids[position], cluster_row, document.metadata, text)
+                row_at[position] = row
+                cluster_row = row if cluster_row is None else cluster_row
+            assert cluster_row is not None or skipped
+            results.append(
+                InsertResult(
+                    id=ids[position],
+                    inserted=not skipped,
+                    duplicate_of=self._oldest_member(cluster_row, pending) if matches else None,
+                    cluster_id=self._id_of(cluster_row, pending)
+                    if cluster_row is not None
+                    else ids[position],
+                    matches=matches,
+                    replaced=old_row >= 0 and not skipped,
+                )
+            )
+        batch = pending.batch()
+        committed: Future[None] | None = None
+        if replaced:
+            # A replacement commits before anything changes in memory: undoing it
+            # would mean bringing back the replaced document.
+            self._store.delete_documents(self.name, replaced)
+            self._store.add_documents(self.name, batch)
+            self._remove(replaced)
+        elif len(batch):
+            # Plain inserts are queued for the next group commit and published at
+            # once, so that the next writer of this collection matches against them
+            # without waiting for this fsync. The answer waits for the commit (after
+            # the lock); a failed commit takes the documents out again.
+            committed = self._store.begin_add_documents(self.name, batch)
+            self._last_commit = committed
+        self._publish(batch)
+        return results, committed, batch
 
     def _with_batch_matches(
         self,

@@ -133,3 +133,19 @@ def jaccard(a: set[object], b: set[object]) -> float:
 
 def hamming(a: int, b: int) -> int:
     return bin(a ^ b).count("1")
+
+
+def as_windows_1252(text: str) -> str:
+    """The reference repair: each C1 character is the Windows-1252 character of its byte
+    (Python's cp1252 codec), any other control character a space."""
+    repaired = []
+    for char in text:
+        if 0x80 <= ord(char) <= 0x9F:
+            try:
+                char = bytes([ord(char)]).decode("cp1252")
+            except UnicodeDecodeError:  # the five bytes Windows-1252 leaves undefined
+                char = " "
+        elif unicodedata.category(char) == "Cc" and char not in "\t\n\r\x0b\x0c":
+            char = " "
+        repaired.append(char)
+    return "".join(repaired)

@@ -6,12 +6,14 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationError
 
 from app.api import limits
 from app.api.deps import ERROR_RESPONSES, CollectionDep, SettingsDep
+from app.api.errors import describe_validation_errors
 from app.api.schemas import (
     MAX_ID_LENGTH,
+    BatchDocument,
     BatchIn,
     BatchOut,
     DocumentIn,
@@ -21,7 +23,9 @@ from app.api.schemas import (
     MatchesOut,
     check_document_id,
 )
-from app.service import InsertResult, NewDocument
+from app.config import Settings
+from app.errors import InvalidBody, NeardupError
+from app.service import InsertResult, NewDocument, Refused
 from app.service import Query as SearchQuery
 
 router = APIRouter(
@@ -34,11 +38,13 @@ DocumentId = Annotated[
 ]
 
 
-def insert_json(result: InsertResult) -> dict[str, Any]:
-    """InsertOut as plain data. Every insert and match answer is written by orjson from
-    the service's dataclasses (Match encodes as is), far faster than building pydantic
-    models; the response_model of each route documents the shape, and the schemathesis
-    test checks the answers against it."""
+def insert_json(result: InsertResult | Refused) -> dict[str, Any]:
+    """InsertOut (or DocumentErrorOut) as plain data. Every insert and match answer is
+    written by orjson from the service's dataclasses (Match encodes as is), far faster
+    than building pydantic models; the response_model of each route documents the shape,
+    and the schemathesis test checks the answers against it."""
+    if isinstance(result, Refused):
+        return {"id": result.id, "error": {"code": result.error.code, "message": str(result.error)}}
     return {
         "id": result.id,
         "inserted": result.inserted,
@@ -52,30 +58,70 @@ def json_response(content: Any, status_code: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code, media_type="application/json")
 
 
+def _inserted(result: InsertResult | Refused) -> InsertResult:
+    """The result of a one-document insert; a refusal is the request's error."""
+    if isinstance(result, Refused):
+        raise result.error
+    return result
+
+
 @router.post("", status_code=201, response_model=InsertOut, responses={200: {"model": InsertOut}})
 def insert_document(body: DocumentIn, collection: CollectionDep, settings: SettingsDep) -> Response:
-    """Insert one document (201), or report the duplicate it is and skip it (200)."""
+    """Insert one document (201). A duplicate with `on_duplicate: skip`, or the same id
+    with the same text and metadata again (a retry), answers 200 and stores nothing."""
     limits.check_documents(settings, [body])
     document = NewDocument(text=body.text, id=body.id, metadata=body.metadata)
-    [result] = collection.insert([document], body.on_duplicate, html=body.html)
+    result = _inserted(collection.insert([document], body.on_duplicate, html=body.html)[0])
     return json_response(insert_json(result), 201 if result.inserted else 200)
+
+
+def _checked(raw: dict[str, Any], settings: Settings) -> BatchDocument | Refused:
+    """One document of a batch, validated as a single insert would validate it."""
+    raw_id = raw.get("id")
+    try:
+        document = BatchDocument.model_validate(raw)
+        limits.check_text(settings, document.text)
+        limits.check_metadata(settings, document.metadata)
+    except ValidationError as error:
+        return Refused(
+            raw_id if isinstance(raw_id, str) else None,
+            InvalidBody(describe_validation_errors(error.errors(include_url=False))),
+        )
+    except NeardupError as error:
+        return Refused(raw_id if isinstance(raw_id, str) else None, error)
+    return document
 
 
 @router.post("/batch", response_model=BatchOut)
 def insert_batch(body: BatchIn, collection: CollectionDep, settings: SettingsDep) -> Response:
-    """Insert documents in order; each also matches the earlier ones of the batch."""
+    """Insert documents in order; each also matches the earlier ones of the batch.
+
+    Always 200 with one result per document, in order. A document refused on its own
+    (invalid, empty once normalised, above a limit, an id of the batch again, an id
+    stored with other content) gets `{"id", "error": {"code", "message"}}` at its
+    position and changes nothing; the others are inserted and matched as usual. The
+    error code is the one the document alone would get. The whole request is refused
+    only when it is wrong itself (not JSON, not this shape, too many documents)."""
     limits.check_batch(settings, len(body.documents))
-    limits.check_documents(settings, body.documents)
-    html = {document.html for document in body.documents}
-    documents = [NewDocument(text=d.text, id=d.id, metadata=d.metadata) for d in body.documents]
+    checked = [_checked(raw, settings) for raw in body.documents]
+    valid = [(position, d) for position, d in enumerate(checked) if isinstance(d, BatchDocument)]
+    results: list[InsertResult | Refused | None] = [
+        d if isinstance(d, Refused) else None for d in checked
+    ]
+    html = {document.html for _, document in valid}
+    documents = [NewDocument(text=d.text, id=d.id, metadata=d.metadata) for _, d in valid]
     if len(html) > 1:
-        results = [
+        answers = [
             collection.insert([document], body.on_duplicate, html=item.html)[0]
-            for document, item in zip(documents, body.documents, strict=True)
+            for document, (_, item) in zip(documents, valid, strict=True)
         ]
+    elif valid:
+        answers = collection.insert(documents, body.on_duplicate, html=html.pop())
     else:
-        results = collection.insert(documents, body.on_duplicate, html=html.pop())
-    return json_response({"results": [insert_json(result) for result in results]})
+        answers = []
+    for (position, _), answer in zip(valid, answers, strict=True):
+        results[position] = answer
+    return json_response({"results": [insert_json(result) for result in results if result]})
 
 
 @router.get("/{document_id}")
@@ -103,7 +149,7 @@ def put_document(
     """Insert (201) or replace (200) the document with this id."""
     limits.check_documents(settings, [body])
     document = NewDocument(text=body.text, id=document_id, metadata=body.metadata)
-    [result] = collection.insert([document], "insert", replace=True, html=body.html)
+    result = _inserted(collection.insert([document], "insert", replace=True, html=body.html)[0])
     return json_response(insert_json(result), 200 if result.replaced else 201)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -17,10 +18,12 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.UnknownCollection: 404,
     errors.UnknownDocument: 404,
     errors.DocumentExists: 409,
+    errors.DuplicateId: 409,
     errors.SettingsConflict: 409,
     errors.TooManyCollections: 409,
     errors.InvalidParameter: 400,
     errors.InvalidDocument: 422,
+    errors.InvalidBody: 422,
     errors.TooLarge: 413,
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,
@@ -47,6 +50,14 @@ def error_response(status: int, code: str, message: str, **headers: str) -> JSON
 def _describe(error: dict[str, Any]) -> str:
     where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
     return f"{where or 'body'}: {error.get('msg', 'invalid')}"
+
+
+def describe_validation_errors(problems: Sequence[Any]) -> str:
+    """The first few problems pydantic found, as one message."""
+    message = "; ".join(_describe(problem) for problem in problems[:5])
+    if len(problems) > 5:
+        message += f"; and {len(problems) - 5} more"
+    return message
 
 
 _PARAMETER = re.compile(r"\{[^}]+\}")
@@ -82,9 +93,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = list(error.errors())
-        message = "; ".join(_describe(problem) for problem in problems[:5])
-        if len(problems) > 5:
-            message += f"; and {len(problems) - 5} more"
+        message = describe_validation_errors(problems)
         if all(problem.get("loc", ("body",))[0] in ("path", "query") for problem in problems):
             return error_response(400, "invalid_parameter", message)
         return error_response(422, "invalid_body", message)

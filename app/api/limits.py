@@ -14,7 +14,7 @@ from app.errors import TooLarge
 def check_documents(settings: Settings, documents: Iterable[DocumentFields]) -> None:
     for position, document in enumerate(documents):
         check_text(settings, document.text, f"document {position}")
-        check_metadata(settings, document.metadata, position)
+        check_metadata(settings, document.metadata, f"document {position}")
 
 
 def check_text(settings: Settings, text: str, what: str = "text") -> None:
@@ -25,13 +25,15 @@ def check_text(settings: Settings, text: str, what: str = "text") -> None:
         )
 
 
-def check_metadata(settings: Settings, metadata: dict[str, Any] | None, position: int) -> None:
+def check_metadata(
+    settings: Settings, metadata: dict[str, Any] | None, what: str = "metadata"
+) -> None:
     if metadata is None:
         return
     size = len(json.dumps(metadata, ensure_ascii=False).encode())
     if size > settings.max_metadata_bytes:
         raise TooLarge(
-            f"document {position}: metadata is {size} bytes as JSON, "
+            f"{what}: metadata is {size} bytes as JSON, "
             f"more than the limit of {settings.max_metadata_bytes}"
         )
 

@@ -11,6 +11,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from app.api.schemas import BatchDocument
+
 SCHEME = "apiKey"
 SCHEME_DOCUMENT = {
     "type": "http",
@@ -29,7 +31,12 @@ def install(app: FastAPI) -> None:
                 summary=app.summary,
                 routes=app.routes,
             )
-            document.setdefault("components", {})["securitySchemes"] = {SCHEME: SCHEME_DOCUMENT}
+            components = document.setdefault("components", {})
+            components["securitySchemes"] = {SCHEME: SCHEME_DOCUMENT}
+            # A batch's documents are validated one by one by the route; this is their shape.
+            components.setdefault("schemas", {})["BatchDocument"] = BatchDocument.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
             for path, operations in document["paths"].items():
                 if path.startswith("/v1/"):
                     for operation in operations.values():

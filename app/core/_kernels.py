@@ -260,7 +260,9 @@ def normalize_ascii(
 
     Document d is ``text[offsets[d]:offsets[d + 1]]`` (uint8); its normal form is written
     to ``out[out_offsets[d]:out_offsets[d + 1]]``. White space is what str.split splits
-    ASCII on: tab, line feed, vertical tab, form feed, carriage return, 0x1C-0x1F, space.
+    ASCII on (tab, line feed, vertical tab, form feed, carriage return, 0x1C-0x1F, space)
+    and, as text.repair_controls decides, every other control character and DEL: every
+    byte up to 32, and 127.
     """
     written = 0
     out_offsets[0] = 0
@@ -269,7 +271,7 @@ def normalize_ascii(
         start = written
         for i in range(offsets[d], offsets[d + 1]):
             byte = text[i]
-            if byte == 32 or 9 <= byte <= 13 or 28 <= byte <= 31:
+            if byte <= 32 or byte == 127:
                 pending_space = written > start
                 continue
             if pending_space:

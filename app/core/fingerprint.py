@@ -200,7 +200,8 @@ def _sketch(
 
 
 def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = False) -> Fingerprints:
-    """Normalise and fingerprint a batch of texts: the one call the service makes.
+    """Normalise and fingerprint a batch of texts. Raises EmptyDocument for a text with
+    nothing left once normalised; ``fingerprint_nonempty`` reports them instead.
 
     A document's fingerprints depend only on its own text and ``params``, never on the
     other documents of the batch or their order. ASCII texts are normalised in compiled
@@ -211,42 +212,61 @@ def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = Fal
     >>> bool(fp.simhash[0] == fp.simhash[1]), fp.minhash.shape
     (True, (2, 128))
     """
+    fingerprints, kept = fingerprint_nonempty(texts, params, html=html)
+    if len(kept) < len(texts):
+        empty = np.ones(len(texts), dtype=np.bool_)
+        empty[kept] = False
+        first = int(np.flatnonzero(empty)[0])
+        raise EmptyDocument(f"document {first}: text is empty after normalisation")
+    return fingerprints
+
+
+def fingerprint_nonempty(
+    texts: list[str], params: FingerprintParams, *, html: bool = False
+) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
+    """(fingerprints, kept): the fingerprints of the texts that are not empty once
+    normalised, row i for ``texts[kept[i]]``; the service refuses the others one by one,
+    so that one empty text does not cost a batch.
+
+    Cost: O(total characters x shingle size) in compiled code plus O(N) Python calls.
+    """
     if html:
         texts = [html_to_text(text) for text in texts]
     plain = np.fromiter(map(str.isascii, texts), dtype=np.bool_, count=len(texts))
     if not plain.all():
         return _fingerprint_mixed(texts, plain, params)
     normalized, offsets = _normalize_ascii(texts)
-    _raise_for_empty(np.diff(offsets) == 0)
-    return _fingerprint_ascii(normalized, offsets, params)
+    empty = np.diff(offsets) == 0
+    if empty.any():
+        offsets = np.concatenate([offsets[:1], offsets[1:][~empty]])
+    kept = np.flatnonzero(~empty).astype(np.int64)
+    return _fingerprint_ascii(normalized, offsets, params), kept
 
 
 def _fingerprint_mixed(
     texts: list[str], plain: npt.NDArray[np.bool_], params: FingerprintParams
-) -> Fingerprints:
-    """Each part its own way, reassembled in the batch's order."""
+) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
+    """Each part its own way, reassembled in the batch's order, empty texts left out."""
     ascii_positions, other_positions = np.flatnonzero(plain), np.flatnonzero(~plain)
     normalized, offsets = _normalize_ascii([texts[i] for i in ascii_positions])
+    empty_ascii = np.diff(offsets) == 0
+    if empty_ascii.any():
+        offsets = np.concatenate([offsets[:1], offsets[1:][~empty_ascii]])
+        ascii_positions = ascii_positions[~empty_ascii]
     others = [normalize(texts[i]) for i in other_positions]
-    empty = np.zeros(len(texts), dtype=np.bool_)
-    empty[ascii_positions] = np.diff(offsets) == 0
-    empty[other_positions] = [not text for text in others]
-    _raise_for_empty(empty)
-    parts = [fingerprint_normalized(others, params)]
+    nonempty_others = [i for i, text in enumerate(others) if text]
+    other_positions = other_positions[nonempty_others]
+    parts = [fingerprint_normalized([others[i] for i in nonempty_others], params)]
     if len(ascii_positions):
         parts.insert(0, _fingerprint_ascii(normalized, offsets, params))
-    order = np.argsort(np.concatenate([ascii_positions, other_positions]), kind="stable")
-    return Fingerprints(
+    positions = np.concatenate([ascii_positions, other_positions]).astype(np.int64)
+    order = np.argsort(positions, kind="stable")
+    fingerprints = Fingerprints(
         np.concatenate([part.simhash for part in parts])[order],
         np.concatenate([part.minhash for part in parts])[order],
         np.concatenate([part.exact for part in parts])[order],
     )
-
-
-def _raise_for_empty(empty: npt.NDArray[np.bool_]) -> None:
-    if empty.any():
-        first = int(np.flatnonzero(empty)[0])
-        raise EmptyDocument(f"document {first}: text is empty after normalisation")
+    return fingerprints, positions[order]
 
 
 def _normalize_ascii(texts: list[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
