@@ -57,7 +57,10 @@ def test_reuters_replay_through_the_api_keeps_its_measured_quality(tmp_path: Pat
         assert app.state.ready.wait(READY_TIMEOUT_SECONDS), app.state.startup_error
         replay = bench.replay_http(client, corpus)
 
-    assert len(corpus.skipped) == 1 and replay.documents == REPLAYED
+    # Every story is sent, the empty one too: it alone is refused, at its position.
+    assert len(corpus.sent) == REPLAYED + 1
+    assert replay.refused == {corpus.skipped[0]: "invalid_document"}
+    assert replay.documents == REPLAYED
     scores = bench.score(set(replay.found), corpus)
     assert scores.f1 >= MEASURED_F1 - TOLERANCE, scores
     assert scores.recall >= MEASURED_RECALL - TOLERANCE, scores
