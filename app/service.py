@@ -14,13 +14,14 @@ returns was fully recorded in the per-row lists before it entered the index.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -402,74 +403,122 @@ class Collection:
         of it stored) when its text is empty once normalised, its id came earlier in the
         batch, or its id exists with other content. An id that exists with the same
         normalised text and metadata is a retry: answered as a duplicate of itself,
-        nothing changed."""
+        nothing changed. Blocks until the documents are committed."""
+        insertion = self._prepare(documents, html)
+        with self._write_lock:
+            self._apply(insertion, on_duplicate, replace)
+        if insertion.committed is not None:
+            try:
+                insertion.committed.result()
+            except Exception:
+                self._undo(insertion)
+                raise
+        if insertion.retry_commit is not None:
+            _retry_committed(insertion.retry_commit.exception())
+        return self._settled(insertion)
+
+    async def insert_async(
+        self, document: NewDocument, on_duplicate: OnDuplicate = "insert", *, html: bool = False
+    ) -> InsertResult | Refused:
+        """``insert`` of one document on the event loop, without a hop through the thread
+        pool: fingerprinting and matching take a few hundred microseconds of CPU, and the
+        commit is awaited, not waited for. When a batch holds the write lock, the insert
+        goes to a thread instead of stalling the loop behind it."""
+        insertion = self._prepare([document], html)
+        if self._write_lock.acquire(blocking=False):
+            try:
+                self._apply(insertion, on_duplicate, replace=False)
+            finally:
+                self._write_lock.release()
+        else:
+            await asyncio.to_thread(self._apply_locked, insertion, on_duplicate)
+        if insertion.committed is not None:
+            try:
+                await asyncio.wrap_future(insertion.committed)
+            except Exception:
+                await asyncio.to_thread(self._undo, insertion)
+                raise
+        if insertion.retry_commit is not None:
+            await asyncio.wait([asyncio.wrap_future(insertion.retry_commit)])
+            _retry_committed(insertion.retry_commit.exception())
+        return self._settled(insertion)[0]
+
+    def _prepare(self, documents: Sequence[NewDocument], html: bool) -> _Insertion:
+        """What needs no lock: ids, fingerprints, refusals of empty texts and ids repeated
+        within the batch."""
         ids = [document.id or uuid.uuid4().hex for document in documents]
         fingerprints, kept = self._fingerprint_nonempty(
             [document.text for document in documents], html
         )
-        fingerprint_at = np.full(len(documents), -1, dtype=np.int64)
-        fingerprint_at[kept] = np.arange(len(kept))
-        refused: dict[int, NeardupError] = {}
+        insertion = _Insertion(documents, ids, fingerprints, kept)
         first_position: dict[str, int] = {}
         for position, document_id in enumerate(ids):
-            if fingerprint_at[position] < 0:
-                refused[position] = InvalidDocument("text is empty after normalisation")
+            if insertion.fingerprint_at[position] < 0:
+                insertion.refused[position] = InvalidDocument("text is empty after normalisation")
             elif document_id in first_position:
-                refused[position] = DuplicateId(document_id, first_position[document_id])
+                insertion.refused[position] = DuplicateId(document_id, first_position[document_id])
             else:
                 first_position[document_id] = position
-        results: list[InsertResult | Refused | None] = [None] * len(documents)
-        committed: Future[None] | None = None
+        return insertion
+
+    def _apply_locked(self, insertion: _Insertion, on_duplicate: OnDuplicate) -> None:
         with self._write_lock:
-            retried: dict[int, int] = {}  # position -> the row it is a retry of
-            if not replace:
-                for position, document_id in enumerate(ids):
-                    row = self._row_of.get(document_id)
-                    if row is None or position in refused:
-                        continue
-                    exact = fingerprints.exact[fingerprint_at[position]]
-                    if self._same_document(row, exact, documents[position].metadata):
-                        retried[position] = row
-                        results[position] = self._retry_result(row)
-                    else:
-                        refused[position] = DocumentExists(document_id)
-            accepted = [
-                position
-                for position in range(len(documents))
-                if position not in refused and position not in retried
-            ]
-            if accepted:
-                inserted, committed, batch = self._insert_locked(
-                    fingerprints.select(fingerprint_at[accepted]),
-                    [documents[position] for position in accepted],
-                    [ids[position] for position in accepted],
-                    on_duplicate,
-                    replace,
-                )
-                for position, result in zip(accepted, inserted, strict=True):
-                    results[position] = result
+            self._apply(insertion, on_duplicate, replace=False)
+
+    def _apply(self, insertion: _Insertion, on_duplicate: OnDuplicate, replace: bool) -> None:
+        """Under the write lock: retries and conflicts of stored ids, then matching,
+        recording and publishing of the accepted documents."""
+        documents, ids, refused = insertion.documents, insertion.ids, insertion.refused
+        if not replace:
+            for position, document_id in enumerate(ids):
+                row = self._row_of.get(document_id)
+                if row is None or position in refused:
+                    continue
+                exact = insertion.fingerprints.exact[insertion.fingerprint_at[position]]
+                if self._same_document(row, exact, documents[position].metadata):
+                    insertion.retried[position] = row
+                    insertion.results[position] = self._retry_result(row)
+                else:
+                    refused[position] = DocumentExists(document_id)
+        accepted = [
+            position
+            for position in range(len(documents))
+            if position not in refused and position not in insertion.retried
+        ]
+        if accepted:
+            inserted, insertion.committed, insertion.batch = self._insert_locked(
+                insertion.fingerprints.select(insertion.fingerprint_at[accepted]),
+                [documents[position] for position in accepted],
+                [ids[position] for position in accepted],
+                on_duplicate,
+                replace,
+            )
+            for position, result in zip(accepted, inserted, strict=True):
+                insertion.results[position] = result
+        if insertion.retried:
             # A retry answers only once what it found is committed (its first attempt
             # may still wait for its commit): the newest queued commit covers it.
-            retry_commit = self._last_commit if retried else None
-        if committed is not None:
-            try:
-                committed.result()
-            except Exception:
-                with self._write_lock:
-                    self._remove(batch.rows.tolist())
-                raise
-        if retry_commit is not None:
-            retry_commit.result()
-            for position, row in retried.items():
-                if self._row_of.get(ids[position]) != row:
-                    raise StorageUnavailable(
-                        f"document {ids[position]!r} was not stored after all; send it again"
-                    )
+            insertion.retry_commit = self._last_commit
+
+    def _undo(self, insertion: _Insertion) -> None:
+        """Its commit failed: take its documents out again."""
+        if insertion.batch is not None:
+            with self._write_lock:
+                self._remove(insertion.batch.rows.tolist())
+
+    def _settled(self, insertion: _Insertion) -> list[InsertResult | Refused]:
+        """The answers, once every commit they depend on is done."""
+        for position, row in insertion.retried.items():
+            if self._row_of.get(insertion.ids[position]) != row:
+                raise StorageUnavailable(
+                    f"document {insertion.ids[position]!r} was not stored after all; send it again"
+                )
         if self.needs_merge():
             self._wake_merger()
-        for position, error in refused.items():
-            results[position] = Refused(ids[position] if documents[position].id else None, error)
-        return [result for result in results if result is not None]
+        for position, error in insertion.refused.items():
+            given = insertion.documents[position].id
+            insertion.results[position] = Refused(insertion.ids[position] if given else None, error)
+        return [result for result in insertion.results if result is not None]
 
     def _same_document(
         self, row: int, exact: npt.NDArray[np.uint64], metadata: dict[str, Any] | None
@@ -717,6 +766,14 @@ _METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
 )
 
 
+def _retry_committed(error: BaseException | None) -> None:
+    """A retry found a document whose commit then failed: it is not stored after all."""
+    if error is not None:
+        raise StorageUnavailable(
+            f"the document's first attempt was not stored ({error}); send it again"
+        )
+
+
 def _equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
     """(later, earlier) rows of an (m, lanes) key matrix equal in some lane, each pair
     once per lane it shares. One sort of all keys: equal ones end up side by side."""
@@ -784,6 +841,29 @@ class _Pairs:
             self.similarity[order],
             self.distances[order],
         )
+
+
+@dataclass(slots=True)
+class _Insertion:
+    """One insert call on its way through _prepare, _apply and _settled."""
+
+    documents: Sequence[NewDocument]
+    ids: list[str]
+    fingerprints: Fingerprints  # of the documents not empty once normalised
+    kept: npt.NDArray[np.int64]  # their positions
+    refused: dict[int, NeardupError] = field(default_factory=dict)
+    retried: dict[int, int] = field(default_factory=dict)  # position -> its stored row
+    results: list[InsertResult | Refused | None] = field(default_factory=list)
+    committed: Future[None] | None = None  # the group commit of the inserted documents
+    batch: DocumentBatch | None = None
+    retry_commit: Future[None] | None = None  # the newest commit when retries were found
+    # Position -> row of ``fingerprints``, -1 for an empty text.
+    fingerprint_at: npt.NDArray[np.int64] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.documents)
+        self.fingerprint_at = np.full(len(self.documents), -1, dtype=np.int64)
+        self.fingerprint_at[self.kept] = np.arange(len(self.kept))
 
 
 class _PendingBatch:

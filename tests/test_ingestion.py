@@ -4,6 +4,7 @@ text, each followed by a restart (nothing lost, nothing doubled)."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,35 @@ def test_a_text_of_control_characters_only_is_empty_not_invalid(
     else:
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "invalid_document"
+
+
+def test_a_single_insert_waits_in_a_thread_while_a_batch_holds_the_lock(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Single inserts run on the event loop; when the collection's write lock is taken
+    they must not block the loop on it but wait in a thread, and still be stored."""
+    collection = client.app.state.registry.get("default")  # type: ignore[attr-defined]
+    waiting = threading.Event()
+    apply_locked = collection._apply_locked
+
+    def observed(*arguments: Any) -> None:
+        waiting.set()
+        apply_locked(*arguments)
+
+    monkeypatch.setattr(collection, "_apply_locked", observed)
+    answers: list[int] = []
+    with collection._write_lock:
+        sender = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    "/v1/collections/default/documents", json={"id": "late", "text": story(40)}
+                ).status_code
+            )
+        )
+        sender.start()
+        assert waiting.wait(30), "the insert did not fall back to a thread"
+        # The loop is free meanwhile: a read answers while the insert waits for the lock.
+        assert client.get("/v1/collections/default/documents/late").status_code == 404
+    sender.join(30)
+    assert answers == [201]
+    assert client.get("/v1/collections/default/documents/late").status_code == 200

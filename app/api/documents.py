@@ -66,12 +66,15 @@ def _inserted(result: InsertResult | Refused) -> InsertResult:
 
 
 @router.post("", status_code=201, response_model=InsertOut, responses={200: {"model": InsertOut}})
-def insert_document(body: DocumentIn, collection: CollectionDep, settings: SettingsDep) -> Response:
+async def insert_document(
+    body: DocumentIn, collection: CollectionDep, settings: SettingsDep
+) -> Response:
     """Insert one document (201). A duplicate with `on_duplicate: skip`, or the same id
     with the same text and metadata again (a retry), answers 200 and stores nothing."""
     limits.check_documents(settings, [body])
     document = NewDocument(text=body.text, id=body.id, metadata=body.metadata)
-    result = _inserted(collection.insert([document], body.on_duplicate, html=body.html)[0])
+    # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
+    result = _inserted(await collection.insert_async(document, body.on_duplicate, html=body.html))
     return json_response(insert_json(result), 201 if result.inserted else 200)
 
 
