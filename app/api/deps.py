@@ -21,12 +21,27 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-async def get_registry(request: Request) -> Registry:
+def registry_of(request: Request) -> Registry:
     """The registry, once the start-up rebuild is done (503 before)."""
     registry: Registry | None = request.app.state.registry
     if registry is None or not request.app.state.ready.is_set():
         raise NotReady("the service is starting: indexes are being rebuilt, retry shortly")
     return registry
+
+
+def collection_of(request: Request, name: str) -> Collection:
+    """The hot routes (documents, search) call this instead of depending on
+    CollectionDep: FastAPI's dependency solving cost each request ~40 us."""
+    return registry_of(request).get(name)
+
+
+def settings_of(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+async def get_registry(request: Request) -> Registry:
+    return registry_of(request)
 
 
 def _error(description: str) -> dict[str, Any]:

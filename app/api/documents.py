@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import AfterValidator, ValidationError
 
 from app.api import limits
-from app.api.deps import ERROR_RESPONSES, CollectionDep, SettingsDep
+from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, settings_of
 from app.api.errors import describe_validation_errors
 from app.api.schemas import (
     MAX_ID_LENGTH,
@@ -66,11 +66,10 @@ def _inserted(result: InsertResult | Refused) -> InsertResult:
 
 
 @router.post("", status_code=201, response_model=InsertOut, responses={200: {"model": InsertOut}})
-async def insert_document(
-    body: DocumentIn, collection: CollectionDep, settings: SettingsDep
-) -> Response:
+async def insert_document(body: DocumentIn, name: CollectionName, request: Request) -> Response:
     """Insert one document (201). A duplicate with `on_duplicate: skip`, or the same id
     with the same text and metadata again (a retry), answers 200 and stores nothing."""
+    collection, settings = collection_of(request, name), settings_of(request)
     limits.check_documents(settings, [body])
     document = NewDocument(text=body.text, id=body.id, metadata=body.metadata)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
@@ -96,7 +95,7 @@ def _checked(raw: dict[str, Any], settings: Settings) -> BatchDocument | Refused
 
 
 @router.post("/batch", response_model=BatchOut)
-def insert_batch(body: BatchIn, collection: CollectionDep, settings: SettingsDep) -> Response:
+def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Response:
     """Insert documents in order; each also matches the earlier ones of the batch.
 
     Always 200 with one result per document, in order. A document refused on its own
@@ -105,6 +104,7 @@ def insert_batch(body: BatchIn, collection: CollectionDep, settings: SettingsDep
     position and changes nothing; the others are inserted and matched as usual. The
     error code is the one the document alone would get. The whole request is refused
     only when it is wrong itself (not JSON, not this shape, too many documents)."""
+    collection, settings = collection_of(request, name), settings_of(request)
     limits.check_batch(settings, len(body.documents))
     checked = [_checked(raw, settings) for raw in body.documents]
     valid = [(position, d) for position, d in enumerate(checked) if isinstance(d, BatchDocument)]
@@ -128,7 +128,10 @@ def insert_batch(body: BatchIn, collection: CollectionDep, settings: SettingsDep
 
 
 @router.get("/{document_id}")
-async def get_document(document_id: DocumentId, collection: CollectionDep) -> DocumentOut:
+async def get_document(
+    document_id: DocumentId, name: CollectionName, request: Request
+) -> DocumentOut:
+    collection = collection_of(request, name)
     stored = collection.get(document_id)
     return DocumentOut(
         id=stored.id,
@@ -147,9 +150,10 @@ async def get_document(document_id: DocumentId, collection: CollectionDep) -> Do
     responses={200: {"model": InsertOut}},
 )
 def put_document(
-    document_id: DocumentId, body: DocumentPut, collection: CollectionDep, settings: SettingsDep
+    document_id: DocumentId, body: DocumentPut, name: CollectionName, request: Request
 ) -> Response:
     """Insert (201) or replace (200) the document with this id."""
+    collection, settings = collection_of(request, name), settings_of(request)
     limits.check_documents(settings, [body])
     document = NewDocument(text=body.text, id=document_id, metadata=body.metadata)
     result = _inserted(collection.insert([document], "insert", replace=True, html=body.html)[0])
@@ -157,7 +161,8 @@ def put_document(
 
 
 @router.delete("/{document_id}", status_code=204)
-def delete_document(document_id: DocumentId, collection: CollectionDep) -> Response:
+def delete_document(document_id: DocumentId, name: CollectionName, request: Request) -> Response:
+    collection = collection_of(request, name)
     collection.delete(document_id)
     return Response(status_code=204)
 
@@ -165,13 +170,14 @@ def delete_document(document_id: DocumentId, collection: CollectionDep) -> Respo
 @router.get("/{document_id}/similar", response_model=MatchesOut)
 async def similar_documents(
     document_id: DocumentId,
-    collection: CollectionDep,
-    settings: SettingsDep,
+    name: CollectionName,
+    request: Request,
     limit: Annotated[int, Query(ge=1)] = 10,
     min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
 ) -> Response:
     """Documents near this one, itself excluded, best first."""
+    collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, limit)
     query = SearchQuery(limit=limit, max_distance=max_distance, min_similarity=min_similarity)
     return json_response({"matches": collection.similar(document_id, query)})

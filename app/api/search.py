@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import AfterValidator
 
 from app.api import limits
-from app.api.deps import ERROR_RESPONSES, CollectionDep, SettingsDep
+from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, settings_of
 from app.api.documents import json_response
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.service import Query as SearchQuery
@@ -23,8 +23,9 @@ router = APIRouter(
 
 
 @router.post("", response_model=MatchesOut)
-async def search(body: SearchIn, collection: CollectionDep, settings: SettingsDep) -> Response:
+async def search(body: SearchIn, name: CollectionName, request: Request) -> Response:
     """Documents matching the text, best first. Nothing is stored."""
+    collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, body.limit)
     limits.check_text(settings, body.text)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity)
@@ -33,14 +34,15 @@ async def search(body: SearchIn, collection: CollectionDep, settings: SettingsDe
 
 @router.get("", response_model=MatchesOut)
 async def search_get(
-    collection: CollectionDep,
-    settings: SettingsDep,
+    name: CollectionName,
+    request: Request,
     text: Annotated[str, Query(min_length=1), AfterValidator(check_text)],
     limit: Annotated[int, Query(ge=1)] = 10,
     min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
 ) -> Response:
     """The same as POST, for short texts in the query string."""
+    collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, limit)
     limits.check_text(settings, text)
     query = SearchQuery(limit, max_distance, min_similarity)

@@ -1,0 +1,94 @@
+"""Compile every numba kernel of the service into numba's on-disk cache, ahead of time.
+
+numba compiles a kernel on its first call, once for each combination of argument types,
+and with ``cache=True`` keeps the machine code on disk (``__pycache__`` beside the source,
+or ``NUMBA_CACHE_DIR``), keyed by the source's contents and the CPU. Compiling them all
+takes some 20 s; ``neardup warm-up`` pays it at set-up (``make run``, the Docker build)
+so that a start only loads them. The kernels are reached through the service, on the
+paths that requests and the start-up rebuild take, so that each is compiled for the types
+those paths pass: a read-only array (documents read back from SQLite) is a type of its
+own, and so is each kind of text (ASCII, other scripts, HTML).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from app.collection_config import CollectionConfig, MinHashConfig, ShingleConfig, SimHashConfig
+from app.service import Collection, NewDocument, Query, Registry, warm_up
+from app.storage.sqlite import SQLiteStore
+
+STORY = (
+    "OPEC ministers agreed on Monday to cut crude oil output by 1.5 mln barrels a day "
+    "from April, sending prices sharply higher in London and New York."
+)
+TEXTS = (
+    STORY,
+    STORY.replace("sharply", "a little"),  # a near-duplicate of the first
+    "Short\ttext.",  # fewer words than a shingle
+    "石油输出国组织部长周一同意从四月起每天减产一百五十万桶原油。",  # no spaces
+    "Les ministres de l'OPEP ont décidé lundi de réduire la production de pétrole.",
+)
+HTML = "<html><body><p>OPEC ministers <b>agreed</b> on Monday</p><script>x()</script></body></html>"
+# More documents than the unsorted tail of a table holds: a batch is sorted and merged.
+BULK = tuple(" ".join(f"w{i}x{j}" for j in range(8)) for i in range(300))
+# Every index and shingle kind a collection can have.
+CONFIGS = {
+    "word": CollectionConfig(),
+    "char": CollectionConfig(shingle=ShingleConfig(unit="char", size=5)),
+    "simhash": CollectionConfig(minhash=MinHashConfig(enabled=False)),
+    "minhash": CollectionConfig(simhash=SimHashConfig(enabled=False), store_text=True),
+}
+
+
+def compile_kernels() -> float:
+    """Run every kernel the service calls, on the types it calls them with; the seconds
+    it took (numba loads what its cache holds, compiles and caches the rest)."""
+    started = time.perf_counter()
+    warm_up()
+    with tempfile.TemporaryDirectory(prefix="neardup-warm-up-") as scratch:
+        database = Path(scratch) / "warm-up.db"
+        registry = Registry(SQLiteStore(database, "NORMAL"))
+        try:
+            registry.open()
+            for name, config in CONFIGS.items():
+                collection, _ = registry.create(name, config)
+                _exercise(collection, "first")
+        finally:
+            registry.close()
+        # A restart: the start-up rebuild from what SQLite gives back, then requests.
+        registry = Registry(SQLiteStore(database, "NORMAL"))
+        try:
+            registry.open()
+            for collection in registry.list():
+                _exercise(collection, "again")
+        finally:
+            registry.close()
+    return time.perf_counter() - started
+
+
+def _exercise(collection: Collection, prefix: str) -> None:
+    """What requests do: inserts alone and in batches, searches, replacements, deletes,
+    then a merge and the searches of the merged indexes."""
+    ids = [f"{prefix}-{i}" for i in range(len(TEXTS))]
+    collection.insert([NewDocument(TEXTS[0], ids[0])])
+    collection.insert([NewDocument(TEXTS[3], ids[3])])
+    batch = [NewDocument(TEXTS[i], ids[i]) for i in (1, 2, 4)]
+    batch.append(NewDocument(TEXTS[1], f"{prefix}-again"))  # matches within the batch
+    collection.insert(batch)
+    collection.insert([NewDocument(HTML, f"{prefix}-html")], html=True)
+    collection.insert([NewDocument(TEXTS[0])], "skip")
+    collection.insert([NewDocument(TEXTS[2], ids[0])], replace=True)
+    collection.insert([NewDocument(text, f"{prefix}-bulk-{i}") for i, text in enumerate(BULK)])
+    for round_ in ("before", "after"):
+        for text in TEXTS:
+            collection.search(text, Query())
+        collection.search(TEXTS[0], Query(limit=1, max_distance=0, min_similarity=0.5))
+        collection.search(HTML, Query(), html=True)
+        collection.similar(ids[1], Query())
+        collection.get(ids[1])
+        if round_ == "before":
+            collection.delete(ids[4])
+            collection.merge(force=True)  # drops the deleted row
