@@ -28,6 +28,10 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,
 }
+# A 503 while the indexes are rebuilt says when to come back, in seconds (RFC 9110
+# 10.2.3): an empty or small data directory is ready about a second after the start.
+RETRY_AFTER = {"Retry-After": "1"}
+HEADERS_OF: dict[type[errors.NeardupError], dict[str, str]] = {errors.NotReady: RETRY_AFTER}
 CODE_OF_STATUS = {
     400: "bad_request",
     401: "unauthorized",
@@ -88,7 +92,12 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
 def install(app: FastAPI) -> None:
     @app.exception_handler(errors.NeardupError)
     async def service_error(request: Request, error: errors.NeardupError) -> JSONResponse:
-        return error_response(STATUS_OF.get(type(error), 400), error.code, str(error))
+        return error_response(
+            STATUS_OF.get(type(error), 400),
+            error.code,
+            str(error),
+            **HEADERS_OF.get(type(error), {}),
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

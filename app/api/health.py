@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.api.errors import error_response
+from app.api.errors import RETRY_AFTER, error_response
 
 router = APIRouter(tags=["health"])
 
@@ -24,7 +24,7 @@ async def readyz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ready"})
     failure = request.app.state.startup_error
     message = f"start-up failed: {failure}" if failure else "rebuilding indexes"
-    return error_response(503, "not_ready", message)
+    return error_response(503, "not_ready", message, **RETRY_AFTER)
 
 
 @router.get("/metrics", response_class=Response)

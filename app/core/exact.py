@@ -41,7 +41,7 @@ class ExactIndex:
     def search(self, exact_hash: ExactHashes) -> Rows:
         """Live rows with this exact hash, in row order. O(log N)."""
         wanted = np.asarray(exact_hash, dtype=np.uint64).reshape(2)
-        candidates = self._table.lookup_equal(0, int(wanted[1])).astype(np.int64)
+        candidates = self._table.lookup_equal(0, int(wanted[1]))
         stored = self._hashes.array  # read after the lookup: holds every candidate
         deleted = self._rows.deleted.array
         keep = (stored[candidates, 0] == wanted[0]) & ~deleted[candidates]

@@ -58,6 +58,16 @@ def claim_rows(
     rows = np.asarray(rows, dtype=np.int64).reshape(-1)
     if len(rows) == 0:
         return rows
+    if len(rows) == 1:  # a single insert: scalar checks, no array reductions (~10 us less)
+        row = int(rows[0])
+        if row < 0:
+            raise ValueError("row numbers must not be negative")
+        deleted.ensure(row + 1)
+        present.ensure(row + 1)
+        if present.array[row]:
+            raise ValueError("row numbers must be new: rows are never stored twice or reused")
+        present.array[row] = True
+        return rows
     if int(rows.min()) < 0:
         raise ValueError("row numbers must not be negative")
     size = int(rows.max()) + 1

@@ -274,9 +274,22 @@ class SortedTable:
         parts.append(state.tail_rows[: state.tail_count][in_range])
         return np.concatenate(parts)
 
-    def lookup_equal(self, lane: int, key: int) -> RowVector:
-        """Rows whose key in ``lane`` equals ``key``."""
-        return self.lookup_range(lane, key, key)
+    def lookup_equal(self, lane: int, key: int) -> npt.NDArray[np.int64]:
+        """Rows whose key in ``lane`` equals ``key``. One compiled call. O(log N + tail)."""
+        state = self._snapshot
+        return kernels.equal_rows(
+            state.main.keys,
+            state.main.rows,
+            state.frozen.keys,
+            state.frozen.rows,
+            state.buffer.keys,
+            state.buffer.rows,
+            state.tail_keys,
+            state.tail_rows,
+            state.tail_count,
+            lane,
+            np.uint64(key),
+        )
 
     def lookup_equal_many(
         self, lane: int, keys: npt.NDArray[np.uint64]
