@@ -7,7 +7,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     NEARDUP_HOST=0.0.0.0 \
     NEARDUP_PORT=8000 \
     NEARDUP_DATA_DIR=/data \
-    NUMBA_CACHE_DIR=/tmp/numba-cache
+    NUMBA_CACHE_DIR=/app/numba-cache
 
 RUN useradd --create-home --uid 10001 neardup \
     && mkdir -p /data /app \
@@ -23,7 +23,16 @@ RUN mkdir -p app && touch app/__init__.py \
     && rm -rf app
 
 COPY app ./app
-RUN pip install --no-deps . && python -c "import app.main"
+# Compile the numba kernels now, into NUMBA_CACHE_DIR: a start loads them instead of
+# compiling them (some 20 s). `neardup warm-up` imports the installed package, as
+# `neardup serve` does (numba's cache is keyed on the source's path and contents, and on
+# the CPU: on another CPU model than the build machine's, the first start compiles again).
+# numba uses a cache directory only if it can write to it: the user that serves owns it,
+# and group 0, that of a uid given with --user, may write to it too.
+RUN pip install --no-deps . \
+    && neardup warm-up \
+    && chown -R neardup:0 "$NUMBA_CACHE_DIR" \
+    && chmod -R g=u "$NUMBA_CACHE_DIR"
 
 USER neardup
 VOLUME ["/data"]

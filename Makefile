@@ -9,15 +9,26 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# numba compiles each kernel on its first call and caches it on disk (app/core/__pycache__,
+# keyed on the source's contents): the install compiles them all (`neardup warm-up`, some
+# 20 s), so that a start only loads them; $(VENV)/.kernels compiles again after a change.
+KERNEL_SOURCES := $(wildcard app/core/*.py) app/warmup.py
+
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
-	touch $@
+	$(BIN)/neardup warm-up
+	touch $@ $(VENV)/.kernels
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
-	touch $@ $(VENV)/.installed-run
+	$(BIN)/neardup warm-up
+	touch $@ $(VENV)/.installed-run $(VENV)/.kernels
 
-run: $(VENV)/.installed-run
+$(VENV)/.kernels: $(KERNEL_SOURCES) | $(VENV)/.installed-run
+	$(BIN)/neardup warm-up
+	touch $@
+
+run: $(VENV)/.installed-run $(VENV)/.kernels
 	NEARDUP_DATA_DIR=$${NEARDUP_DATA_DIR:-./data} $(BIN)/neardup serve
 
 lint: $(VENV)/.installed-test
