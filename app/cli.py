@@ -110,7 +110,7 @@ def warm_up(arguments: argparse.Namespace) -> None:
     from app.warmup import compile_kernels
 
     seconds = compile_kernels()
-    print(f"neardup warm-up: kernels compiled and cached in {seconds:.1f} s", file=sys.stderr)
+    print(f"neardup warm-up: every kernel in numba's cache after {seconds:.1f} s", file=sys.stderr)
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:
