@@ -15,20 +15,18 @@ returns was fully recorded in the per-row lists before it entered the index.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from app.collection_config import CollectionConfig, ShingleConfig
+from app.collection_config import CollectionConfig
 from app.core.exact import ExactIndex
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
 from app.core.hamming import HammingIndex
@@ -41,83 +39,31 @@ from app.errors import (
     InvalidDocument,
     InvalidParameter,
     NeardupError,
-    SettingsConflict,
     StorageUnavailable,
-    TooManyCollections,
-    UnknownCollection,
     UnknownDocument,
 )
-from app.memory import release_free_memory
+from app.service.matching import (
+    EXACT,
+    METHOD_ORDER,
+    METHODS_OF_BITS,
+    MINHASH,
+    SIMHASH,
+    Pairs,
+    equal_pairs,
+    positions_of,
+)
+from app.service.types import (
+    INSERT_MATCH_LIMIT,
+    InsertResult,
+    Match,
+    NewDocument,
+    OnDuplicate,
+    Query,
+    Refused,
+    StoredDocument,
+    iso_time,
+)
 from app.storage.base import DocumentBatch, Store, StoredCollection
-from app.storage.memory import MemoryStore
-
-OnDuplicate = Literal["insert", "skip"]
-MergeObserver = Callable[[str, float], None]
-Method = Literal["exact", "simhash", "minhash"]
-
-# An insert answers with its best matches only; a search asks for as many as it wants.
-INSERT_MATCH_LIMIT = 10
-# The merger wakes when a writer asks, and at least this often to catch up after bursts.
-MERGE_POLL_SECONDS = 1.0
-DEFAULT_COLLECTION = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    id: str
-    similarity: float
-    hamming_distance: int
-    methods: tuple[Method, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class InsertResult:
-    id: str
-    inserted: bool
-    duplicate_of: str | None
-    cluster_id: str
-    matches: list[Match]
-    replaced: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A document of an insert refused on its own: nothing of it was stored, and the
-    other documents of its batch went on without it."""
-
-    id: str | None
-    error: NeardupError
-
-
-@dataclass(frozen=True, slots=True)
-class NewDocument:
-    text: str
-    id: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredDocument:
-    id: str
-    metadata: dict[str, Any] | None
-    created_at: str
-    cluster_id: str
-    simhash: str
-    text: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """How a search filters: Hamming distance at most ``max_distance`` (default the
-    collection's k), similarity at least ``min_similarity`` (default: any that matched)."""
-
-    limit: int = 10
-    max_distance: int | None = None
-    min_similarity: float | None = None
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 class Collection:
@@ -172,7 +118,7 @@ class Collection:
         return StoredDocument(
             id=document_id,
             metadata=self._metadata[row],
-            created_at=_iso(float(self._created.array[row])),
+            created_at=iso_time(float(self._created.array[row])),
             cluster_id=self._ids[int(self._cluster.array[row])],
             simhash=f"{int(self._simhash.array[row]):016x}",
             text=self._texts[row],
@@ -261,22 +207,22 @@ class Collection:
 
     def _match_indexes(
         self, fingerprints: Fingerprints, query: Query, exclude: Rows | None = None
-    ) -> _Pairs:
+    ) -> Pairs:
         """Every indexed document matching each of a batch of documents, by any method:
-        one batched search per index, then scored (see _Pairs)."""
+        one batched search per index, then scored (see Pairs)."""
         found: list[tuple[Rows, Rows, int]] = []
-        found.append((*self._exact.search_many(fingerprints.exact), _EXACT))
+        found.append((*self._exact.search_many(fingerprints.exact), EXACT))
         if self._hamming is not None:
             ends, rows, _ = self._hamming.search_many(fingerprints.simhash, query.max_distance)
-            found.append((_positions_of(ends), rows, _SIMHASH))
+            found.append((positions_of(ends), rows, SIMHASH))
         if self._lsh is not None:
             threshold = query.min_similarity
             if threshold is None:
                 threshold = self.config.minhash.threshold
             ends, rows, _ = self._lsh.search_many(fingerprints.minhash, threshold)
-            found.append((_positions_of(ends), rows, _MINHASH))
+            found.append((positions_of(ends), rows, MINHASH))
         if not any(len(part[1]) for part in found):
-            return _Pairs.empty()  # the usual answer for a new text: nothing to score
+            return Pairs.empty()  # the usual answer for a new text: nothing to score
         positions = np.concatenate([part[0] for part in found])
         rows = np.concatenate([part[1] for part in found]).astype(np.int64)
         bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
@@ -296,32 +242,32 @@ class Collection:
             fingerprints, positions, rows, methods, self._simhash.array[rows], signatures, query
         )
 
-    def _match_within(self, fingerprints: Fingerprints) -> _Pairs:
+    def _match_within(self, fingerprints: Fingerprints) -> Pairs:
         """Pairs (later position, earlier position) of one batch matching by the rules the
         indexes apply (MinHash: a whole band in common, then verified), so that a batch
         answers as the same documents inserted one by one would."""
         count = len(fingerprints.simhash)
-        found: list[tuple[Rows, Rows, int]] = [(*_equal_pairs(fingerprints.exact[:, 1:]), _EXACT)]
+        found: list[tuple[Rows, Rows, int]] = [(*equal_pairs(fingerprints.exact[:, 1:]), EXACT)]
         if self._hamming is not None:
             later, earlier = np.tril_indices(count, -1)
             distances = np.bitwise_count(
                 fingerprints.simhash[later] ^ fingerprints.simhash[earlier]
             )
             near = np.flatnonzero(distances <= self.config.simhash.max_distance)
-            found.append((later[near], earlier[near], _SIMHASH))
+            found.append((later[near], earlier[near], SIMHASH))
         if self._lsh is not None:
-            later, earlier = _equal_pairs(self._lsh.band_keys(fingerprints.minhash))
+            later, earlier = equal_pairs(self._lsh.band_keys(fingerprints.minhash))
             agree = np.count_nonzero(
                 fingerprints.minhash[later] == fingerprints.minhash[earlier], axis=1
             )
             verified = agree >= min_matches(self.config.minhash.threshold, self._num_perm)
-            found.append((later[verified], earlier[verified], _MINHASH))
+            found.append((later[verified], earlier[verified], MINHASH))
         later = np.concatenate([part[0] for part in found]).astype(np.int64)
         earlier = np.concatenate([part[1] for part in found]).astype(np.int64)
         bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
-        if (bits == _EXACT).any():  # an equal low word is a candidate: the high word decides
+        if (bits == EXACT).any():  # an equal low word is a candidate: the high word decides
             same = (fingerprints.exact[later] == fingerprints.exact[earlier]).all(axis=1)
-            keep = (bits != _EXACT) | same
+            keep = (bits != EXACT) | same
             later, earlier, bits = later[keep], earlier[keep], bits[keep]
         unique, inverse = np.unique((later << 32) | earlier, return_inverse=True)
         methods = np.zeros(len(unique), dtype=np.uint8)
@@ -346,7 +292,7 @@ class Collection:
         simhashes: npt.NDArray[np.uint64],
         signatures: npt.NDArray[np.uint32],
         query: Query,
-    ) -> _Pairs:
+    ) -> Pairs:
         """Similarity is the MinHash estimate (or, with MinHash off, 1 - distance / 64);
         ties go to the nearer SimHash, then the older document."""
         distances = np.bitwise_count(simhashes ^ fingerprints.simhash[positions]).astype(np.int64)
@@ -361,13 +307,13 @@ class Collection:
             positions, rows, methods = positions[keep], rows[keep], methods[keep]
             similarity, distances = similarity[keep], distances[keep]
         order = np.lexsort((rows, distances, -similarity, positions))
-        return _Pairs(
+        return Pairs(
             positions[order], rows[order], methods[order], similarity[order], distances[order]
         )
 
     def _matches(
         self,
-        pairs: _Pairs,
+        pairs: Pairs,
         span: tuple[int, int],
         limit: int,
         ids: Callable[[int], str] | None = None,
@@ -377,7 +323,7 @@ class Collection:
             return []  # most inserted documents: nothing to build
         id_of = ids or self._ids.__getitem__
         return [
-            Match(id_of(row), similarity, distance, _METHODS_OF_BITS[bits])
+            Match(id_of(row), similarity, distance, METHODS_OF_BITS[bits])
             for row, similarity, distance, bits in zip(
                 pairs.rows[start:end].tolist(),
                 pairs.similarity[start:end].tolist(),
@@ -531,7 +477,7 @@ class Collection:
         """The answer to a document sent again: a duplicate of itself, nothing changed."""
         document_id = self._ids[row]
         present = (True, self._hamming is not None, self._lsh is not None)
-        methods = tuple(m for m, on in zip(_METHOD_ORDER, present, strict=True) if on)
+        methods = tuple(m for m, on in zip(METHOD_ORDER, present, strict=True) if on)
         return InsertResult(
             id=document_id,
             inserted=False,
@@ -555,7 +501,7 @@ class Collection:
         old_rows = np.array([self._row_of.get(i, -1) for i in ids], dtype=np.int64)
         query = Query(limit=INSERT_MATCH_LIMIT)
         from_index = self._match_indexes(fingerprints, query, exclude=old_rows)
-        within = self._match_within(fingerprints) if len(documents) > 1 else _Pairs.empty()
+        within = self._match_within(fingerprints) if len(documents) > 1 else Pairs.empty()
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
         row_at = np.full(len(documents), -1, dtype=np.int64)
         index_spans = from_index.spans(len(documents))
@@ -612,9 +558,9 @@ class Collection:
 
     def _with_batch_matches(
         self,
-        from_index: _Pairs,
+        from_index: Pairs,
         index_span: tuple[int, int],
-        within: _Pairs,
+        within: Pairs,
         batch_span: tuple[int, int],
         row_at: Rows,
         pending: _PendingBatch,
@@ -625,7 +571,7 @@ class Collection:
         start, end = batch_span
         rows = row_at[within.rows[start:end]]
         accepted = rows >= 0
-        merged = _Pairs(
+        merged = Pairs(
             np.zeros(last - first + int(accepted.sum()), dtype=np.int64),
             np.concatenate([from_index.rows[first:last], rows[accepted]]),
             np.concatenate([from_index.methods[first:last], within.methods[start:end][accepted]]),
@@ -757,89 +703,11 @@ class Collection:
         return any(index.needs_merge() for index in self._indexes())
 
 
-_METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash")
-_EXACT, _SIMHASH, _MINHASH = 1, 2, 4
-# Method bits -> the methods named in a Match, in the contract's order.
-_METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
-    tuple(method for bit, method in zip((1, 2, 4), _METHOD_ORDER, strict=True) if bits & bit)
-    for bits in range(8)
-)
-
-
 def _retry_committed(error: BaseException | None) -> None:
     """A retry found a document whose commit then failed: it is not stored after all."""
     if error is not None:
         raise StorageUnavailable(
             f"the document's first attempt was not stored ({error}); send it again"
-        )
-
-
-def _equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
-    """(later, earlier) rows of an (m, lanes) key matrix equal in some lane, each pair
-    once per lane it shares. One sort of all keys: equal ones end up side by side."""
-    count = keys.shape[0]
-    flat = keys.T.ravel()  # lane by lane, so that the lane is position // count
-    order = np.argsort(flat, kind="stable")
-    ordered = flat[order]
-    repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
-    later: list[int] = []
-    earlier: list[int] = []
-    # Rare (only documents of the batch alike): a Python loop over the runs of equal keys.
-    starts = [at for at in repeats.tolist() if at == 0 or ordered[at - 1] != ordered[at]]
-    for start in starts:
-        end = start + 1
-        while end < len(ordered) and ordered[end] == ordered[start]:
-            end += 1
-        members = order[start:end]
-        for i, first in enumerate(members.tolist()):
-            for second in members[i + 1 :].tolist():
-                if first // count == second // count:  # the same lane
-                    later.append(max(first, second) % count)
-                    earlier.append(min(first, second) % count)
-    return np.array(later, dtype=np.int64), np.array(earlier, dtype=np.int64)
-
-
-def _positions_of(ends: Rows) -> Rows:
-    """Query position of each result of a batched search answering (ends, results)."""
-    if len(ends) == 1:
-        return np.zeros(int(ends[0]), dtype=np.int64)
-    return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
-
-
-@dataclass(frozen=True, slots=True)
-class _Pairs:
-    """Matches of a batch of queries as columns, sorted by query position and then best
-    first: highest similarity, nearest SimHash, oldest row."""
-
-    positions: Rows
-    rows: Rows
-    methods: npt.NDArray[np.uint8]
-    similarity: npt.NDArray[np.float64]
-    distances: Rows
-
-    @staticmethod
-    def empty() -> _Pairs:
-        none = np.zeros(0, dtype=np.int64)
-        return _Pairs(none, none, np.zeros(0, np.uint8), np.zeros(0), none)
-
-    def span(self, position: int) -> tuple[int, int]:
-        """[start, end) of the matches of query ``position``."""
-        start = int(np.searchsorted(self.positions, position, "left"))
-        return start, int(np.searchsorted(self.positions, position, "right"))
-
-    def spans(self, count: int) -> list[tuple[int, int]]:
-        """[start, end) of the matches of each of queries 0 .. count - 1."""
-        bounds = np.searchsorted(self.positions, np.arange(count + 1), "left").tolist()
-        return list(itertools.pairwise(bounds))
-
-    def sorted(self) -> _Pairs:
-        order = np.lexsort((self.rows, self.distances, -self.similarity, self.positions))
-        return _Pairs(
-            self.positions[order],
-            self.rows[order],
-            self.methods[order],
-            self.similarity[order],
-            self.distances[order],
         )
 
 
@@ -919,106 +787,3 @@ class _PendingBatch:
             minhash=chosen.minhash,
             exact=chosen.exact,
         )
-
-
-def warm_up() -> None:
-    """Run every compiled kernel once (numba loads or compiles them on first use)."""
-    for unit in ("char", "word"):
-        config = CollectionConfig(shingle=ShingleConfig(unit=unit))
-        store = MemoryStore()
-        store.create_collection("warm-up", config.to_dict())
-        collection = Collection("warm-up", config, store)
-        collection.insert([NewDocument("warm up the kernels", "a")])
-        collection.search("warm up the kernels", Query())
-        collection.merge(force=True)
-
-
-class Registry:
-    """Every collection of a service, and the background merger that keeps them fast."""
-
-    def __init__(self, store: Store, max_collections: int = 1000) -> None:
-        self._store = store
-        self._max_collections = max_collections
-        self._collections: dict[str, Collection] = {}
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._merger: threading.Thread | None = None
-        self._observe_merge: MergeObserver = lambda collection, seconds: None
-
-    def open(self) -> None:
-        """Rebuild every stored collection, create ``default`` if it is missing, and
-        compile the kernels, so that the first request after /readyz is not slow."""
-        for stored in self._store.load():
-            config = CollectionConfig.from_dict(stored.config)
-            collection = Collection(stored.name, config, self._store, self.wake_merger)
-            collection.restore(stored)
-            self._collections[stored.name] = collection
-        if DEFAULT_COLLECTION not in self._collections:
-            self.create(DEFAULT_COLLECTION, CollectionConfig())
-        warm_up()
-
-    def create(self, name: str, config: CollectionConfig) -> tuple[Collection, bool]:
-        """(collection, created): the same settings again is fine, different ones conflict."""
-        with self._lock:
-            existing = self._collections.get(name)
-            if existing is not None:
-                if existing.config != config:
-                    raise SettingsConflict(
-                        f"collection {name!r} exists with other settings: "
-                        f"{existing.config.to_dict()}; settings cannot change once created"
-                    )
-                return existing, False
-            if len(self._collections) >= self._max_collections:
-                raise TooManyCollections(
-                    f"at most {self._max_collections} collections; delete one first"
-                )
-            self._store.create_collection(name, config.to_dict())
-            collection = Collection(name, config, self._store, self.wake_merger)
-            self._collections[name] = collection
-            return collection, True
-
-    def get(self, name: str) -> Collection:
-        collection = self._collections.get(name)
-        if collection is None:
-            raise UnknownCollection(name)
-        return collection
-
-    def list(self) -> list[Collection]:
-        return [self._collections[name] for name in sorted(self._collections)]
-
-    def drop(self, name: str) -> None:
-        with self._lock:
-            self.get(name)
-            self._store.drop_collection(name)
-            del self._collections[name]
-
-    def observe_merges(self, observer: MergeObserver) -> None:
-        """Call ``observer(collection name, seconds)`` after each background merge."""
-        self._observe_merge = observer
-
-    def wake_merger(self) -> None:
-        self._wake.set()
-
-    def start_merger(self) -> None:
-        self._merger = threading.Thread(target=self._merge_loop, name="merger", daemon=True)
-        self._merger.start()
-
-    def _merge_loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.wait(MERGE_POLL_SECONDS)
-            self._wake.clear()
-            for collection in list(self._collections.values()):
-                if collection.needs_merge():
-                    started = time.perf_counter()
-                    if collection.merge():
-                        self._observe_merge(collection.name, time.perf_counter() - started)
-                        # The arrays a merge replaced are free now: give them back.
-                        release_free_memory()
-
-    def close(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if self._merger is not None:
-            self._merger.join()
-        self._store.close()

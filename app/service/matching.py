@@ -1,0 +1,89 @@
+"""Matches of a batch of queries as columns (Pairs), and the method bits they carry."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core.types import Rows
+from app.service.types import Method
+
+METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash")
+EXACT, SIMHASH, MINHASH = 1, 2, 4
+# Method bits -> the methods named in a Match, in the contract's order.
+METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
+    tuple(method for bit, method in zip((1, 2, 4), METHOD_ORDER, strict=True) if bits & bit)
+    for bits in range(8)
+)
+
+
+def equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
+    """(later, earlier) rows of an (m, lanes) key matrix equal in some lane, each pair
+    once per lane it shares. One sort of all keys: equal ones end up side by side."""
+    count = keys.shape[0]
+    flat = keys.T.ravel()  # lane by lane, so that the lane is position // count
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
+    later: list[int] = []
+    earlier: list[int] = []
+    # Rare (only documents of the batch alike): a Python loop over the runs of equal keys.
+    starts = [at for at in repeats.tolist() if at == 0 or ordered[at - 1] != ordered[at]]
+    for start in starts:
+        end = start + 1
+        while end < len(ordered) and ordered[end] == ordered[start]:
+            end += 1
+        members = order[start:end]
+        for i, first in enumerate(members.tolist()):
+            for second in members[i + 1 :].tolist():
+                if first // count == second // count:  # the same lane
+                    later.append(max(first, second) % count)
+                    earlier.append(min(first, second) % count)
+    return np.array(later, dtype=np.int64), np.array(earlier, dtype=np.int64)
+
+
+def positions_of(ends: Rows) -> Rows:
+    """Query position of each result of a batched search answering (ends, results)."""
+    if len(ends) == 1:
+        return np.zeros(int(ends[0]), dtype=np.int64)
+    return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+
+
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """Matches of a batch of queries as columns, sorted by query position and then best
+    first: highest similarity, nearest SimHash, oldest row."""
+
+    positions: Rows
+    rows: Rows
+    methods: npt.NDArray[np.uint8]
+    similarity: npt.NDArray[np.float64]
+    distances: Rows
+
+    @staticmethod
+    def empty() -> Pairs:
+        none = np.zeros(0, dtype=np.int64)
+        return Pairs(none, none, np.zeros(0, np.uint8), np.zeros(0), none)
+
+    def span(self, position: int) -> tuple[int, int]:
+        """[start, end) of the matches of query ``position``."""
+        start = int(np.searchsorted(self.positions, position, "left"))
+        return start, int(np.searchsorted(self.positions, position, "right"))
+
+    def spans(self, count: int) -> list[tuple[int, int]]:
+        """[start, end) of the matches of each of queries 0 .. count - 1."""
+        bounds = np.searchsorted(self.positions, np.arange(count + 1), "left").tolist()
+        return list(itertools.pairwise(bounds))
+
+    def sorted(self) -> Pairs:
+        order = np.lexsort((self.rows, self.distances, -self.similarity, self.positions))
+        return Pairs(
+            self.positions[order],
+            self.rows[order],
+            self.methods[order],
+            self.similarity[order],
+            self.distances[order],
+        )

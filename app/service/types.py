@@ -1,0 +1,75 @@
+"""What the service takes and answers: documents, queries, matches, results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from app.errors import NeardupError
+
+OnDuplicate = Literal["insert", "skip"]
+MergeObserver = Callable[[str, float], None]
+Method = Literal["exact", "simhash", "minhash"]
+
+# An insert answers with its best matches only; a search asks for as many as it wants.
+INSERT_MATCH_LIMIT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    id: str
+    similarity: float
+    hamming_distance: int
+    methods: tuple[Method, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    id: str
+    inserted: bool
+    duplicate_of: str | None
+    cluster_id: str
+    matches: list[Match]
+    replaced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A document of an insert refused on its own: nothing of it was stored, and the
+    other documents of its batch went on without it."""
+
+    id: str | None
+    error: NeardupError
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    text: str
+    id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    id: str
+    metadata: dict[str, Any] | None
+    created_at: str
+    cluster_id: str
+    simhash: str
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """How a search filters: Hamming distance at most ``max_distance`` (default the
+    collection's k), similarity at least ``min_similarity`` (default: any that matched)."""
+
+    limit: int = 10
+    max_distance: int | None = None
+    min_similarity: float | None = None
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
