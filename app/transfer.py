@@ -6,10 +6,11 @@ One line per collection, then one per live document, in the order they were inse
     {"type": "document", "collection": "default", "id": "a", "created_at": 1.7e9,
      "cluster_id": "a", "metadata": null, "simhash": "16 hex digits",
      "minhash": "base64 of K little-endian uint32", "exact": "32 hex digits",
-     "text": "the text, or null"}
+     "text": "the text, or null", "short": "the normalised short text, or null"}
 
-Documents carry their fingerprints, and their text when the collection keeps texts
-(``store_text``): an import restores a collection exactly under the same settings. To
+Documents carry their fingerprints, the normalised text the n-gram index holds for a
+short one, and their text when the collection keeps texts (``store_text``): an import
+restores a collection exactly under the same settings. To
 re-index under new settings, keep texts and post them again to a new collection. A
 cluster named by a deleted document keeps its name: the import records that name under a
 deleted row, as the service does.
@@ -42,6 +43,7 @@ def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
         names = dict(stored.names)
         names.update(zip(documents.rows.tolist(), documents.ids, strict=True))
         texts = documents.text_column()
+        shorts = documents.short_column()
         for i, document_id in enumerate(documents.ids):
             yield json.dumps(
                 {
@@ -57,6 +59,7 @@ def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
                     ).decode(),
                     "exact": f"{int(documents.exact[i, 0]):016x}{int(documents.exact[i, 1]):016x}",
                     "text": texts[i],
+                    "short": shorts[i],
                 }
             )
 
@@ -130,6 +133,7 @@ class _CollectionImport:
                 dtype=np.uint64,
             ).reshape(len(documents), 2),
             texts=[document.get("text") for document in documents],
+            shorts=[document.get("short") for document in documents],
         )
 
 

@@ -9,17 +9,24 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from app.collection_config import (
     DEFAULT_MAX_DISTANCE,
+    DEFAULT_NGRAM_MAX_CHARS,
+    DEFAULT_NGRAM_SIZE,
+    DEFAULT_NGRAM_THRESHOLD,
     DEFAULT_SHINGLE_SIZE,
     DEFAULT_SHINGLE_UNIT,
     DEFAULT_THRESHOLD,
     CollectionConfig,
     MinHashConfig,
+    NgramConfig,
     ShingleConfig,
     SimHashConfig,
 )
 from app.core.fingerprint import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SHINGLE_SIZE
 from app.core.hamming import MAX_DISTANCE_LIMIT
+from app.core.ngram import MAX_SIZE as MAX_NGRAM_SIZE
 
+# The n-gram index verifies every candidate exactly: its cost grows with the texts' length.
+MAX_NGRAM_MAX_CHARS = 1000
 COLLECTION_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 MAX_ID_LENGTH = 256
 
@@ -92,10 +99,25 @@ class MinHashSettings(Input):
     threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, lt=1.0, allow_inf_nan=False)
 
 
+class NgramSettings(Input):
+    """The exact n-gram index of short texts (titles, tweets, short posts)."""
+
+    enabled: bool = True
+    max_chars: int = Field(
+        DEFAULT_NGRAM_MAX_CHARS,
+        ge=1,
+        le=MAX_NGRAM_MAX_CHARS,
+        description="Texts of at most this many normalised characters are indexed here.",
+    )
+    size: int = Field(DEFAULT_NGRAM_SIZE, ge=1, le=MAX_NGRAM_SIZE, description="q, characters")
+    threshold: float = Field(DEFAULT_NGRAM_THRESHOLD, gt=0.0, le=1.0, allow_inf_nan=False)
+
+
 class CollectionSettings(Input):
     shingle: ShingleSettings = Field(default_factory=ShingleSettings)
     simhash: SimHashSettings = Field(default_factory=SimHashSettings)
     minhash: MinHashSettings = Field(default_factory=MinHashSettings)
+    ngram: NgramSettings = Field(default_factory=NgramSettings)
     store_text: bool = Field(False, description="Keep each document's text.")
 
     def to_config(self) -> CollectionConfig:
@@ -103,6 +125,7 @@ class CollectionSettings(Input):
             shingle=ShingleConfig(**self.shingle.model_dump()),
             simhash=SimHashConfig(**self.simhash.model_dump()),
             minhash=MinHashConfig(**self.minhash.model_dump()),
+            ngram=NgramConfig(**self.ngram.model_dump()),
             store_text=self.store_text,
         )
 
@@ -177,7 +200,7 @@ class MatchOut(BaseModel):
     id: str
     similarity: float
     hamming_distance: int
-    methods: list[Literal["exact", "simhash", "minhash"]]
+    methods: list[Literal["exact", "simhash", "minhash", "ngram"]]
 
 
 class InsertOut(BaseModel):

@@ -94,13 +94,19 @@ class Fingerprints:
     simhash: SimHashes  # uint64[N]
     minhash: MinHashes  # uint32[N, K]
     exact: ExactHashes  # uint64[N, 2]: xxh3-128 of the normalised text, high then low
+    # The normalised text of each short document (at most the short_chars asked for),
+    # None for the others: what the n-gram index stores. None when none were asked for.
+    shorts: list[str | None] | None = None
 
     def __len__(self) -> int:
         return int(self.simhash.shape[0])
 
     def select(self, positions: npt.NDArray[np.integer]) -> Fingerprints:
         """The fingerprints of some documents, in the order given."""
-        return Fingerprints(self.simhash[positions], self.minhash[positions], self.exact[positions])
+        shorts = None if self.shorts is None else [self.shorts[i] for i in positions.tolist()]
+        return Fingerprints(
+            self.simhash[positions], self.minhash[positions], self.exact[positions], shorts
+        )
 
 
 _WORD_CATEGORIES = frozenset(("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No"))
@@ -227,11 +233,12 @@ def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = Fal
 
 
 def fingerprint_nonempty(
-    texts: list[str], params: FingerprintParams, *, html: bool = False
+    texts: list[str], params: FingerprintParams, *, html: bool = False, short_chars: int = 0
 ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
     """(fingerprints, kept): the fingerprints of the texts that are not empty once
     normalised, row i for ``texts[kept[i]]``; the service refuses the others one by one,
-    so that one empty text does not cost a batch.
+    so that one empty text does not cost a batch. With ``short_chars``, ``shorts`` holds
+    the normalised text of each one of at most that many characters.
 
     Cost: O(total characters x shingle size) in compiled code plus O(N) Python calls.
     """
@@ -239,19 +246,43 @@ def fingerprint_nonempty(
         texts = [html_to_text(text) for text in texts]
     plain = np.fromiter(map(str.isascii, texts), dtype=np.bool_, count=len(texts))
     if not plain.all():
-        return _fingerprint_mixed(texts, plain, params)
+        fingerprints, kept, normalized_texts = _fingerprint_mixed(texts, plain, params)
+        if short_chars:
+            fingerprints = _with_shorts(fingerprints, normalized_texts, short_chars)
+        return fingerprints, kept
     normalized, offsets = _normalize_ascii(texts)
     empty = np.diff(offsets) == 0
     if empty.any():
         offsets = np.concatenate([offsets[:1], offsets[1:][~empty]])
     kept = np.flatnonzero(~empty).astype(np.int64)
-    return _fingerprint_ascii(normalized, offsets, params), kept
+    fingerprints = _fingerprint_ascii(normalized, offsets, params)
+    if short_chars:
+        shorts: list[str | None] = [None] * len(kept)
+        if (np.diff(offsets) <= short_chars).any():
+            data = normalized.tobytes()
+            bounds = itertools.pairwise(offsets.tolist())
+            shorts = [
+                data[start:end].decode("ascii") if end - start <= short_chars else None
+                for start, end in bounds
+            ]
+        fingerprints = Fingerprints(
+            fingerprints.simhash, fingerprints.minhash, fingerprints.exact, shorts
+        )
+    return fingerprints, kept
+
+
+def _with_shorts(
+    fingerprints: Fingerprints, normalized_texts: list[str], short_chars: int
+) -> Fingerprints:
+    shorts = [text if len(text) <= short_chars else None for text in normalized_texts]
+    return Fingerprints(fingerprints.simhash, fingerprints.minhash, fingerprints.exact, shorts)
 
 
 def _fingerprint_mixed(
     texts: list[str], plain: npt.NDArray[np.bool_], params: FingerprintParams
-) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
-    """Each part its own way, reassembled in the batch's order, empty texts left out."""
+) -> tuple[Fingerprints, npt.NDArray[np.int64], list[str]]:
+    """Each part its own way, reassembled in the batch's order, empty texts left out;
+    and the normalised texts of those kept, in the same order."""
     ascii_positions, other_positions = np.flatnonzero(plain), np.flatnonzero(~plain)
     normalized, offsets = _normalize_ascii([texts[i] for i in ascii_positions])
     empty_ascii = np.diff(offsets) == 0
@@ -271,7 +302,11 @@ def _fingerprint_mixed(
         np.concatenate([part.minhash for part in parts])[order],
         np.concatenate([part.exact for part in parts])[order],
     )
-    return fingerprints, positions[order]
+    data = normalized.tobytes()
+    bounds = offsets.tolist()
+    normalized_texts = [data[a:b].decode("ascii") for a, b in itertools.pairwise(bounds)]
+    normalized_texts += [others[i] for i in nonempty_others]
+    return fingerprints, positions[order], [normalized_texts[i] for i in order.tolist()]
 
 
 def _normalize_ascii(texts: list[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:

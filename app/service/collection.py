@@ -27,10 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import CollectionConfig
-from app.core.exact import ExactIndex
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
-from app.core.hamming import HammingIndex
-from app.core.lsh import LSHIndex, min_matches
 from app.core.row_array import RowArray
 from app.core.types import Backlog, Rows
 from app.errors import (
@@ -42,16 +39,8 @@ from app.errors import (
     StorageUnavailable,
     UnknownDocument,
 )
-from app.service.matching import (
-    EXACT,
-    METHOD_ORDER,
-    METHODS_OF_BITS,
-    MINHASH,
-    SIMHASH,
-    Pairs,
-    equal_pairs,
-    positions_of,
-)
+from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
+from app.service.matching import METHODS_OF_BITS, Pairs
 from app.service.types import (
     INSERT_MATCH_LIMIT,
     InsertResult,
@@ -82,15 +71,12 @@ class Collection:
         self._store = store
         self._params = config.fingerprint_params
         self._num_perm = config.minhash.num_perm if config.minhash.enabled else 0
-        self._hamming = (
-            HammingIndex(config.simhash.max_distance) if config.simhash.enabled else None
-        )
-        self._lsh = (
-            LSHIndex(config.minhash.threshold, config.minhash.num_perm)
-            if config.minhash.enabled
-            else None
-        )
-        self._exact = ExactIndex()
+        # Every index through one interface (app/service/indexes.py); two are also kept
+        # by kind for what only they hold: the exact hashes and the MinHash signatures.
+        self._indexes = build_indexes(config)
+        self._exact = next(i for i in self._indexes if isinstance(i, ExactMatcher)).index
+        self._lsh = next((i.index for i in self._indexes if isinstance(i, MinHashMatcher)), None)
+        self._ngram = next((i for i in self._indexes if isinstance(i, NgramMatcher)), None)
         self._write_lock = threading.Lock()
         # The newest group commit queued by an insert (commits complete in queue order).
         self._last_commit: Future[None] | None = None
@@ -158,26 +144,16 @@ class Collection:
             raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
 
     def stats(self) -> dict[str, Any]:
-        indexes: dict[str, Any] = {"exact": self._exact}
-        if self._hamming is not None:
-            indexes["simhash"] = self._hamming
-        if self._lsh is not None:
-            indexes["minhash"] = self._lsh
         return {
             "documents": len(self),
             "duplicates": sum(len(members) for members in self._members.values()),
             "merges": self.merges,
-            "index_bytes": sum(index.memory_bytes() for index in indexes.values()),
+            "index_bytes": sum(index.memory_bytes() for index in self._indexes),
         }
 
     def backlogs(self) -> dict[str, Backlog]:
-        """Per index (exact, simhash, minhash): entries not merged yet, tombstones held."""
-        indexes: dict[str, HammingIndex | LSHIndex | ExactIndex] = {"exact": self._exact}
-        if self._hamming is not None:
-            indexes["simhash"] = self._hamming
-        if self._lsh is not None:
-            indexes["minhash"] = self._lsh
-        return {name: index.backlog() for name, index in indexes.items()}
+        """Per index (exact, simhash, minhash, ngram): entries not merged yet, tombstones."""
+        return {index.name: index.backlog() for index in self._indexes}
 
     # ------------------------------------------------------------------ matching
 
@@ -191,10 +167,15 @@ class Collection:
         self, texts: Sequence[str], html: bool
     ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
         """Fingerprints of the texts not empty once normalised, and their positions."""
-        fingerprints, kept = fingerprint_nonempty(list(texts), self._params, html=html)
+        fingerprints, kept = fingerprint_nonempty(
+            list(texts), self._params, html=html, short_chars=self.config.short_chars
+        )
         if not self._num_perm:  # MinHash off: keep no signatures
             fingerprints = Fingerprints(
-                fingerprints.simhash, fingerprints.minhash[:, :0], fingerprints.exact
+                fingerprints.simhash,
+                fingerprints.minhash[:, :0],
+                fingerprints.exact,
+                fingerprints.shorts,
             )
         return fingerprints, kept
 
@@ -203,76 +184,39 @@ class Collection:
             signatures = self._lsh.signatures(rows)
         else:
             signatures = np.zeros((len(rows), 0), dtype=np.uint32)
-        return Fingerprints(self._simhash.array[rows], signatures, self._exact.hashes(rows))
+        shorts = self._ngram.stored_texts(rows) if self._ngram is not None else None
+        return Fingerprints(self._simhash.array[rows], signatures, self._exact.hashes(rows), shorts)
 
     def _match_indexes(
         self, fingerprints: Fingerprints, query: Query, exclude: Rows | None = None
     ) -> Pairs:
         """Every indexed document matching each of a batch of documents, by any method:
         one batched search per index, then scored (see Pairs)."""
-        found: list[tuple[Rows, Rows, int]] = []
-        found.append((*self._exact.search_many(fingerprints.exact), EXACT))
-        if self._hamming is not None:
-            ends, rows, _ = self._hamming.search_many(fingerprints.simhash, query.max_distance)
-            found.append((positions_of(ends), rows, SIMHASH))
-        if self._lsh is not None:
-            threshold = query.min_similarity
-            if threshold is None:
-                threshold = self.config.minhash.threshold
-            ends, rows, _ = self._lsh.search_many(fingerprints.minhash, threshold)
-            found.append((positions_of(ends), rows, MINHASH))
-        if not any(len(part[1]) for part in found):
+        found = [(index.search_many(fingerprints, query), index.bit) for index in self._indexes]
+        if not any(len(part.rows) for part, _ in found):
             return Pairs.empty()  # the usual answer for a new text: nothing to score
-        positions = np.concatenate([part[0] for part in found])
-        rows = np.concatenate([part[1] for part in found]).astype(np.int64)
-        bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
-        if exclude is not None:
-            keep = rows != exclude[positions]
-            positions, rows, bits = positions[keep], rows[keep], bits[keep]
-        # One entry per (query, row), with the bits of every method that found it.
-        unique, inverse = np.unique((positions << 32) | rows, return_inverse=True)
-        methods = np.zeros(len(unique), dtype=np.uint8)
-        np.bitwise_or.at(methods, inverse, bits)
-        positions, rows = unique >> 32, unique & 0xFFFFFFFF
+        positions, rows, methods, exact_similarity = _combined(found, exclude)
         if self._lsh is not None:
             signatures = self._lsh.signatures(rows)
         else:
             signatures = np.zeros((len(rows), 0), dtype=np.uint32)
         return self._scored(
-            fingerprints, positions, rows, methods, self._simhash.array[rows], signatures, query
+            fingerprints,
+            positions,
+            rows,
+            methods,
+            self._simhash.array[rows],
+            signatures,
+            exact_similarity,
+            query,
         )
 
     def _match_within(self, fingerprints: Fingerprints) -> Pairs:
         """Pairs (later position, earlier position) of one batch matching by the rules the
         indexes apply (MinHash: a whole band in common, then verified), so that a batch
         answers as the same documents inserted one by one would."""
-        count = len(fingerprints.simhash)
-        found: list[tuple[Rows, Rows, int]] = [(*equal_pairs(fingerprints.exact[:, 1:]), EXACT)]
-        if self._hamming is not None:
-            later, earlier = np.tril_indices(count, -1)
-            distances = np.bitwise_count(
-                fingerprints.simhash[later] ^ fingerprints.simhash[earlier]
-            )
-            near = np.flatnonzero(distances <= self.config.simhash.max_distance)
-            found.append((later[near], earlier[near], SIMHASH))
-        if self._lsh is not None:
-            later, earlier = equal_pairs(self._lsh.band_keys(fingerprints.minhash))
-            agree = np.count_nonzero(
-                fingerprints.minhash[later] == fingerprints.minhash[earlier], axis=1
-            )
-            verified = agree >= min_matches(self.config.minhash.threshold, self._num_perm)
-            found.append((later[verified], earlier[verified], MINHASH))
-        later = np.concatenate([part[0] for part in found]).astype(np.int64)
-        earlier = np.concatenate([part[1] for part in found]).astype(np.int64)
-        bits = np.concatenate([np.full(len(part[0]), part[2], np.uint8) for part in found])
-        if (bits == EXACT).any():  # an equal low word is a candidate: the high word decides
-            same = (fingerprints.exact[later] == fingerprints.exact[earlier]).all(axis=1)
-            keep = (bits != EXACT) | same
-            later, earlier, bits = later[keep], earlier[keep], bits[keep]
-        unique, inverse = np.unique((later << 32) | earlier, return_inverse=True)
-        methods = np.zeros(len(unique), dtype=np.uint8)
-        np.bitwise_or.at(methods, inverse, bits)
-        later, earlier = unique >> 32, unique & 0xFFFFFFFF
+        found = [(index.pairs_within(fingerprints), index.bit) for index in self._indexes]
+        later, earlier, methods, exact_similarity = _combined(found, None)
         return self._scored(
             fingerprints,
             later,
@@ -280,6 +224,7 @@ class Collection:
             methods,
             fingerprints.simhash[earlier],
             fingerprints.minhash[earlier],
+            exact_similarity,
             Query(),
         )
 
@@ -291,16 +236,25 @@ class Collection:
         methods: npt.NDArray[np.uint8],
         simhashes: npt.NDArray[np.uint64],
         signatures: npt.NDArray[np.uint32],
+        exact_similarity: npt.NDArray[np.float64],
         query: Query,
     ) -> Pairs:
-        """Similarity is the MinHash estimate (or, with MinHash off, 1 - distance / 64);
-        ties go to the nearer SimHash, then the older document."""
+        """Similarity is the MinHash estimate, or the exact q-gram Jaccard where the
+        n-gram index found the pair and that is higher; with MinHash off, that Jaccard
+        where there is one, else 1 - distance / 64. Ties go to the nearer SimHash, then
+        the older document."""
         distances = np.bitwise_count(simhashes ^ fingerprints.simhash[positions]).astype(np.int64)
         if self._num_perm:
             agree = np.count_nonzero(signatures == fingerprints.minhash[positions], axis=1)
             similarity = agree / self._num_perm
         else:
             similarity = 1.0 - distances / 64.0
+        if self._num_perm:
+            # The n-gram Jaccard where that index found the pair (NaN elsewhere) when it
+            # is the higher: a short text's few word shingles make the estimate coarse.
+            similarity = np.fmax(similarity, exact_similarity)
+        else:
+            similarity = np.where(np.isnan(exact_similarity), similarity, exact_similarity)
         similarity = np.round(similarity, 6)
         if query.min_similarity is not None:
             keep = similarity >= query.min_similarity
@@ -476,8 +430,11 @@ class Collection:
     def _retry_result(self, row: int) -> InsertResult:
         """The answer to a document sent again: a duplicate of itself, nothing changed."""
         document_id = self._ids[row]
-        present = (True, self._hamming is not None, self._lsh is not None)
-        methods = tuple(m for m, on in zip(METHOD_ORDER, present, strict=True) if on)
+        bits = 0
+        for index in self._indexes:
+            if index.name != "ngram" or self._ngram_holds(row):
+                bits |= index.bit
+        methods = METHODS_OF_BITS[bits]
         return InsertResult(
             id=document_id,
             inserted=False,
@@ -616,16 +573,16 @@ class Collection:
         if not rows:
             return
         array = np.array(rows, dtype=np.int64)
-        for index in self._indexes():
-            index.delete(array)
+        for index in self._indexes:
+            index.remove(array)
         for row in rows:
             del self._row_of[self._ids[row]]
             cluster = int(self._cluster.array[row])
             if cluster != row:
                 self._members[cluster].remove(row)
 
-    def _indexes(self) -> list[HammingIndex | LSHIndex | ExactIndex]:
-        return [index for index in (self._exact, self._hamming, self._lsh) if index is not None]
+    def _ngram_holds(self, row: int) -> bool:
+        return self._ngram is not None and self._ngram.stored_texts(np.array([row]))[0] is not None
 
     def _publish(self, batch: DocumentBatch) -> None:
         """Make committed documents visible: per-row records first, then the indexes."""
@@ -668,11 +625,8 @@ class Collection:
         # before its own tables take the row). A search running now sees none or all.
         self._simhash.ensure(size)
         self._simhash.array[batch.rows] = batch.simhash
-        if self._lsh is not None:
-            self._lsh.insert(batch.minhash, batch.rows)
-        self._exact.insert(batch.exact, batch.rows)
-        if self._hamming is not None:
-            self._hamming.insert(batch.simhash, batch.rows)
+        for index in self._indexes:  # MinHash first: it holds the signatures
+            index.insert(batch, batch.rows)
         self._row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
 
     def restore(self, stored: StoredCollection) -> None:
@@ -692,7 +646,7 @@ class Collection:
     def merge(self, *, force: bool = False) -> bool:
         """Merge every index whose buffer has grown enough (all of them with ``force``)."""
         merged = False
-        for index in self._indexes():
+        for index in self._indexes:
             if force or index.needs_merge():
                 merged = index.merge() or merged
         if merged:
@@ -700,7 +654,32 @@ class Collection:
         return merged
 
     def needs_merge(self) -> bool:
-        return any(index.needs_merge() for index in self._indexes())
+        return any(index.needs_merge() for index in self._indexes)
+
+
+def _combined(
+    found: list[tuple[Found, int]], exclude: Rows | None
+) -> tuple[Rows, Rows, npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
+    """(positions, rows, method bits, exact similarity or NaN): one entry per (position,
+    row) found by any index, with the bits of every index that found it."""
+    positions = np.concatenate([part.positions for part, _ in found]).astype(np.int64)
+    rows = np.concatenate([part.rows for part, _ in found]).astype(np.int64)
+    bits = np.concatenate([np.full(len(part.rows), bit, np.uint8) for part, bit in found])
+    known = np.concatenate(
+        [
+            np.full(len(part.rows), np.nan) if part.similarity is None else part.similarity
+            for part, _ in found
+        ]
+    )
+    if exclude is not None:
+        keep = rows != exclude[positions]
+        positions, rows, bits, known = positions[keep], rows[keep], bits[keep], known[keep]
+    unique, inverse = np.unique((positions << 32) | rows, return_inverse=True)
+    methods = np.zeros(len(unique), dtype=np.uint8)
+    np.bitwise_or.at(methods, inverse, bits)
+    exact_similarity = np.full(len(unique), np.nan)
+    np.fmax.at(exact_similarity, inverse, known)  # fmax keeps a number over NaN
+    return unique >> 32, unique & 0xFFFFFFFF, methods, exact_similarity
 
 
 def _retry_committed(error: BaseException | None) -> None:
@@ -786,4 +765,7 @@ class _PendingBatch:
             simhash=chosen.simhash,
             minhash=chosen.minhash,
             exact=chosen.exact,
+            shorts=chosen.shorts
+            if chosen.shorts is not None and any(s is not None for s in chosen.shorts)
+            else None,
         )

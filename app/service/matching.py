@@ -11,12 +11,12 @@ import numpy.typing as npt
 from app.core.types import Rows
 from app.service.types import Method
 
-METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash")
-EXACT, SIMHASH, MINHASH = 1, 2, 4
+METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash", "ngram")
+EXACT, SIMHASH, MINHASH, NGRAM = 1, 2, 4, 8
 # Method bits -> the methods named in a Match, in the contract's order.
 METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
-    tuple(method for bit, method in zip((1, 2, 4), METHOD_ORDER, strict=True) if bits & bit)
-    for bits in range(8)
+    tuple(method for bit, method in zip((1, 2, 4, 8), METHOD_ORDER, strict=True) if bits & bit)
+    for bits in range(16)
 )
 
 

@@ -11,7 +11,7 @@ from app.errors import NeardupError
 
 OnDuplicate = Literal["insert", "skip"]
 MergeObserver = Callable[[str, float], None]
-Method = Literal["exact", "simhash", "minhash"]
+Method = Literal["exact", "simhash", "minhash", "ngram"]
 
 # An insert answers with its best matches only; a search asks for as many as it wants.
 INSERT_MATCH_LIMIT = 10

@@ -27,12 +27,18 @@ class DocumentBatch:
     exact: ExactHashes
     # The texts, for collections that keep them (None: this batch keeps none).
     texts: list[str | None] | None = None
+    # The normalised text of each short document, what the n-gram index holds (None: no
+    # short document in this batch, or no n-gram index).
+    shorts: list[str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def text_column(self) -> list[str | None]:
         return list(self.texts) if self.texts is not None else [None] * len(self.ids)
+
+    def short_column(self) -> list[str | None]:
+        return list(self.shorts) if self.shorts is not None else [None] * len(self.ids)
 
     def select(self, positions: npt.NDArray[np.int64]) -> DocumentBatch:
         return DocumentBatch(
@@ -45,6 +51,7 @@ class DocumentBatch:
             minhash=self.minhash[positions],
             exact=self.exact[positions],
             texts=None if self.texts is None else [self.texts[i] for i in positions.tolist()],
+            shorts=None if self.shorts is None else [self.shorts[i] for i in positions.tolist()],
         )
 
     @staticmethod
@@ -70,6 +77,7 @@ class DocumentBatch:
             minhash=np.concatenate([batch.minhash for batch in batches]),
             exact=np.concatenate([batch.exact for batch in batches]),
             texts=[text for batch in batches for text in batch.text_column()],
+            shorts=[short for batch in batches for short in batch.short_column()],
         )
 
 

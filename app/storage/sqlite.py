@@ -23,10 +23,14 @@ import numpy as np
 from app.errors import StorageUnavailable, StoreDamaged
 from app.storage.base import CommitObserver, DocumentBatch, StoredCollection
 
-SCHEMA_VERSION = 1
-# Statements that bring a database of version v - 1 to version v, applied in order at
-# start-up inside one transaction. Version 1 is the first schema: nothing to migrate yet.
-MIGRATIONS: dict[int, str] = {}
+SCHEMA_VERSION = 2
+# The statement that brings a database of version v - 1 to version v, applied in order at
+# start-up inside one transaction.
+MIGRATIONS: dict[int, str] = {
+    # 2: the normalised text of short documents, for the n-gram index (older documents
+    # have none: their collections were created without the n-gram index).
+    2: "ALTER TABLE documents ADD COLUMN short TEXT",
+}
 # Changes of at most this many callers share a transaction: large enough that a burst of
 # small inserts costs one fsync, small enough that one transaction never holds the writer
 # for long.
@@ -51,6 +55,7 @@ CREATE TABLE documents (
     exact BLOB NOT NULL,
     text TEXT,
     deleted INTEGER NOT NULL DEFAULT 0,
+    short TEXT,
     PRIMARY KEY (collection, row)
 ) WITHOUT ROWID;
 """
@@ -101,7 +106,9 @@ class SQLiteStore:
             elif version < SCHEMA_VERSION:
                 connection.execute("BEGIN IMMEDIATE")
                 for target in range(version + 1, SCHEMA_VERSION + 1):
-                    connection.executescript(MIGRATIONS[target])
+                    # One statement each, with execute: executescript would commit the
+                    # transaction first, and a failed migration must change nothing.
+                    connection.execute(MIGRATIONS[target])
                 connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 connection.execute("COMMIT")
             check = connection.execute("PRAGMA quick_check").fetchone()[0]
@@ -210,12 +217,13 @@ class SQLiteStore:
                 [signature.tobytes() for signature in np.ascontiguousarray(documents.minhash)],
                 [pair.tobytes() for pair in np.ascontiguousarray(documents.exact)],
                 documents.text_column(),
+                documents.short_column(),
                 strict=True,
             )
         )
         return self._enqueue(
             lambda db: db.executemany(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)", rows
+                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)", rows
             ),
             len(rows),
         )
@@ -225,7 +233,8 @@ class SQLiteStore:
         self._submit(
             lambda db: db.executemany(
                 # The row stays, without its fingerprints: its id may name a cluster.
-                "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL, text = NULL "
+                "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL, text = NULL, "
+                "short = NULL "
                 "WHERE collection = ? AND row = ?",
                 pairs,
             )
@@ -242,12 +251,12 @@ class SQLiteStore:
             config = json.loads(config_text)
             num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
             cursor = connection.execute(
-                "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text "
-                "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
+                "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
+                "short FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
                 (name,),
             )
             records = cursor.fetchall()
-            columns = list(zip(*records, strict=True)) if records else [()] * 9
+            columns = list(zip(*records, strict=True)) if records else [()] * 10
             count = len(records)
             documents = DocumentBatch(
                 ids=list(columns[1]),
@@ -261,6 +270,7 @@ class SQLiteStore:
                 ),
                 exact=np.frombuffer(b"".join(columns[7]), dtype=np.uint64).reshape(count, 2),
                 texts=list(columns[8]) if any(t is not None for t in columns[8]) else None,
+                shorts=list(columns[9]) if any(t is not None for t in columns[9]) else None,
             )
             # Clusters named by a row that is not live: few, looked up by primary key.
             orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()

@@ -1,0 +1,895 @@
+"""Compiled loops of the n-gram index (numba, nogil: they run beside merges and writers).
+
+Texts are stored packed: each text's code points at one width, 1, 2 or 4 bytes (the
+smallest that holds its largest code point), little-endian, in one flat uint8 array.
+Queries are packed the same way (code points viewed as bytes, width 4), so one routine
+reads both.
+
+A q-gram's *code* is a 64-bit value naming it:
+
+- q <= 3: the code points packed exactly, 21 bits each (``c0 << 42 | c1 << 21 | c2``),
+  so distinct q-grams have distinct codes and the Jaccard similarity computed on codes is
+  that of the q-gram sets themselves;
+- q > 3: ``fmix64`` of the polynomial ``p = p * 0x100000001B3 + (c + 1)`` over the gram,
+  exact up to 64-bit hash collisions (about one pair in 2^64);
+- a text shorter than q has one q-gram, the whole text: for q <= 3 its code is
+  ``1 << 63 | length << 56 | packed``, for q > 3 the hash of the whole text with the top
+  bit set, so it can equal no full-length q-gram.
+
+The layout of index entries and the global token order are described in ``ngram.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from app.core._index_kernels import DIRECTORY_SHIFT, is_deleted, lower_bound, prefetch
+from app.core._kernels import POLY_MULTIPLIER, fmix64
+
+_U64 = np.uint64
+CHAR_BITS = 21
+MAX_PACKED_SIZE = 3  # q-grams of up to 3 code points are packed exactly in 63 bits
+_SHORT_FLAG = 1 << 63
+# An entry key: the token's hash in the top 48 bits, then the set size and the token's
+# position in the set's order, 8 bits each (capped at FIELD_MAX).
+FIELD_BITS = 8
+FIELD_MAX = (1 << FIELD_BITS) - 1
+TOKEN_MASK = ~((1 << (2 * FIELD_BITS)) - 1) & ((1 << 64) - 1)
+ORDER_CLASS_SHIFT = 58  # order key: frequency class (6 bits) above 58 bits of the hash
+# Ranges of up to this many tokens are sorted by insertion, larger ones by quicksort.
+SORT_INSERTION_MAX = 16
+# Relative slack of the bounds computed from a float threshold: a bound may only ever be
+# loosened by it, never tightened, so rounding cannot drop a match (the final decision
+# is the exact float comparison ``inter / union >= threshold``).
+_SLACK = 1e-9
+
+
+@njit(cache=True, nogil=True, inline="always")
+def at_least(value: float) -> int:
+    """The smallest integer >= value, less a hair for floating point error (never more)."""
+    return int(np.ceil(value - _SLACK * max(1.0, abs(value))))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def at_most(value: float) -> int:
+    """The largest integer <= value, plus a hair for floating point error (never less)."""
+    return int(np.floor(value + _SLACK * max(1.0, abs(value))))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def prefix_length(count: int, threshold: float, shared: int) -> int:
+    """Tokens of a set of ``count`` that must be indexed (or probed) for the threshold so
+    that two sets with Jaccard >= t meet in ``shared`` of them (when they share that
+    many): such a set y shares o >= ceil(t |y|) tokens with the other, at most |y| - o of
+    its tokens are not shared, so its first |y| - ceil(t |y|) + shared tokens in any
+    fixed order hold the first ``shared`` shared ones."""
+    if count == 0:
+        return 0
+    return min(count, count - at_least(threshold * count) + shared)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def min_overlap(threshold: float, first: int, second: int) -> int:
+    """Fewest shared tokens two sets of these sizes need for Jaccard >= threshold:
+    o / (a + b - o) >= t  <=>  o >= t (a + b) / (1 + t)."""
+    return max(1, at_least(threshold * (first + second) / (1.0 + threshold)))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def char_at(data: np.ndarray, start: int, width: int, k: int) -> np.uint64:
+    """Code point k of the text packed at data[start:] with ``width`` bytes per character."""
+    if width == 1:
+        return _U64(data[start + k])
+    if width == 2:
+        p = start + 2 * k
+        return _U64(data[p]) | (_U64(data[p + 1]) << _U64(8))
+    p = start + 4 * k
+    return (
+        _U64(data[p])
+        | (_U64(data[p + 1]) << _U64(8))
+        | (_U64(data[p + 2]) << _U64(16))
+        | (_U64(data[p + 3]) << _U64(24))
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def gram_count(chars: int, size: int) -> int:
+    """q-grams (with repeats) of a text of ``chars`` code points."""
+    if chars == 0:
+        return 0
+    if chars < size:
+        return 1
+    return chars - size + 1
+
+
+@njit(cache=True, nogil=True)
+def _short_code(data: np.ndarray, start: int, width: int, chars: int, size: int) -> np.uint64:
+    """The code of a whole text shorter than ``size`` (its only q-gram)."""
+    if size <= MAX_PACKED_SIZE:
+        packed = _U64(0)
+        for k in range(chars):
+            packed = (packed << _U64(CHAR_BITS)) | char_at(data, start, width, k)
+        return _U64(_SHORT_FLAG) | (_U64(chars) << _U64(56)) | packed
+    poly = _U64(0)
+    for k in range(chars):
+        poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
+    return fmix64(poly) | _U64(_SHORT_FLAG)
+
+
+@njit(cache=True, nogil=True)
+def gram_codes(
+    data: np.ndarray, start: int, width: int, chars: int, size: int, out: np.ndarray
+) -> int:
+    """Codes of every q-gram of one text, in text order (with repeats) into ``out``;
+    returns their number. O(chars) for q <= 3, O(chars q) above."""
+    if chars == 0:
+        return 0
+    if chars < size:
+        out[0] = _short_code(data, start, width, chars, size)
+        return 1
+    count = chars - size + 1
+    if size <= MAX_PACKED_SIZE:
+        mask = (_U64(1) << _U64(CHAR_BITS * size)) - _U64(1)
+        code = _U64(0)
+        for k in range(size - 1):
+            code = (code << _U64(CHAR_BITS)) | char_at(data, start, width, k)
+        for g in range(count):
+            code = ((code << _U64(CHAR_BITS)) | char_at(data, start, width, g + size - 1)) & mask
+            out[g] = code
+        return count
+    for g in range(count):
+        poly = _U64(0)
+        for k in range(g, g + size):
+            poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
+        out[g] = fmix64(poly) & _U64((1 << 63) - 1)
+    return count
+
+
+@njit(cache=True, nogil=True)
+def distinct_codes(
+    data: np.ndarray, start: int, width: int, chars: int, size: int, out: np.ndarray
+) -> int:
+    """The distinct q-gram codes of one text, ascending, into ``out``; returns how many.
+    O(g log g) for g q-grams."""
+    count = gram_codes(data, start, width, chars, size, out)
+    if count <= 1:
+        return count
+    out[:count].sort()
+    distinct = 1
+    for g in range(1, count):
+        if out[g] != out[distinct - 1]:
+            out[distinct] = out[g]
+            distinct += 1
+    return distinct
+
+
+@njit(cache=True, nogil=True, inline="always")
+def order_class(code: np.uint64, table_codes: np.ndarray, table_classes: np.ndarray) -> int:
+    """The frequency class of a code (0, the rarest, when the table does not hold it).
+
+    The table is open addressing on ``fmix64(code)``, class 0 marking an empty slot.
+    """
+    capacity = table_codes.shape[0]
+    if capacity == 0:
+        return 0
+    mask = _U64(capacity - 1)
+    slot = fmix64(code) & mask
+    while table_classes[slot] != 0:
+        if table_codes[slot] == code:
+            return int(table_classes[slot])
+        slot = (slot + _U64(1)) & mask
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def build_order_table(codes: np.ndarray, classes: np.ndarray, capacity: int) -> np.ndarray:
+    """(table_codes, table_classes) for ``order_class``: capacity a power of two above the
+    number of codes, every class >= 1."""
+    table_codes = np.zeros(capacity, dtype=np.uint64)
+    table_classes = np.zeros(capacity, dtype=np.uint8)
+    mask = _U64(capacity - 1)
+    for i in range(codes.shape[0]):
+        slot = fmix64(codes[i]) & mask
+        while table_classes[slot] != 0:
+            slot = (slot + _U64(1)) & mask
+        table_codes[slot] = codes[i]
+        table_classes[slot] = classes[i]
+    return table_codes, table_classes
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _before(keys: np.ndarray, codes: np.ndarray, a: int, b: int) -> bool:
+    """Token a comes before token b: by order key, ties (equal top 58 bits) by code."""
+    return keys[a] < keys[b] or (keys[a] == keys[b] and codes[a] < codes[b])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _swap(keys: np.ndarray, codes: np.ndarray, a: int, b: int) -> None:
+    keys[a], keys[b] = keys[b], keys[a]
+    codes[a], codes[b] = codes[b], codes[a]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _insertion_sort(keys: np.ndarray, codes: np.ndarray, low: int, high: int) -> None:
+    for i in range(low + 1, high):
+        j = i
+        while j > low and _before(keys, codes, j, j - 1):
+            _swap(keys, codes, j, j - 1)
+            j -= 1
+
+
+@njit(cache=True, nogil=True)
+def _sort_tokens(keys: np.ndarray, codes: np.ndarray, count: int) -> None:
+    """Sort tokens [0, count) by (key, code) in place, without allocating: quicksort on
+    the median of three with an explicit stack (the larger side is pushed, so at most
+    log2(count) ranges wait), insertion sort below SORT_INSERTION_MAX tokens."""
+    stack = np.empty(2 * 64, dtype=np.int64)  # numba keeps a fixed small array off the heap
+    depth = 0
+    low, high = 0, count
+    while True:
+        while high - low > SORT_INSERTION_MAX:
+            middle = (low + high) >> 1
+            last = high - 1
+            if _before(keys, codes, middle, low):
+                _swap(keys, codes, middle, low)
+            if _before(keys, codes, last, low):
+                _swap(keys, codes, last, low)
+            if _before(keys, codes, last, middle):
+                _swap(keys, codes, last, middle)
+            pivot = last - 1
+            _swap(keys, codes, middle, pivot)  # keys[low] <= pivot <= keys[last]: sentinels
+            i, j = low, pivot
+            while True:
+                i += 1
+                while _before(keys, codes, i, pivot):
+                    i += 1
+                j -= 1
+                while _before(keys, codes, pivot, j):
+                    j -= 1
+                if i >= j:
+                    break
+                _swap(keys, codes, i, j)
+            _swap(keys, codes, i, pivot)
+            if i - low < high - i - 1:
+                stack[depth], stack[depth + 1] = i + 1, high
+                high = i
+            else:
+                stack[depth], stack[depth + 1] = low, i
+                low = i + 1
+            depth += 2
+        _insertion_sort(keys, codes, low, high)
+        if depth == 0:
+            return
+        depth -= 2
+        low, high = stack[depth], stack[depth + 1]
+
+
+@njit(cache=True, nogil=True)
+def ordered_set(
+    data: np.ndarray,
+    start: int,
+    width: int,
+    chars: int,
+    size: int,
+    table_codes: np.ndarray,
+    table_classes: np.ndarray,
+    codes: np.ndarray,
+    keys: np.ndarray,
+) -> int:
+    """The distinct q-gram codes of one text in the global token order, into ``codes``,
+    with their order keys in ``keys``; returns how many. The order: rarer frequency class
+    first, then ``fmix64(code)`` (ties, which need equal top 58 bits, by the code). One
+    in-place sort, no allocation: O(g log g) for g q-grams."""
+    count = gram_codes(data, start, width, chars, size, codes)
+    for g in range(count):
+        cls = order_class(codes[g], table_codes, table_classes)
+        keys[g] = (_U64(cls) << _U64(ORDER_CLASS_SHIFT)) | (
+            fmix64(codes[g]) >> _U64(64 - ORDER_CLASS_SHIFT)
+        )
+    _sort_tokens(keys, codes, count)
+    if count <= 1:
+        return count
+    distinct = 1
+    for g in range(1, count):  # equal codes have equal keys: adjacent once sorted
+        if codes[g] != codes[distinct - 1]:
+            codes[distinct] = codes[g]
+            keys[distinct] = keys[g]
+            distinct += 1
+    return distinct
+
+
+@njit(cache=True, nogil=True, inline="always")
+def token_bits(order_key: np.uint64) -> np.uint64:
+    """A token's part of its index keys: the top 48 bits of ``fmix64(code)``, which the
+    order key holds below its 6 class bits."""
+    return (order_key << _U64(64 - ORDER_CLASS_SHIFT)) & _U64(TOKEN_MASK)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def entry_key(order_key: np.uint64, set_size: int, position: int) -> np.uint64:
+    """The index key of a set's token at ``position`` of its order."""
+    return (
+        token_bits(order_key)
+        | (_U64(min(set_size, FIELD_MAX)) << _U64(FIELD_BITS))
+        | _U64(min(position, FIELD_MAX))
+    )
+
+
+@njit(cache=True, nogil=True)
+def pack_texts(code_points: np.ndarray, offsets: np.ndarray) -> tuple:  # type: ignore[type-arg]
+    """(data, starts, chars, widths): texts laid end to end as code points (text d at
+    offsets[d:d+2]) packed at 1, 2 or 4 bytes per character each. O(total characters)."""
+    texts = offsets.shape[0] - 1
+    starts = np.empty(texts, dtype=np.int64)
+    chars = np.empty(texts, dtype=np.int32)
+    widths = np.empty(texts, dtype=np.uint8)
+    total = 0
+    for d in range(texts):
+        largest = 0
+        for k in range(offsets[d], offsets[d + 1]):
+            largest = max(largest, int(code_points[k]))
+        width = 1 if largest < 0x100 else (2 if largest < 0x10000 else 4)
+        starts[d] = total
+        chars[d] = offsets[d + 1] - offsets[d]
+        widths[d] = width
+        total += width * chars[d]
+    data = np.empty(total, dtype=np.uint8)
+    for d in range(texts):
+        width = widths[d]
+        p = starts[d]
+        for k in range(offsets[d], offsets[d + 1]):
+            value = code_points[k]
+            for b in range(width):
+                data[p] = (value >> np.uint32(8 * b)) & np.uint32(0xFF)
+                p += 1
+    return data, starts, chars, widths
+
+
+@njit(cache=True, nogil=True)
+def unpack_text(data: np.ndarray, start: int, width: int, chars: int) -> np.ndarray:
+    """The code points of one packed text."""
+    out = np.empty(chars, dtype=np.uint32)
+    for k in range(chars):
+        out[k] = np.uint32(char_at(data, start, width, k))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def set_postings(
+    data: np.ndarray,
+    starts: np.ndarray,
+    chars: np.ndarray,
+    widths: np.ndarray,
+    rows: np.ndarray,
+    size: int,
+    threshold: float,
+    shared: int,
+    table_codes: np.ndarray,
+    table_classes: np.ndarray,
+) -> tuple:  # type: ignore[type-arg]
+    """(keys, entry_rows, set_sizes) for stored texts ``rows`` (their packed text at
+    ``starts[row]``...): one entry per token of each set's prefix for ``threshold`` and
+    ``shared``.
+    O(g log g) per text of g q-grams."""
+    longest = 1
+    total = 0
+    for i in range(rows.shape[0]):
+        row = rows[i]
+        longest = max(longest, gram_count(chars[row], size))
+        total += gram_count(chars[row], size)
+    codes = np.empty(longest, dtype=np.uint64)
+    order_keys = np.empty(longest, dtype=np.uint64)
+    keys = np.empty(total, dtype=np.uint64)
+    entry_rows = np.empty(total, dtype=np.int64)
+    set_sizes = np.empty(rows.shape[0], dtype=np.int32)
+    count = 0
+    for i in range(rows.shape[0]):
+        row = rows[i]
+        n = ordered_set(
+            data, starts[row], widths[row], chars[row], size, table_codes, table_classes,
+            codes, order_keys,
+        )  # fmt: skip
+        set_sizes[i] = n
+        for position in range(prefix_length(n, threshold, shared)):
+            keys[count] = entry_key(order_keys[position], n, position)
+            entry_rows[count] = row
+            count += 1
+    return keys[:count], entry_rows[:count], set_sizes
+
+
+@njit(cache=True, nogil=True)
+def code_sets(
+    data: np.ndarray,
+    starts: np.ndarray,
+    chars: np.ndarray,
+    widths: np.ndarray,
+    rows: np.ndarray,
+    size: int,
+) -> tuple:  # type: ignore[type-arg]
+    """(codes, ends): the distinct q-gram codes of each stored text ``rows[i]``, ascending,
+    at codes[ends[i-1]:ends[i]]."""
+    longest = 1
+    total = 0
+    for i in range(rows.shape[0]):
+        grams = gram_count(chars[rows[i]], size)
+        longest = max(longest, grams)
+        total += grams
+    scratch = np.empty(longest, dtype=np.uint64)
+    codes = np.empty(total, dtype=np.uint64)
+    ends = np.empty(rows.shape[0], dtype=np.int64)
+    count = 0
+    for i in range(rows.shape[0]):
+        row = rows[i]
+        n = distinct_codes(data, starts[row], widths[row], chars[row], size, scratch)
+        codes[count : count + n] = scratch[:n]
+        count += n
+        ends[i] = count
+    return codes[:count], ends
+
+
+@njit(cache=True, nogil=True)
+def _grow(values: np.ndarray, needed: int) -> np.ndarray:
+    if needed <= values.shape[0]:
+        return values
+    grown = np.empty(max(needed, 2 * values.shape[0]), dtype=values.dtype)
+    grown[: values.shape[0]] = values
+    return grown
+
+
+@njit(cache=True, nogil=True)
+def _counted(
+    values: np.ndarray, end: int, least: int, deleted: np.ndarray, table: np.ndarray
+) -> tuple:  # type: ignore[type-arg]
+    """Keep, once and in ascending order, the live rows found at least ``least`` times in
+    values[:end]; returns (table, their number), the rows now at values[:number].
+
+    Counts go to an open-addressing table (row + 1 in the high 44 bits, the count in the
+    low 20; 0 marks an empty slot) twice the size of the entries: O(end) instead of the
+    O(end log end) of sorting every entry, then only the survivors are sorted.
+    """
+    if least <= 1 or end <= 1:
+        kept = 0
+        if end > 32:
+            values[:end].sort()
+        else:
+            for i in range(1, end):
+                value = values[i]
+                j = i
+                while j > 0 and values[j - 1] > value:
+                    values[j] = values[j - 1]
+                    j -= 1
+                values[j] = value
+        for i in range(end):
+            if (kept == 0 or values[i] != values[kept - 1]) and not is_deleted(values[i], deleted):
+                values[kept] = values[i]
+                kept += 1
+        return table, kept
+    capacity = 64
+    while capacity < 2 * end:
+        capacity *= 2
+    if table.shape[0] < capacity:
+        table = np.zeros(capacity, dtype=np.uint64)
+    else:
+        table[:capacity] = 0  # a memset of twice the entries: cheaper than remembering slots
+    mask = _U64(capacity - 1)
+    count_mask = _U64((1 << 20) - 1)
+    kept = 0
+    for i in range(end):
+        tag = _U64(values[i] + 1) << _U64(20)
+        slot = fmix64(tag) & mask
+        while table[slot] != 0 and (table[slot] & ~count_mask) != tag:
+            slot = (slot + _U64(1)) & mask
+        if table[slot] == 0:
+            table[slot] = tag
+        table[slot] += _U64(1)
+        if (table[slot] & count_mask) == _U64(least):  # reached the bar: keep it once
+            if not is_deleted(values[i], deleted):
+                values[kept] = values[i]
+                kept += 1
+    if kept > 32:
+        values[:kept].sort()
+    else:
+        for i in range(1, kept):
+            value = values[i]
+            j = i
+            while j > 0 and values[j - 1] > value:
+                values[j] = values[j - 1]
+                j -= 1
+            values[j] = value
+    return table, kept
+
+
+@njit(cache=True, nogil=True)
+def _best_first(rows: np.ndarray, scores: np.ndarray, start: int, end: int) -> None:
+    """Order [start, end), rows ascending on entry, by score descending, ties by row."""
+    if end - start > 32:
+        order = np.argsort(-scores[start:end], kind="mergesort")  # stable: rows stay sorted
+        rows[start:end] = rows[start:end][order]
+        scores[start:end] = scores[start:end][order]
+        return
+    for i in range(start + 1, end):
+        row, score = rows[i], scores[i]
+        j = i
+        while j > start and scores[j - 1] < score:
+            rows[j], scores[j] = rows[j - 1], scores[j - 1]
+            j -= 1
+        rows[j], scores[j] = row, score
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _admit(
+    key: np.uint64,
+    row: np.int64,
+    position: int,
+    query_size: int,
+    low_size: int,
+    high_size: int,
+    overlaps: np.ndarray,
+    threshold: float,
+    slack: int,
+    sizes: np.ndarray,
+    deleted: np.ndarray,
+) -> bool:
+    """Length and positional filters on one index entry met at query token ``position``.
+
+    If x and y have Jaccard >= t, their m-th shared token in the global order sits at
+    position i of x and j of y with i <= |x| - o + m - 1 and j <= |y| - o + m - 1, where
+    o >= the minimum overlap: only |x| - o tokens of x are not shared (PPJoin's
+    positional filter, for the first m = slack + 1 shared tokens). Their entries pass.
+    ``overlaps[s]`` is the minimum overlap with a set of size s < FIELD_MAX. Tombstones
+    are checked later, once per candidate rather than once per entry.
+    """
+    set_size = int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX))
+    if set_size == FIELD_MAX:  # capped: the real size is in the per-row array
+        set_size = int(sizes[row])
+        if set_size < low_size or set_size > high_size:
+            return False
+        overlap = min_overlap(threshold, query_size, set_size)
+    else:
+        overlap = int(overlaps[set_size])
+    stored_position = int(key & _U64(FIELD_MAX))  # capped positions only loosen the test
+    return not (
+        position > query_size - overlap + slack or stored_position > set_size - overlap + slack
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gallop(keys: np.ndarray, low: int, high: int, guess: int, value: np.uint64) -> int:
+    """The first index in [low, high) whose key is >= value (high if none), searching
+    outwards from ``guess`` in doubling steps, then by bisection: O(log distance)."""
+    if guess < high and keys[guess] < value:
+        low = guess + 1  # the answer lies after the guess
+        step = 1
+        while True:
+            probe = low + step - 1
+            if probe >= high:
+                break
+            if keys[probe] >= value:
+                high = probe
+                break
+            low = probe + 1
+            step *= 2
+    else:
+        high = min(guess, high)  # the answer lies at or before the guess
+        step = 1
+        while True:
+            probe = high - step
+            if probe < low:
+                break
+            if keys[probe] < value:
+                low = probe + 1
+                break
+            high = probe
+            step *= 2
+    while low < high:
+        middle = (low + high) >> 1
+        if keys[middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit(cache=True, nogil=True)
+def _scan(
+    keys: np.ndarray,
+    run_rows: np.ndarray,
+    e: int,
+    high: np.uint64,
+    position: int,
+    query_size: int,
+    low_size: int,
+    high_size: int,
+    overlaps: np.ndarray,
+    threshold: float,
+    slack: int,
+    sizes: np.ndarray,
+    deleted: np.ndarray,
+    candidates: np.ndarray,
+    found: int,
+) -> tuple:  # type: ignore[type-arg]
+    """Append the rows of the entries from index e (the first in range) up to key
+    ``high`` that pass ``_admit``; returns (candidates, found). Entries of one set size
+    are sorted by position, so at the first past the positional bound the scan jumps to
+    the next size."""
+    end = keys.shape[0]
+    while e < end and keys[e] <= high:
+        key = keys[e]
+        row = np.int64(run_rows[e])
+        if _admit(
+            key, row, position, query_size, low_size, high_size, overlaps, threshold, slack,
+            sizes, deleted,
+        ):  # fmt: skip
+            if found == candidates.shape[0]:
+                candidates = _grow(candidates, found + 1)
+            candidates[found] = row
+            found += 1
+            e += 1
+            continue
+        set_size = int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX))
+        stored_position = int(key & _U64(FIELD_MAX))
+        if set_size < FIELD_MAX and stored_position > set_size - int(overlaps[set_size]) + slack:
+            # Every later entry of this size sits further on: skip to the next size.
+            e = _gallop(keys, e + 1, end, e + 1, (key | _U64(FIELD_MAX)) + _U64(1))
+        else:
+            e += 1
+    return candidates, found
+
+
+@njit(cache=True, nogil=True)
+def _shared_tokens(
+    data: np.ndarray,
+    start: int,
+    width: int,
+    chars: int,
+    size: int,
+    needed: int,
+    set_codes: np.ndarray,
+    set_used: np.ndarray,
+    set_stamp: np.ndarray,
+    stamp: np.int64,
+    scratch: np.ndarray,
+) -> int:
+    """Distinct q-grams of a stored text that are in the query's set (open addressing,
+    a slot's stamp saying which candidate last counted it, so a repeated q-gram counts
+    once); stops early, returning a number below ``needed``, once ``needed`` is out of
+    reach. O(g) for g q-grams (q <= 3)."""
+    grams = gram_codes(data, start, width, chars, size, scratch)
+    mask = _U64(set_codes.shape[0] - 1)
+    shared = 0
+    for g in range(grams):
+        if shared + grams - g < needed:
+            return shared
+        code = scratch[g]
+        slot = fmix64(code) & mask
+        while set_used[slot]:
+            if set_codes[slot] == code:
+                if set_stamp[slot] != stamp:
+                    set_stamp[slot] = stamp
+                    shared += 1
+                break
+            slot = (slot + _U64(1)) & mask
+    return shared
+
+
+@njit(cache=True, nogil=True)
+def ngram_search(
+    query_data: np.ndarray,
+    query_starts: np.ndarray,
+    query_chars: np.ndarray,
+    query_width: int,
+    size: int,
+    threshold: float,
+    shared: int,
+    table_codes: np.ndarray,
+    table_classes: np.ndarray,
+    data: np.ndarray,
+    starts: np.ndarray,
+    chars: np.ndarray,
+    widths: np.ndarray,
+    sizes: np.ndarray,
+    main_keys: np.ndarray,
+    main_rows: np.ndarray,
+    main_directory: np.ndarray,
+    frozen_keys: np.ndarray,
+    frozen_rows: np.ndarray,
+    buffer_keys: np.ndarray,
+    buffer_rows: np.ndarray,
+    tail_keys: np.ndarray,
+    tail_rows: np.ndarray,
+    tail_count: int,
+    deleted: np.ndarray,
+) -> tuple:  # type: ignore[type-arg]
+    """Every live stored set with Jaccard >= threshold to each query, with that Jaccard.
+
+    Returns (query_ends, rows, similarities, candidates): query i's matches at
+    [query_ends[i-1], query_ends[i]), best first, ties by row; candidates[i] the distinct
+    rows verified for it. Per query: its distinct codes in the global order; for each of
+    its prefix tokens, the entries of that token whose set size passes the length filter
+    (one key range per run: the size is the field below the token's hash), filtered by
+    position; candidates deduplicated and verified by exact Jaccard against a hash set of
+    the query's codes, stopping early when the overlap can no longer be reached.
+    """
+    queries = query_starts.shape[0]
+    longest = 1
+    for qi in range(queries):
+        longest = max(longest, gram_count(query_chars[qi], size))
+    codes = np.empty(longest, dtype=np.uint64)
+    order_keys = np.empty(longest, dtype=np.uint64)
+    slots = np.empty(longest, dtype=np.int64)
+    overlaps = np.zeros(FIELD_MAX, dtype=np.int64)
+    counts = np.zeros(1024, dtype=np.uint64)
+    tokens = np.empty(64, dtype=np.uint64)
+    main_starts = np.empty(64, dtype=np.int64)
+    main_size = main_keys.shape[1]
+    shift = _U64(DIRECTORY_SHIFT)
+    capacity = 16
+    while capacity < 2 * longest:
+        capacity *= 2
+    set_codes = np.zeros(capacity, dtype=np.uint64)
+    set_used = np.zeros(capacity, dtype=np.bool_)
+    set_stamp = np.zeros(capacity, dtype=np.int64)
+    set_mask = _U64(capacity - 1)
+    stamp = np.int64(0)
+    scratch = np.empty(256, dtype=np.uint64)
+    candidates = np.empty(256, dtype=np.int64)
+    rows = np.empty(64, dtype=np.int64)
+    similarities = np.empty(64, dtype=np.float64)
+    count = 0
+    query_ends = np.empty(queries, dtype=np.int64)
+    verified = np.zeros(queries, dtype=np.int64)
+    use_directory = main_directory.shape[0] > 0
+    main_lane, frozen_lane, buffer_lane = main_keys[0], frozen_keys[0], buffer_keys[0]
+    main_row_lane, frozen_row_lane, buffer_row_lane = main_rows[0], frozen_rows[0], buffer_rows[0]
+    for qi in range(queries):
+        n = ordered_set(
+            query_data, query_starts[qi], query_width, query_chars[qi], size,
+            table_codes, table_classes, codes, order_keys,
+        )  # fmt: skip
+        if n == 0:
+            query_ends[qi] = count
+            continue
+        low_size = max(1, at_least(threshold * n))
+        high_size = at_most(n / threshold)
+        low_field = _U64(min(low_size, FIELD_MAX) << FIELD_BITS)
+        high_field = _U64((min(high_size, FIELD_MAX) << FIELD_BITS) | FIELD_MAX)
+        found = 0
+        # Sets this small may share fewer than ``shared`` tokens and still match: then
+        # one meeting is enough (the overlap grows with the size, so the smallest
+        # admissible size decides for all).
+        meetings = min(shared, min_overlap(threshold, n, low_size))
+        slack = shared - 1
+        # The minimum overlap with each uncapped admissible size, and, as the query
+        # position i grows, the largest size whose overlap still allows a meeting at i
+        # (the overlap grows with the size): i <= n - o(s) + slack.
+        top = min(high_size, FIELD_MAX - 1)
+        for set_size in range(low_size, top + 1):
+            overlaps[set_size] = min_overlap(threshold, n, set_size)
+        capped = high_size >= FIELD_MAX  # sets of FIELD_MAX or more tokens are admissible
+        probes = prefix_length(n, threshold, shared)
+        tokens = _grow(tokens, probes)
+        main_starts = _grow(main_starts, probes)
+        for position in range(probes):
+            tokens[position] = token_bits(order_keys[position])
+        # Where each token's entries begin in main. Keys are hashes, uniform within a
+        # directory bucket, so interpolation lands near the answer, and a gallop from
+        # there finds it; every probe's lines are prefetched before any is read, so
+        # their cache misses overlap instead of queueing.
+        if main_size > 0 and use_directory:
+            for position in range(probes):
+                prefetch(main_directory, 0, tokens[position] >> shift)
+            for position in range(probes):
+                token = tokens[position]
+                bucket = np.int64(token >> shift)
+                bucket_low, bucket_high = main_directory[0, bucket], main_directory[0, bucket + 1]
+                fraction = (token << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)
+                guess = bucket_low + np.int64((fraction * _U64(bucket_high - bucket_low)) >> _U64(32))
+                main_starts[position] = guess
+                if bucket_high > bucket_low:
+                    prefetch(main_keys, 0, guess)
+            for position in range(probes):
+                token = tokens[position]
+                bucket = np.int64(token >> shift)
+                main_starts[position] = _gallop(
+                    main_lane, main_directory[0, bucket], main_directory[0, bucket + 1],
+                    main_starts[position], token,
+                )  # fmt: skip
+                prefetch(main_rows, 0, main_starts[position])
+        elif main_size > 0:
+            for position in range(probes):
+                main_starts[position] = lower_bound(main_lane, tokens[position])
+        for position in range(probes):
+            while top >= low_size and position > n - int(overlaps[top]) + slack:
+                top -= 1
+            if top < low_size and not capped:
+                break  # no admissible size can meet the query here or further on
+            token = tokens[position]
+            # The uncapped sizes that can still meet here, then the capped ones.
+            for part in range(2):
+                if part == 0:
+                    if top < low_size:
+                        continue
+                    low = token | low_field
+                    high = token | _U64((top << FIELD_BITS) | FIELD_MAX)
+                else:
+                    if not capped:
+                        continue
+                    low = token | _U64(FIELD_MAX << FIELD_BITS)
+                    high = token | _U64((FIELD_MAX << FIELD_BITS) | FIELD_MAX)
+                if main_size > 0:
+                    start = main_starts[position]
+                    candidates, found = _scan(
+                        main_lane, main_row_lane, _gallop(main_lane, start, main_size, start, low),
+                        high, position, n, low_size, high_size, overlaps, threshold, slack,
+                        sizes, deleted, candidates, found,
+                    )  # fmt: skip
+                for run in range(2):
+                    lane = frozen_lane if run == 0 else buffer_lane
+                    row_lane = frozen_row_lane if run == 0 else buffer_row_lane
+                    if lane.shape[0] == 0:
+                        continue
+                    candidates, found = _scan(
+                        lane, row_lane, lower_bound(lane, low),
+                        high, position, n, low_size, high_size, overlaps, threshold, slack,
+                        sizes, deleted, candidates, found,
+                    )  # fmt: skip
+            low, high = token | low_field, token | high_field
+            candidates = _grow(candidates, found + tail_count)
+            for e in range(tail_count):
+                key = tail_keys[0, e]
+                row = np.int64(tail_rows[e])
+                if (
+                    low <= key <= high
+                    and _admit(
+                        key,
+                        row,
+                        position,
+                        n,
+                        low_size,
+                        high_size,
+                        overlaps,
+                        threshold,
+                        slack,
+                        sizes,
+                        deleted,
+                    )  # fmt: skip
+                ):
+                    candidates[found] = row
+                    found += 1
+        counts, found = _counted(candidates, found, meetings, deleted, counts)
+        verified[qi] = found
+        start = count
+        if found > 0:
+            for g in range(n):
+                slot = fmix64(codes[g]) & set_mask
+                while set_used[slot]:
+                    slot = (slot + _U64(1)) & set_mask
+                set_used[slot] = True
+                set_codes[slot] = codes[g]
+                slots[g] = np.int64(slot)
+        for c in range(found):
+            row = candidates[c]
+            set_size = int(sizes[row])
+            needed = min_overlap(threshold, n, set_size)
+            scratch = _grow(scratch, gram_count(chars[row], size))
+            stamp += 1
+            overlap = _shared_tokens(
+                data, starts[row], widths[row], chars[row], size, needed,
+                set_codes, set_used, set_stamp, stamp, scratch,
+            )  # fmt: skip
+            if overlap < needed:
+                continue
+            similarity = overlap / (n + set_size - overlap)
+            if similarity >= threshold:
+                rows = _grow(rows, count + 1)
+                similarities = _grow(similarities, count + 1)
+                rows[count] = row
+                similarities[count] = similarity
+                count += 1
+        if found > 0:
+            for g in range(n):
+                set_used[slots[g]] = False
+        _best_first(rows, similarities, start, count)
+        query_ends[qi] = count
+    return query_ends, rows[:count], similarities[:count], verified

@@ -1,0 +1,533 @@
+"""NgramIndex: every stored short text whose q-gram set has Jaccard >= t with a query's.
+
+Exact set-similarity search (AllPairs / PPJoin, Xiao, Wang, Lin, Yu, "Efficient Similarity
+Joins for Near Duplicate Detection", WWW 2008) over the sets of character q-grams of
+texts the caller has already normalised (``app.core.text.normalize``: the service
+normalises every text once for all its indexes, and the index itself is indifferent to
+what the characters are). An empty text has no q-gram and matches nothing; a text
+shorter than q has one q-gram, the whole text.
+
+Filters, all exact (no set with Jaccard >= t is ever filtered out):
+
+- **Prefix filter.** Fix one global order of all tokens. If J(x, y) >= t then x and y
+  share at least o >= ceil(t |y|) tokens, so the first |y| - ceil(t |y|) + 1 tokens of y
+  in that order hold one of them. Each stored set puts only that prefix (for the index's
+  threshold) in the index; a query probes with its own prefix for its threshold.
+- **Length filter.** J(x, y) >= t needs t |x| <= |y| <= |x| / t. The set size is a field
+  of every entry's key just below the token, so the entries of a token with an
+  admissible size are one key range: no entry of the wrong length is even read.
+- **Positional filter** (PPJoin). The first shared token sits at position i of x and j
+  of y with i <= |x| - o and j <= |y| - o, o = ceil(t (|x| + |y|) / (1 + t)) the fewest
+  shared tokens for Jaccard t: every shared token comes at or after it. The position is
+  the lowest field of the key, so entries failing this are dropped before verification.
+- **Verification** of each distinct candidate by the exact Jaccard of the two q-gram
+  sets, |x ∩ y| / |x ∪ y| >= t compared in float64 exactly as ``len(a & b) / len(a | b)
+  >= t`` is in Python; it stops as soon as the overlap is out of reach.
+
+Worked example, t = 0.7, x = a 40-character title (38 distinct 3-grams). Its prefix is
+38 - 27 + 1 = 12 tokens; admissible sizes 27 to 54. A stored title y of 38 3-grams that
+differs by one character shares 35 of them: o = ceil(0.7 x 76 / 1.7) = 32, so the first
+shared token is among the first 7 of both orders, and one of x's 12 probes meets y's
+entry at positions (i, j) <= (6, 6). Verification: 35 / 41 = 0.854 >= 0.7, found.
+
+**Token order.** Rarer tokens first makes prefixes rare and candidates few (the AllPairs
+ordering): with a pure hash order a query's prefix nearly always holds a few of the
+trigrams of "the", "ing" or "的" and drags in tens of thousands of candidates (the
+measured difference is in bench/ngram.py). Document frequencies change as data
+arrives, and every stored prefix must use the same order as every query, so the order is
+learned and then frozen: the key of a token is its *frequency class* (floor(log2 df) in a
+sample of up to ORDER_SAMPLE_ROWS stored sets; 0, the rarest, for tokens seen once or
+never) above the bits of ``fmix64(code)``. Until ORDER_FIRST_ROWS sets are stored the
+order is the hash alone. The order is learned again, by a merge, whenever the index has
+grown ORDER_GROWTH-fold since it was last learned: the merge rebuilds every entry under
+the new order beside the old table and swaps both in at once (inserts meanwhile go to the
+old table and are re-keyed at the swap), so readers always see one consistent order.
+Rebuilds at geometric sizes cost O(1) amortised per set.
+
+**Thresholds.** The prefixes stored are those of the index's threshold. A query may ask
+for any threshold from that one up to 1 (the stored prefixes are then longer than it
+needs); a lower one cannot be answered exactly from them and is refused (ValueError),
+as HammingIndex refuses a distance above its own.
+
+**q.** ``size`` (default 3: bench/ngram.py measures 2, 3 and 4 on titles and Chinese).
+q-grams of up to 3 characters are coded exactly in 64 bits (21 bits per code point), so
+the Jaccard of codes is that of the q-gram sets; above 3 they are 64-bit hashes.
+
+**Layout.** One SortedTable lane, one entry per prefix token of each stored set (12
+bytes: uint64 key, int32 row), several entries per row::
+
+    key = top 48 bits of fmix64(code) | min(|y|, 255) << 8 | min(position, 255)
+
+(a size or position of 255 or more is stored as 255, which only loosens the filters; the
+real size is then read from the per-row array). The texts are kept, packed at 1, 2 or 4
+bytes per character (the smallest that holds the text's largest code point), and q-grams
+are recomputed from them for verification and rebuilds: a 60-character title costs 60
+bytes instead of 8 bytes per distinct q-gram.
+
+Memory per stored text of g distinct q-grams and c characters: 12 (g - ceil(t g) + 1)
+bytes of entries + c x width bytes of text + 19 bytes of per-row arrays; about 230 bytes
+for a 60-character English title at t = 0.7 (bench/ngram.py measures it).
+
+Costs, for a text of c characters and g q-grams: insert O(g log g) plus the SortedTable
+insert; search O(p (log N + entries in range) + candidates x c), p = the query's prefix
+length; learning the order O(sample g log) and a rebuild O(N g log g), in a merge.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core import _ngram_kernels as kernels
+from app.core.row_array import RowArray, RowBook
+from app.core.sorted_table import Run, SortedTable, with_directory
+from app.core.types import Backlog, Rows
+
+CodePoints = npt.NDArray[np.uint32]
+Offsets = npt.NDArray[np.int64]
+Similarities = npt.NDArray[np.float64]
+
+DEFAULT_SIZE = 3
+DEFAULT_THRESHOLD = 0.7
+MAX_SIZE = 8
+DEFAULT_PREFIX_MATCHES = 2
+MAX_PREFIX_MATCHES = 8
+# The order is first learned once this many sets are stored: below it candidate lists are
+# short whatever the order, and a sample this size already ranks the common q-grams.
+ORDER_FIRST_ROWS = 4096
+# ... and learned again each time the index has grown this many times over since, so
+# rebuilds cost O(1) amortised per set (4: a rebuild at N follows one at N / 4).
+ORDER_GROWTH = 4
+# Document frequencies are counted in at most this many stored sets, evenly spaced over
+# the rows: enough to rank every q-gram that matters for candidates, and a bounded cost.
+ORDER_SAMPLE_ROWS = 65_536
+# At most this many of the commonest q-grams get a class above 0 (9 bytes a slot at
+# load 1/2: 4.5 MB); the rest are rare by any measure that matters here.
+ORDER_MAX_ENTRIES = 1 << 18
+
+
+@dataclass(frozen=True, slots=True)
+class QgramOrder:
+    """The global token order: frequency classes of common codes, in an open-addressing
+    table (``table_classes`` 0 marks an empty slot); a code not in it has class 0.
+
+    ``learned_rows`` is how many sets were stored when it was learned (0: the hash order).
+    """
+
+    table_codes: npt.NDArray[np.uint64]
+    table_classes: npt.NDArray[np.uint8]
+    learned_rows: int
+
+    @staticmethod
+    def by_hash() -> QgramOrder:
+        """The order of ``fmix64(code)`` alone: needs no statistics, never changes."""
+        return QgramOrder(np.zeros(0, np.uint64), np.zeros(0, np.uint8), 0)
+
+    @staticmethod
+    def from_sets(codes: npt.NDArray[np.uint64], learned_rows: int) -> QgramOrder:
+        """Classes from document frequencies: ``codes`` holds each sampled set's distinct
+        codes end to end. Class floor(log2 df) for df >= 2, the commonest
+        ORDER_MAX_ENTRIES codes only. O(n log n) for n codes."""
+        distinct, frequencies = np.unique(codes, return_counts=True)
+        common = frequencies >= 2
+        distinct, frequencies = distinct[common], frequencies[common]
+        if len(distinct) > ORDER_MAX_ENTRIES:
+            keep = np.argpartition(-frequencies, ORDER_MAX_ENTRIES)[:ORDER_MAX_ENTRIES]
+            distinct, frequencies = distinct[keep], frequencies[keep]
+        classes = np.minimum(np.floor(np.log2(frequencies)), 63).astype(np.uint8)
+        capacity = 16
+        while capacity < 2 * len(distinct):
+            capacity *= 2
+        table_codes, table_classes = kernels.build_order_table(distinct, classes, capacity)
+        return QgramOrder(table_codes, table_classes, learned_rows)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.table_codes.nbytes + self.table_classes.nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """What a reader needs to agree with itself: the order the table's keys were made with."""
+
+    order: QgramOrder
+    table: SortedTable
+
+
+def code_points(texts: Sequence[str]) -> tuple[CodePoints, Offsets]:
+    """(code points of all texts end to end, offsets): text d at [offsets[d], offsets[d+1]).
+
+    Lone surrogates are code points like any other here (``surrogatepass``). O(total).
+    """
+    count = len(texts)
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    joined = "".join(texts).encode("utf-32-le", "surrogatepass")
+    return np.frombuffer(joined, dtype=np.uint32), offsets
+
+
+class NgramIndex:
+    """Exact Jaccard search over character q-gram sets of short, normalised texts.
+
+    One writer at a time may call ``insert`` and ``delete``; ``merge`` may run in another
+    thread at the same time, and any number of readers search concurrently with both.
+
+    >>> index = NgramIndex(threshold=0.5, size=3)
+    >>> index.insert(["quake hits tokyo", "quake hits tokyo, 5 dead", "rain"], [0, 1, 2])
+    >>> rows, similarities = index.search("quake hits tokyo")
+    >>> rows.tolist(), [round(s, 3) for s in similarities.tolist()]
+    ([0, 1], [1.0, 0.636])
+    """
+
+    def __init__(
+        self,
+        threshold: float = DEFAULT_THRESHOLD,
+        size: int = DEFAULT_SIZE,
+        learn_order: bool = True,
+        prefix_matches: int = DEFAULT_PREFIX_MATCHES,
+    ) -> None:
+        if not 0.0 < threshold <= 1.0:
+            raise ValueError(f"threshold must be above 0 and at most 1, not {threshold}")
+        if not 1 <= size <= MAX_SIZE:
+            raise ValueError(f"size must be 1 to {MAX_SIZE}, not {size}")
+        if not 1 <= prefix_matches <= MAX_PREFIX_MATCHES:
+            raise ValueError(
+                f"prefix_matches must be 1 to {MAX_PREFIX_MATCHES}, not {prefix_matches}"
+            )
+        self.threshold = threshold
+        self.size = size
+        self.prefix_matches = prefix_matches
+        self.learn_order = learn_order
+        self._state = _State(QgramOrder.by_hash(), SortedTable(lanes=1))
+        self._rows = RowBook()
+        # The packed texts, and per row where its text starts, its characters, its bytes
+        # per character and its number of distinct q-grams.
+        self._data = RowArray(np.uint8)
+        self._starts = RowArray(np.int64)
+        self._chars = RowArray(np.int32)
+        self._widths = RowArray(np.uint8)
+        self._sizes = RowArray(np.int32)
+        self._write_lock = threading.Lock()  # insert against a rebuild's swap
+        self._merge_lock = threading.Lock()
+        self._rebuild_log: list[Rows] | None = None  # rows inserted during a rebuild
+
+    def __len__(self) -> int:
+        """Live texts (inserted and not deleted)."""
+        return self._rows.live
+
+    @property
+    def order(self) -> QgramOrder:
+        return self._state.order
+
+    # ------------------------------------------------------------ writes
+
+    def insert(self, texts: Sequence[str], rows: npt.NDArray[np.integer] | Sequence[int]) -> None:
+        """Store normalised texts under new row numbers (never reused) and index them.
+
+        Cost: O(g log g) per text of g q-grams, in compiled code, plus the SortedTable
+        insert of its prefix entries (about 0.3 g at t = 0.7).
+        """
+        self.insert_code_points(*code_points(texts), rows)
+
+    def insert_code_points(
+        self,
+        points: CodePoints,
+        offsets: Offsets,
+        rows: npt.NDArray[np.integer] | Sequence[int],
+    ) -> None:
+        """``insert`` for texts given as code points end to end (see ``code_points``)."""
+        points = np.ascontiguousarray(points, dtype=np.uint32)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if len(offsets) - 1 != len(rows):
+            raise ValueError("one row number per text")
+        data, starts, chars, widths = kernels.pack_texts(points, offsets)
+        with self._write_lock:
+            claimed = self._rows.claim(np.asarray(rows))
+            if len(claimed) == 0:
+                return
+            # Texts are stored before their rows enter the table: a reader that finds a
+            # row can always verify it.
+            used = self._data.size
+            self._data.ensure(used + len(data))
+            self._data.array[used : used + len(data)] = data
+            end = self._rows.present.size
+            for array in (self._starts, self._chars, self._widths, self._sizes):
+                array.ensure(end)
+            self._starts.array[claimed] = starts + used
+            self._chars.array[claimed] = chars
+            self._widths.array[claimed] = widths
+            state = self._state
+            if self._should_learn_from_batch(state, len(claimed)):
+                state = _State(self._learn(claimed, len(claimed)), state.table)
+                self._state = state
+            self._index_rows(state, claimed)
+            if self._rebuild_log is not None:
+                self._rebuild_log.append(claimed)
+
+    def _should_learn_from_batch(self, state: _State, batch: int) -> bool:
+        """A first batch large enough to learn the order from (a restart's bulk load):
+        learning it now saves rebuilding every entry at the next merge."""
+        return (
+            self.learn_order
+            and state.order.learned_rows == 0
+            and len(state.table) == 0
+            and batch >= ORDER_FIRST_ROWS
+            and self._rebuild_log is None
+        )
+
+    def _postings(
+        self, order: QgramOrder, rows: Rows
+    ) -> tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]]:
+        """(keys, rows) of the prefix entries of stored rows under ``order``, and the
+        rows' set sizes."""
+        result: tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]] = kernels.set_postings(
+            self._data.array,
+            self._starts.array,
+            self._chars.array,
+            self._widths.array,
+            rows,
+            self.size,
+            self.threshold,
+            self.prefix_matches,
+            order.table_codes,
+            order.table_classes,
+        )
+        return result
+
+    def _index_rows(self, state: _State, rows: Rows) -> None:
+        keys, entry_rows, sizes = self._postings(state.order, rows)
+        self._sizes.array[rows] = sizes
+        state.table.insert(keys.reshape(-1, 1), entry_rows)
+
+    def delete(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> None:
+        """Tombstone rows: filtered from results at once, dropped at the next merge."""
+        self._rows.tombstone(np.asarray(rows))
+
+    # ------------------------------------------------------------ reads
+
+    def _bar(self, threshold: float | None) -> float:
+        bar = self.threshold if threshold is None else float(threshold)
+        if not self.threshold <= bar <= 1.0:
+            raise ValueError(
+                f"threshold must be from the index's {self.threshold} to 1, not {bar}: "
+                "the stored prefixes are those of the index's threshold"
+            )
+        return bar
+
+    def search(
+        self, text: str, threshold: float | None = None, limit: int | None = None
+    ) -> tuple[Rows, Similarities]:
+        """(rows, Jaccard) of every live text with Jaccard >= threshold, best first, ties
+        by row."""
+        _, rows, similarities = self.search_many([text], threshold)
+        if limit is None:
+            return rows, similarities
+        return rows[:limit], similarities[:limit]
+
+    def search_many(
+        self, texts: Sequence[str], threshold: float | None = None
+    ) -> tuple[Rows, Rows, Similarities]:
+        """Search a batch: (ends, rows, similarities), query i's matches at
+        [ends[i-1], ends[i]), best first (ties by row), exactly as ``search`` returns them.
+
+        Cost per query: p (binary searches + entries of the token with an admissible
+        size) + candidates x c, for p prefix tokens and c characters per candidate.
+        """
+        return self.search_many_code_points(*code_points(texts), threshold)
+
+    def search_many_code_points(
+        self, points: CodePoints, offsets: Offsets, threshold: float | None = None
+    ) -> tuple[Rows, Rows, Similarities]:
+        """``search_many`` for texts given as code points end to end."""
+        ends, rows, similarities, _ = self._search(points, offsets, threshold)
+        return ends, rows, similarities
+
+    def candidate_counts(
+        self, texts: Sequence[str], threshold: float | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Distinct rows each query verifies (what the filters let through)."""
+        return self._search(*code_points(texts), threshold)[3]
+
+    def _search(
+        self, points: CodePoints, offsets: Offsets, threshold: float | None
+    ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
+        bar = self._bar(threshold)
+        points = np.ascontiguousarray(points, dtype=np.uint32)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        state = self._state
+        snapshot = state.table.snapshot()
+        # Read after the snapshot: these hold every row it holds.
+        result: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]] = kernels.ngram_search(
+            points.view(np.uint8),
+            offsets[:-1] * 4,
+            np.diff(offsets).astype(np.int32),
+            4,
+            self.size,
+            bar,
+            self.prefix_matches,
+            state.order.table_codes,
+            state.order.table_classes,
+            self._data.array,
+            self._starts.array,
+            self._chars.array,
+            self._widths.array,
+            self._sizes.array,
+            *snapshot.kernel_arrays(),
+            self._rows.deleted.array,
+        )
+        return result
+
+    def text(self, row: int) -> str:
+        """The stored text of a row (deleted ones included)."""
+        start, chars = int(self._starts.array[row]), int(self._chars.array[row])
+        width = int(self._widths.array[row])
+        points = kernels.unpack_text(self._data.array, start, width, chars)
+        return points.tobytes().decode("utf-32-le", "surrogatepass")
+
+    def holds(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.bool_]:
+        """Whether each row was inserted here (deleted ones included)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        present = self._rows.present.array
+        inside = (rows >= 0) & (rows < present.shape[0])
+        held = np.zeros(len(rows), dtype=np.bool_)
+        held[inside] = present[rows[inside]]
+        return held
+
+    def set_sizes(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.int32]:
+        """Distinct q-grams of each row's text."""
+        sizes: npt.NDArray[np.int32] = self._sizes.array[np.asarray(rows, dtype=np.int64)]
+        return sizes
+
+    # ------------------------------------------------------------ merges
+
+    def backlog(self) -> Backlog:
+        """What the next merge will fold in and drop."""
+        return Backlog(self._state.table.unmerged(), self._rows.pending_tombstones)
+
+    def _order_due(self) -> bool:
+        learned = self._state.order.learned_rows
+        return self.learn_order and len(self) >= max(ORDER_FIRST_ROWS, ORDER_GROWTH * learned)
+
+    def needs_merge(self) -> bool:
+        """True when the buffer has grown enough for a merge, or the order is due to be
+        learned (again)."""
+        return self._state.table.needs_merge() or self._order_due()
+
+    def merge(self) -> bool:
+        """Fold the insert buffer into the sorted entries, dropping tombstoned rows; or,
+        when the index has grown ORDER_GROWTH-fold since the order was learned, learn it
+        again and rebuild every entry under it (O(N g log g), beside inserts and reads).
+        Returns False when there was nothing to do or another merge was running."""
+        if not self._merge_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._order_due():
+                self._rebuild()
+                return True
+            return self._rows.merge(self._state.table)
+        finally:
+            self._merge_lock.release()
+
+    def _live_rows(self) -> Rows:
+        present = self._rows.present.array[: self._rows.present.size]
+        deleted = self._rows.deleted.array[: self._rows.present.size]
+        return np.flatnonzero(present & ~deleted).astype(np.int64)
+
+    def _learn(self, rows: Rows, learned_rows: int) -> QgramOrder:
+        """An order from the document frequencies in (an even sample of) these rows."""
+        if len(rows) > ORDER_SAMPLE_ROWS:
+            rows = rows[np.linspace(0, len(rows) - 1, ORDER_SAMPLE_ROWS).astype(np.int64)]
+        codes, _ = kernels.code_sets(
+            self._data.array,
+            self._starts.array,
+            self._chars.array,
+            self._widths.array,
+            rows,
+            self.size,
+        )
+        return QgramOrder.from_sets(codes, learned_rows)
+
+    def _rebuild(self) -> None:
+        """Learn the order from the live rows and build a new table under it, beside the
+        current one; then, under the write lock, add the rows inserted meanwhile and swap
+        the order and the table in together."""
+        with self._write_lock:
+            self._rebuild_log = []
+            rows = self._live_rows()
+        order = self._learn(rows, len(rows))
+        table = SortedTable(lanes=1)
+        keys, entry_rows, _ = self._postings(order, rows)
+        table.insert(keys.reshape(-1, 1), entry_rows)
+        self._rows.merge(table)  # sorted into main, rows deleted meanwhile dropped
+        with self._write_lock:
+            logged = self._rebuild_log
+            self._rebuild_log = None
+            if logged:
+                late = np.concatenate(logged)
+                late = late[~self._rows.deleted.array[late]]
+                keys, entry_rows, _ = self._postings(order, late)
+                table.insert(keys.reshape(-1, 1), entry_rows)
+            self._state = _State(order, table)
+
+    # ------------------------------------------------------------ accounting
+
+    def memory_bytes(self) -> int:
+        """Bytes of the entries, the packed texts, the per-row arrays and the order."""
+        state = self._state
+        per_row = sum(
+            array.nbytes for array in (self._starts, self._chars, self._widths, self._sizes)
+        )
+        return int(
+            state.table.memory_bytes()
+            + self._data.nbytes
+            + per_row
+            + self._rows.nbytes
+            + state.order.nbytes
+        )
+
+    def _check(self) -> None:
+        """Assert the table's invariants, that its entries are exactly the prefix entries
+        of the stored texts under the current order, and the row bookkeeping."""
+        state = self._state
+        snapshot = state.table.snapshot()
+        _check_table(state.table)
+        keys = np.concatenate(
+            [run.keys[0] for run in (snapshot.main, snapshot.frozen, snapshot.buffer)]
+            + [snapshot.tail_keys[0, : snapshot.tail_count]]
+        )
+        rows = state.table.rows().astype(np.int64)
+        stored = np.unique(rows)
+        expected_keys, expected_rows, sizes = self._postings(state.order, stored)
+        assert np.array_equal(self._sizes.array[stored], sizes), "a set size is stale"
+        found = np.lexsort((keys, rows))
+        wanted = np.lexsort((expected_keys, expected_rows))
+        assert np.array_equal(rows[found], expected_rows[wanted]), "entries of a row differ"
+        assert np.array_equal(keys[found], expected_keys[wanted]), "an entry key is stale"
+        present = np.flatnonzero(self._rows.present.array[: self._rows.present.size])
+        empty = present[self._sizes.array[present] == 0]
+        self._rows.check(np.concatenate([stored, empty]))
+        # Every text's bytes lie inside the store.
+        ends = self._starts.array[present] + self._chars.array[present].astype(
+            np.int64
+        ) * self._widths.array[present].astype(np.int64)
+        assert bool(np.all(ends <= self._data.size)), "a text lies outside the store"
+
+
+def _check_table(table: SortedTable) -> None:
+    """SortedTable's invariants for a table with many entries per row (its own _check
+    wants one entry per row and lane)."""
+    state = table.snapshot()
+    assert table.lanes == 1
+    assert 0 <= state.tail_count <= len(state.tail_rows)
+    for run in (state.main, state.frozen, state.buffer):
+        assert run.keys.shape == run.rows.shape and run.keys.shape[0] == 1
+        assert run.keys.dtype == np.uint64 and run.rows.dtype == np.int32
+        assert bool(np.all(run.keys[:, 1:] >= run.keys[:, :-1])), "a run is out of order"
+    if state.main.directory.shape[0]:
+        rebuilt = with_directory(Run(state.main.keys, state.main.rows)).directory
+        assert np.array_equal(state.main.directory, rebuilt), "the directory is stale"

@@ -1,0 +1,291 @@
+"""The one interface through which a Collection talks to its indexes.
+
+Each kind of index (exact hashes, SimHash permutation tables, MinHash LSH bands, the
+n-gram index of short texts) is wrapped in a class with the same methods: insert and
+remove rows, search a batch of documents, find the pairs within a batch that the index's
+own rule matches, and report its backlog and memory. The Collection builds the ones its
+settings ask for and never names a kind again, so adding an index (or keeping indexes
+elsewhere) touches this module and the settings only.
+
+Every search answers with a ``Found``: (query position, row) pairs, and for an index that
+knows the exact similarity of what it found (the n-gram index), that similarity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.collection_config import CollectionConfig
+from app.core.exact import ExactIndex
+from app.core.hamming import HammingIndex
+from app.core.lsh import LSHIndex, min_matches
+from app.core.ngram import NgramIndex
+from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
+from app.service.matching import EXACT, MINHASH, NGRAM, SIMHASH, equal_pairs, positions_of
+from app.service.types import Method, Query
+
+
+class Documents(Protocol):
+    """What an index reads of a batch of documents: Fingerprints (a new batch) and
+    DocumentBatch (a stored one) both have it."""
+
+    @property
+    def simhash(self) -> SimHashes: ...
+    @property
+    def minhash(self) -> MinHashes: ...
+    @property
+    def exact(self) -> ExactHashes: ...
+    @property
+    def shorts(self) -> list[str | None] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Pairs an index found: ``positions[i]`` (a query, or the later document of a batch)
+    matches ``rows[i]`` (a stored row, or the earlier document). ``similarity`` is the
+    exact similarity of each pair when the index computes it, else None."""
+
+    positions: Rows
+    rows: Rows
+    similarity: npt.NDArray[np.float64] | None = None
+
+    @staticmethod
+    def none() -> Found:
+        empty = np.zeros(0, dtype=np.int64)
+        return Found(empty, empty)
+
+
+class DocumentIndex(Protocol):
+    """An index as the Collection sees it. ``bit`` is its method's bit in Match.methods."""
+
+    name: Method
+    bit: int
+
+    def insert(self, documents: Documents, rows: Rows) -> None:
+        """Index documents under new rows (never reused)."""
+
+    def remove(self, rows: Rows) -> None:
+        """Hide rows from every later search at once (tombstones, dropped by merges)."""
+
+    def search_many(self, queries: Documents, query: Query) -> Found:
+        """Live rows matching each query by this index's rule."""
+
+    def pairs_within(self, documents: Documents) -> Found:
+        """(later, earlier) positions of a batch matching each other by the same rule."""
+
+    def backlog(self) -> Backlog: ...
+    def memory_bytes(self) -> int: ...
+    def needs_merge(self) -> bool: ...
+    def merge(self) -> bool: ...
+
+
+class ExactMatcher:
+    """Equal 128-bit hashes of the normalised text."""
+
+    name: Method = "exact"
+    bit = EXACT
+
+    def __init__(self) -> None:
+        self.index = ExactIndex()
+
+    def insert(self, documents: Documents, rows: Rows) -> None:
+        self.index.insert(documents.exact, rows)
+
+    def remove(self, rows: Rows) -> None:
+        self.index.delete(rows)
+
+    def search_many(self, queries: Documents, query: Query) -> Found:
+        positions, rows = self.index.search_many(queries.exact)
+        return Found(positions, rows.astype(np.int64))
+
+    def pairs_within(self, documents: Documents) -> Found:
+        # Equal low words are candidates; the high word decides.
+        later, earlier = equal_pairs(documents.exact[:, 1:])
+        same = (documents.exact[later] == documents.exact[earlier]).all(axis=1)
+        return Found(later[same], earlier[same])
+
+    def backlog(self) -> Backlog:
+        return self.index.backlog()
+
+    def memory_bytes(self) -> int:
+        return self.index.memory_bytes()
+
+    def needs_merge(self) -> bool:
+        return self.index.needs_merge()
+
+    def merge(self) -> bool:
+        return self.index.merge()
+
+
+class SimHashMatcher:
+    """SimHash fingerprints within the collection's Hamming distance k."""
+
+    name: Method = "simhash"
+    bit = SIMHASH
+
+    def __init__(self, max_distance: int) -> None:
+        self.max_distance = max_distance
+        self.index = HammingIndex(max_distance)
+
+    def insert(self, documents: Documents, rows: Rows) -> None:
+        self.index.insert(documents.simhash, rows)
+
+    def remove(self, rows: Rows) -> None:
+        self.index.delete(rows)
+
+    def search_many(self, queries: Documents, query: Query) -> Found:
+        ends, rows, _ = self.index.search_many(queries.simhash, query.max_distance)
+        return Found(positions_of(ends), rows.astype(np.int64))
+
+    def pairs_within(self, documents: Documents) -> Found:
+        later, earlier = np.tril_indices(len(documents.simhash), -1)
+        distances = np.bitwise_count(documents.simhash[later] ^ documents.simhash[earlier])
+        near = np.flatnonzero(distances <= self.max_distance)
+        return Found(later[near].astype(np.int64), earlier[near].astype(np.int64))
+
+    def backlog(self) -> Backlog:
+        return self.index.backlog()
+
+    def memory_bytes(self) -> int:
+        return self.index.memory_bytes()
+
+    def needs_merge(self) -> bool:
+        return self.index.needs_merge()
+
+    def merge(self) -> bool:
+        return self.index.merge()
+
+
+class MinHashMatcher:
+    """MinHash LSH bands, every candidate verified with the signature's estimate. Holds
+    the signatures every match is scored with."""
+
+    name: Method = "minhash"
+    bit = MINHASH
+
+    def __init__(self, threshold: float, num_perm: int) -> None:
+        self.threshold = threshold
+        self.num_perm = num_perm
+        self.index = LSHIndex(threshold, num_perm)
+
+    def insert(self, documents: Documents, rows: Rows) -> None:
+        self.index.insert(documents.minhash, rows)
+
+    def remove(self, rows: Rows) -> None:
+        self.index.delete(rows)
+
+    def search_many(self, queries: Documents, query: Query) -> Found:
+        threshold = self.threshold if query.min_similarity is None else query.min_similarity
+        ends, rows, _ = self.index.search_many(queries.minhash, threshold)
+        return Found(positions_of(ends), rows.astype(np.int64))
+
+    def pairs_within(self, documents: Documents) -> Found:
+        # A whole band in common (what the index's tables find), then verified.
+        later, earlier = equal_pairs(self.index.band_keys(documents.minhash))
+        agree = np.count_nonzero(documents.minhash[later] == documents.minhash[earlier], axis=1)
+        verified = agree >= min_matches(self.threshold, self.num_perm)
+        return Found(later[verified], earlier[verified])
+
+    def backlog(self) -> Backlog:
+        return self.index.backlog()
+
+    def memory_bytes(self) -> int:
+        return self.index.memory_bytes()
+
+    def needs_merge(self) -> bool:
+        return self.index.needs_merge()
+
+    def merge(self) -> bool:
+        return self.index.merge()
+
+
+class NgramMatcher:
+    """Short texts (at most ngram.max_chars normalised characters) whose character q-gram
+    sets have exact Jaccard at least the threshold; it answers with that Jaccard."""
+
+    name: Method = "ngram"
+    bit = NGRAM
+
+    def __init__(self, threshold: float, size: int) -> None:
+        self.threshold = threshold
+        self.index = NgramIndex(threshold=threshold, size=size)
+
+    def insert(self, documents: Documents, rows: Rows) -> None:
+        short, texts = _shorts(documents)
+        if len(short):
+            self.index.insert(texts, rows[short])
+
+    def remove(self, rows: Rows) -> None:
+        # Rows that were never short are not in the index: tombstoning them is harmless
+        # (a row number is never reused) and cheaper than asking which were.
+        self.index.delete(rows)
+
+    def search_many(self, queries: Documents, query: Query) -> Found:
+        short, texts = _shorts(queries)
+        if not len(short):
+            return Found.none()
+        # The stored prefixes answer exactly from the index's threshold up; a lower
+        # min_similarity filters the other methods' matches only (as for MinHash bands).
+        threshold = max(self.threshold, query.min_similarity or 0.0)
+        ends, rows, similarity = self.index.search_many(texts, threshold)
+        return Found(short[positions_of(ends)], rows.astype(np.int64), similarity)
+
+    def pairs_within(self, documents: Documents) -> Found:
+        short, texts = _shorts(documents)
+        if len(short) < 2:
+            return Found.none()
+        # The batch's own short texts in a throw-away index: the same exact search.
+        batch = NgramIndex(threshold=self.threshold, size=self.index.size, learn_order=False)
+        batch.insert(texts, np.arange(len(texts)))
+        ends, others, similarity = batch.search_many(texts, self.threshold)
+        at = positions_of(ends)
+        earlier = others < at
+        return Found(
+            short[at[earlier]], short[others[earlier].astype(np.int64)], similarity[earlier]
+        )
+
+    def stored_texts(self, rows: Rows) -> list[str | None]:
+        """The normalised text each row was indexed with, None for rows not in it."""
+        held = self.index.holds(rows)
+        return [
+            self.index.text(row) if h else None for row, h in zip(rows.tolist(), held, strict=True)
+        ]
+
+    def backlog(self) -> Backlog:
+        return self.index.backlog()
+
+    def memory_bytes(self) -> int:
+        return self.index.memory_bytes()
+
+    def needs_merge(self) -> bool:
+        return self.index.needs_merge()
+
+    def merge(self) -> bool:
+        return self.index.merge()
+
+
+def _shorts(documents: Documents) -> tuple[Rows, list[str]]:
+    """Positions of the short documents of a batch, and their normalised texts."""
+    if documents.shorts is None:
+        return np.zeros(0, dtype=np.int64), []
+    positions = [i for i, text in enumerate(documents.shorts) if text is not None]
+    return np.array(positions, dtype=np.int64), [documents.shorts[i] or "" for i in positions]
+
+
+def build_indexes(config: CollectionConfig) -> list[DocumentIndex]:
+    """The indexes a collection's settings ask for, in the order rows enter them: MinHash
+    first, because it holds the signatures any match is scored with (a row another index
+    returns must have its signature already)."""
+    indexes: list[DocumentIndex] = []
+    if config.minhash.enabled:
+        indexes.append(MinHashMatcher(config.minhash.threshold, config.minhash.num_perm))
+    indexes.append(ExactMatcher())
+    if config.simhash.enabled:
+        indexes.append(SimHashMatcher(config.simhash.max_distance))
+    if config.ngram.enabled:
+        indexes.append(NgramMatcher(config.ngram.threshold, config.ngram.size))
+    return indexes
