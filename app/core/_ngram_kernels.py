@@ -36,7 +36,8 @@ _SHORT_FLAG = 1 << 63
 FIELD_BITS = 8
 FIELD_MAX = (1 << FIELD_BITS) - 1
 TOKEN_MASK = ~((1 << (2 * FIELD_BITS)) - 1) & ((1 << 64) - 1)
-ORDER_CLASS_SHIFT = 58  # order key: frequency class (6 bits) above 58 bits of the hash
+ORDER_CLASS_SHIFT = 48  # order key: frequency class (16 bits) above 48 bits of the hash
+MAX_CLASS = (1 << (64 - ORDER_CLASS_SHIFT)) - 1
 # Ranges of up to this many tokens are sorted by insertion, larger ones by quicksort.
 SORT_INSERTION_MAX = 16
 # Relative slack of the bounds computed from a float threshold: a bound may only ever be
@@ -183,11 +184,13 @@ def order_class(code: np.uint64, table_codes: np.ndarray, table_classes: np.ndar
 
 
 @njit(cache=True, nogil=True)
-def build_order_table(codes: np.ndarray, classes: np.ndarray, capacity: int) -> np.ndarray:
+def build_order_table(
+    codes: np.ndarray, classes: np.ndarray, capacity: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(table_codes, table_classes) for ``order_class``: capacity a power of two above the
     number of codes, every class >= 1."""
     table_codes = np.zeros(capacity, dtype=np.uint64)
-    table_classes = np.zeros(capacity, dtype=np.uint8)
+    table_classes = np.zeros(capacity, dtype=np.uint16)
     mask = _U64(capacity - 1)
     for i in range(codes.shape[0]):
         slot = fmix64(codes[i]) & mask
@@ -200,8 +203,8 @@ def build_order_table(codes: np.ndarray, classes: np.ndarray, capacity: int) -> 
 
 @njit(cache=True, nogil=True, inline="always")
 def _before(keys: np.ndarray, codes: np.ndarray, a: int, b: int) -> bool:
-    """Token a comes before token b: by order key, ties (equal top 58 bits) by code."""
-    return keys[a] < keys[b] or (keys[a] == keys[b] and codes[a] < codes[b])
+    """Token a comes before token b: by order key, ties (equal top 48 bits) by code."""
+    return bool(keys[a] < keys[b] or (keys[a] == keys[b] and codes[a] < codes[b]))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -279,7 +282,7 @@ def ordered_set(
 ) -> int:
     """The distinct q-gram codes of one text in the global token order, into ``codes``,
     with their order keys in ``keys``; returns how many. The order: rarer frequency class
-    first, then ``fmix64(code)`` (ties, which need equal top 58 bits, by the code). One
+    first, then ``fmix64(code)`` (ties, which need equal top 48 bits, by the code). One
     in-place sort, no allocation: O(g log g) for g q-grams."""
     count = gram_codes(data, start, width, chars, size, codes)
     for g in range(count):
@@ -302,7 +305,7 @@ def ordered_set(
 @njit(cache=True, nogil=True, inline="always")
 def token_bits(order_key: np.uint64) -> np.uint64:
     """A token's part of its index keys: the top 48 bits of ``fmix64(code)``, which the
-    order key holds below its 6 class bits."""
+    order key holds below its 16 class bits."""
     return (order_key << _U64(64 - ORDER_CLASS_SHIFT)) & _U64(TOKEN_MASK)
 
 
@@ -476,17 +479,18 @@ def _counted(
     count_mask = _U64((1 << 20) - 1)
     kept = 0
     for i in range(end):
-        tag = _U64(values[i] + 1) << _U64(20)
-        slot = fmix64(tag) & mask
+        name = _U64(values[i] + 1)
+        tag = name << _U64(20)
+        slot = ((name * _U64(0x9E3779B97F4A7C15)) >> _U64(32)) & mask
         while table[slot] != 0 and (table[slot] & ~count_mask) != tag:
             slot = (slot + _U64(1)) & mask
         if table[slot] == 0:
             table[slot] = tag
         table[slot] += _U64(1)
-        if (table[slot] & count_mask) == _U64(least):  # reached the bar: keep it once
-            if not is_deleted(values[i], deleted):
-                values[kept] = values[i]
-                kept += 1
+        reached = (table[slot] & count_mask) == _U64(least)
+        if reached and not is_deleted(values[i], deleted):  # kept once, when it gets there
+            values[kept] = values[i]
+            kept += 1
     if kept > 32:
         values[:kept].sort()
     else:
@@ -784,7 +788,9 @@ def ngram_search(
                 bucket = np.int64(token >> shift)
                 bucket_low, bucket_high = main_directory[0, bucket], main_directory[0, bucket + 1]
                 fraction = (token << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)
-                guess = bucket_low + np.int64((fraction * _U64(bucket_high - bucket_low)) >> _U64(32))
+                guess = bucket_low + np.int64(
+                    (fraction * _U64(bucket_high - bucket_low)) >> _U64(32)
+                )
                 main_starts[position] = guess
                 if bucket_high > bucket_low:
                     prefetch(main_keys, 0, guess)
@@ -839,22 +845,12 @@ def ngram_search(
             for e in range(tail_count):
                 key = tail_keys[0, e]
                 row = np.int64(tail_rows[e])
-                if (
-                    low <= key <= high
-                    and _admit(
-                        key,
-                        row,
-                        position,
-                        n,
-                        low_size,
-                        high_size,
-                        overlaps,
-                        threshold,
-                        slack,
-                        sizes,
-                        deleted,
-                    )  # fmt: skip
-                ):
+                if not low <= key <= high:
+                    continue
+                if _admit(
+                    key, row, position, n, low_size, high_size, overlaps, threshold, slack,
+                    sizes, deleted,
+                ):  # fmt: skip
                     candidates[found] = row
                     found += 1
         counts, found = _counted(candidates, found, meetings, deleted, counts)

@@ -119,13 +119,13 @@ class QgramOrder:
     """
 
     table_codes: npt.NDArray[np.uint64]
-    table_classes: npt.NDArray[np.uint8]
+    table_classes: npt.NDArray[np.uint16]
     learned_rows: int
 
     @staticmethod
     def by_hash() -> QgramOrder:
         """The order of ``fmix64(code)`` alone: needs no statistics, never changes."""
-        return QgramOrder(np.zeros(0, np.uint64), np.zeros(0, np.uint8), 0)
+        return QgramOrder(np.zeros(0, np.uint64), np.zeros(0, np.uint16), 0)
 
     @staticmethod
     def from_sets(codes: npt.NDArray[np.uint64], learned_rows: int) -> QgramOrder:
@@ -138,7 +138,7 @@ class QgramOrder:
         if len(distinct) > ORDER_MAX_ENTRIES:
             keep = np.argpartition(-frequencies, ORDER_MAX_ENTRIES)[:ORDER_MAX_ENTRIES]
             distinct, frequencies = distinct[keep], frequencies[keep]
-        classes = np.minimum(np.floor(np.log2(frequencies)), 63).astype(np.uint8)
+        classes = np.minimum(frequencies, kernels.MAX_CLASS).astype(np.uint16)
         capacity = 16
         while capacity < 2 * len(distinct):
             capacity *= 2
