@@ -9,17 +9,23 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-
-from app.api.auth import InvalidKeys
 from app.config import Settings
-from app.logs import logging_config
-from app.main import DATABASE_FILE, create_app
-from app.storage.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from app.storage.sqlite import SQLiteStore
+# The server's modules (uvicorn, FastAPI, numba) are imported by the commands that use
+# them: `neardup search` and `neardup insert` are HTTP clients and start without them.
 
 
 def serve(arguments: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.api.auth import InvalidKeys
+    from app.logs import logging_config
+    from app.main import create_app
+
     overrides = {
         key: value
         for key, value in (
@@ -57,6 +63,9 @@ def serve(arguments: argparse.Namespace) -> None:
 
 
 def _store(data_dir: str | None) -> SQLiteStore:
+    from app.main import DATABASE_FILE
+    from app.storage.sqlite import SQLiteStore
+
     settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
     return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
 
@@ -173,6 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
         "run it; run it again after changing app/core/. Touches no data directory.",
     )
     warm_up_parser.set_defaults(handler=warm_up)
+
+    from app.batch.command import add_parser as add_dedup_parser
+
+    add_dedup_parser(commands)  # dedup: the corpus job (docs/dedup.md)
+
+    from neardup_client.cli import add_commands
+
+    add_commands(commands)  # search, insert: HTTP clients of a running service
     return parser
 
 

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import collections, documents, errors, health, openapi, search
+from app.api import collections, documents, errors, health, openapi, page, search
 from app.api.auth import ApiKeyMiddleware, load_keys
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.metrics import Metrics, MetricsMiddleware
@@ -90,7 +90,8 @@ def create_app(
     # The routes themselves, not include_router: FastAPI matches an included router's
     # routes twice per request (the router, then its route), and the hot routes (search,
     # inserts) come first because routes are tried in order.
-    for router in (search.router, documents.router, collections.router, health.router):
+    routers = (search.router, documents.router, collections.router, health.router, page.router)
+    for router in routers:
         for route in router.routes:
             app.router.routes.append(route)
     # The last added runs first: ids and logs around everything, then metrics, then the

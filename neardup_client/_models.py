@@ -1,0 +1,349 @@
+"""The answers of the service as dataclasses, read from its JSON.
+
+Readers ignore fields they do not know, so that a newer service (the contract is extended,
+never broken) still works with this client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from neardup_client._errors import BatchError
+
+OnDuplicate = Literal["insert", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A stored document near the query: ``similarity`` (Jaccard, estimated by MinHash or
+    exact for short texts), ``hamming_distance`` of the SimHash fingerprints, and
+    ``methods``, the indexes that found it (exact, simhash, minhash, ngram)."""
+
+    id: str
+    similarity: float
+    hamming_distance: int
+    methods: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Match:
+        return cls(
+            id=str(data["id"]),
+            similarity=float(data["similarity"]),
+            hamming_distance=int(data["hamming_distance"]),
+            methods=tuple(str(method) for method in data["methods"]),
+        )
+
+
+def _matches(data: Any) -> tuple[Match, ...]:
+    return tuple(Match.from_json(match) for match in data)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    """The answer to an insert. ``inserted`` is false for a duplicate skipped with
+    ``on_duplicate="skip"`` and for a retry (the same id, text and metadata again).
+    ``duplicate_of`` is the oldest live document of the best match's cluster, or None
+    for a new story; ``cluster_id`` names the story. ``replaced`` is set by
+    ``replace()`` only: True when a document of that id was replaced."""
+
+    id: str
+    inserted: bool
+    duplicate_of: str | None
+    cluster_id: str
+    matches: tuple[Match, ...]
+    replaced: bool | None = None
+
+    @property
+    def is_duplicate(self) -> bool:
+        return self.duplicate_of is not None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], replaced: bool | None = None) -> InsertResult:
+        duplicate_of = data.get("duplicate_of")
+        return cls(
+            id=str(data["id"]),
+            inserted=bool(data["inserted"]),
+            duplicate_of=None if duplicate_of is None else str(duplicate_of),
+            cluster_id=str(data["cluster_id"]),
+            matches=_matches(data.get("matches", ())),
+            replaced=replaced,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentError:
+    """A document of a batch refused on its own: nothing of it was stored. ``position``
+    is its index in what was given to the batch helper (across chunks), ``id`` the id
+    it was sent with, ``code`` the one it would get alone (``invalid_body``,
+    ``invalid_document``, ``too_large``, ``document_exists``, ``duplicate_id``)."""
+
+    position: int
+    id: str | None
+    code: str
+    message: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], position: int) -> DocumentError:
+        error = data["error"]
+        document_id = data.get("id")
+        return cls(
+            position=position,
+            id=None if document_id is None else str(document_id),
+            code=str(error["code"]),
+            message=str(error["message"]),
+        )
+
+
+BatchItem = InsertResult | DocumentError
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """One result per document given, in order: an InsertResult or a DocumentError."""
+
+    results: tuple[BatchItem, ...]
+
+    @property
+    def inserted(self) -> list[InsertResult]:
+        return [result for result in self.results if isinstance(result, InsertResult)]
+
+    @property
+    def errors(self) -> list[DocumentError]:
+        return [result for result in self.results if isinstance(result, DocumentError)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def raise_for_errors(self) -> BatchResult:
+        """Raise BatchError if any document was refused; else return self."""
+        if self.errors:
+            raise BatchError(self.errors)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    """A document to insert (batch helpers take these or plain dicts of the same keys)."""
+
+    text: str
+    id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    html: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"text": self.text}
+        if self.id is not None:
+            body["id"] = self.id
+        if self.metadata is not None:
+            body["metadata"] = dict(self.metadata)
+        if self.html:
+            body["html"] = True
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A stored document. ``text`` is None unless the collection keeps texts
+    (``store_text``); ``simhash`` is 16 hex digits; ``created_at`` ISO 8601 UTC."""
+
+    id: str
+    metadata: dict[str, Any] | None
+    created_at: str
+    cluster_id: str
+    simhash: str
+    text: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Document:
+        metadata = data.get("metadata")
+        text = data.get("text")
+        return cls(
+            id=str(data["id"]),
+            metadata=None if metadata is None else dict(metadata),
+            created_at=str(data["created_at"]),
+            cluster_id=str(data["cluster_id"]),
+            simhash=str(data["simhash"]),
+            text=None if text is None else str(text),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ShingleSettings:
+    unit: str = "word"
+    size: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SimHashSettings:
+    enabled: bool = True
+    max_distance: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class MinHashSettings:
+    enabled: bool = True
+    num_perm: int = 128
+    threshold: float = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class NgramSettings:
+    enabled: bool = True
+    max_chars: int = 200
+    size: int = 3
+    threshold: float = 0.7
+
+
+def _known(kind: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    names = set(kind.__dataclass_fields__)
+    return {key: value for key, value in data.items() if key in names}
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionSettings:
+    """A collection's settings. The defaults here are the service's documented ones; to
+    create a collection with only some settings changed, a partial dict
+    (``{"store_text": True}``) leaves the rest to the service."""
+
+    shingle: ShingleSettings = field(default_factory=ShingleSettings)
+    simhash: SimHashSettings = field(default_factory=SimHashSettings)
+    minhash: MinHashSettings = field(default_factory=MinHashSettings)
+    ngram: NgramSettings = field(default_factory=NgramSettings)
+    store_text: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shingle": {"unit": self.shingle.unit, "size": self.shingle.size},
+            "simhash": {
+                "enabled": self.simhash.enabled,
+                "max_distance": self.simhash.max_distance,
+            },
+            "minhash": {
+                "enabled": self.minhash.enabled,
+                "num_perm": self.minhash.num_perm,
+                "threshold": self.minhash.threshold,
+            },
+            "ngram": {
+                "enabled": self.ngram.enabled,
+                "max_chars": self.ngram.max_chars,
+                "size": self.ngram.size,
+                "threshold": self.ngram.threshold,
+            },
+            "store_text": self.store_text,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CollectionSettings:
+        return cls(
+            shingle=ShingleSettings(**_known(ShingleSettings, data.get("shingle", {}))),
+            simhash=SimHashSettings(**_known(SimHashSettings, data.get("simhash", {}))),
+            minhash=MinHashSettings(**_known(MinHashSettings, data.get("minhash", {}))),
+            ngram=NgramSettings(**_known(NgramSettings, data.get("ngram", {}))),
+            store_text=bool(data.get("store_text", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionStats:
+    documents: int
+    duplicates: int
+    merges: int
+    index_bytes: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CollectionStats:
+        return cls(**{key: int(value) for key, value in _known(cls, data).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionInfo:
+    """A collection with its settings and stats. ``created`` is set by
+    ``create_collection()`` only: True for 201 (new), False for 200 (it existed with the
+    same settings)."""
+
+    name: str
+    settings: CollectionSettings
+    stats: CollectionStats
+    created: bool | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], created: bool | None = None) -> CollectionInfo:
+        return cls(
+            name=str(data["name"]),
+            settings=CollectionSettings.from_json(data["settings"]),
+            stats=CollectionStats.from_json(data["stats"]),
+            created=created,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSample:
+    """One sample of the Prometheus text format: ``name{labels} value``."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def parse_metrics(text: str) -> list[MetricSample]:
+    """The samples of a Prometheus text exposition (comments and blank lines skipped)."""
+    samples = []
+    for line in text.splitlines():
+        found = _SAMPLE.match(line)
+        if found is None or line.startswith("#"):
+            continue
+        name, labels, value = found.groups()
+        parsed = {
+            key: re.sub(r"\\[\\\"n]", lambda m: _UNESCAPE[m.group(0)], raw)
+            for key, raw in _LABEL.findall(labels or "")
+        }
+        samples.append(MetricSample(name, parsed, float(value)))
+    return samples
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHealth:
+    """What /metrics knows of one collection's indexes: live documents, merges since the
+    start, and per index (exact, simhash, minhash, ngram) the entries in the insert
+    buffer not merged yet and the tombstones held until the next merge."""
+
+    collection: str
+    documents: int
+    duplicates: int
+    merges: int
+    index_bytes: int
+    unmerged_entries: dict[str, int]
+    tombstones: dict[str, int]
+
+    @classmethod
+    def from_samples(cls, collection: str, samples: list[MetricSample]) -> IndexHealth:
+        mine = [s for s in samples if s.labels.get("collection") == collection]
+        value = {s.name: int(s.value) for s in mine if set(s.labels) == {"collection"}}
+        per_index: dict[str, dict[str, int]] = {
+            "neardup_index_unmerged_entries": {},
+            "neardup_index_tombstones": {},
+        }
+        for sample in mine:
+            if sample.name in per_index and "index" in sample.labels:
+                per_index[sample.name][sample.labels["index"]] = int(sample.value)
+        return cls(
+            collection=collection,
+            documents=value.get("neardup_documents", 0),
+            duplicates=value.get("neardup_duplicates", 0),
+            merges=value.get("neardup_merges", 0),
+            index_bytes=value.get("neardup_index_bytes", 0),
+            unmerged_entries=per_index["neardup_index_unmerged_entries"],
+            tombstones=per_index["neardup_index_tombstones"],
+        )
