@@ -121,13 +121,17 @@ def scenarios(draw: st.DrawFn) -> tuple[int, float, str, list[tuple[object, ...]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.booleans())
+@given(scenarios(), st.booleans(), st.integers(1, 4))
 def test_search_equals_brute_force_jaccard(
-    scenario: tuple[int, float, str, list[tuple[object, ...]]], learn_order: bool
+    scenario: tuple[int, float, str, list[tuple[object, ...]]],
+    learn_order: bool,
+    prefix_matches: int,
 ) -> None:
     size, build, _, operations = scenario
     with small_order_constants():
-        index = NgramIndex(threshold=build, size=size, learn_order=learn_order)
+        index = NgramIndex(
+            threshold=build, size=size, learn_order=learn_order, prefix_matches=prefix_matches
+        )
         texts: dict[int, str] = {}
         deleted: set[int] = set()
         for operation in operations:
@@ -331,9 +335,10 @@ def test_thresholds_below_the_index_are_refused_and_empty_texts_match_nothing() 
 def test_stored_texts_round_trip_at_every_width() -> None:
     texts = ["plain", "café", "中文标题", "emoji 😀 mixed 中", ""]
     index = NgramIndex()
-    index.insert(texts, range(len(texts)))
-    assert [index.text(row) for row in range(len(texts))] == texts
-    assert index._widths.array[: len(texts)].tolist() == [1, 1, 2, 4, 1]
+    index.insert(texts, [0, 1, 2, 3, 5])
+    assert [index.text(row) for row in (0, 1, 2, 3, 5)] == texts
+    assert index._widths.array[[0, 1, 2, 3, 5]].tolist() == [1, 1, 2, 4, 1]
+    assert index.holds([0, 4, 5, 9, -1]).tolist() == [True, False, True, False, False]
 
 
 def test_planted_one_and_two_character_edits_of_titles_are_found() -> None:

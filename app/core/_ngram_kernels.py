@@ -169,15 +169,21 @@ def distinct_codes(
 def order_class(code: np.uint64, table_codes: np.ndarray, table_classes: np.ndarray) -> int:
     """The frequency class of a code (0, the rarest, when the table does not hold it).
 
-    The table is open addressing on ``fmix64(code)``, class 0 marking an empty slot.
+    The table is open addressing on ``fmix64(code)``: its low bits pick the slot, its
+    high 32 bits are the fingerprint kept there; class 0 marks an empty slot. Two codes
+    with one fingerprint share a class: the order is still a fixed function of the code,
+    which is all exactness needs (a rare code given a common one's class is only probed
+    later). 6 bytes a slot keep the table in L2.
     """
     capacity = table_codes.shape[0]
     if capacity == 0:
         return 0
     mask = _U64(capacity - 1)
-    slot = fmix64(code) & mask
+    h = fmix64(code)
+    fingerprint = np.uint32(h >> _U64(32))
+    slot = h & mask
     while table_classes[slot] != 0:
-        if table_codes[slot] == code:
+        if table_codes[slot] == fingerprint:
             return int(table_classes[slot])
         slot = (slot + _U64(1)) & mask
     return 0
@@ -187,17 +193,20 @@ def order_class(code: np.uint64, table_codes: np.ndarray, table_classes: np.ndar
 def build_order_table(
     codes: np.ndarray, classes: np.ndarray, capacity: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(table_codes, table_classes) for ``order_class``: capacity a power of two above the
-    number of codes, every class >= 1."""
-    table_codes = np.zeros(capacity, dtype=np.uint64)
+    """(fingerprints, classes) for ``order_class``: capacity a power of two above the
+    number of codes, every class >= 1. Of codes sharing a fingerprint the first wins."""
+    table_codes = np.zeros(capacity, dtype=np.uint32)
     table_classes = np.zeros(capacity, dtype=np.uint16)
     mask = _U64(capacity - 1)
     for i in range(codes.shape[0]):
-        slot = fmix64(codes[i]) & mask
-        while table_classes[slot] != 0:
+        h = fmix64(codes[i])
+        fingerprint = np.uint32(h >> _U64(32))
+        slot = h & mask
+        while table_classes[slot] != 0 and table_codes[slot] != fingerprint:
             slot = (slot + _U64(1)) & mask
-        table_codes[slot] = codes[i]
-        table_classes[slot] = classes[i]
+        if table_classes[slot] == 0:
+            table_codes[slot] = fingerprint
+            table_classes[slot] = classes[i]
     return table_codes, table_classes
 
 

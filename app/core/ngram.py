@@ -9,49 +9,64 @@ shorter than q has one q-gram, the whole text.
 
 Filters, all exact (no set with Jaccard >= t is ever filtered out):
 
-- **Prefix filter.** Fix one global order of all tokens. If J(x, y) >= t then x and y
-  share at least o >= ceil(t |y|) tokens, so the first |y| - ceil(t |y|) + 1 tokens of y
-  in that order hold one of them. Each stored set puts only that prefix (for the index's
-  threshold) in the index; a query probes with its own prefix for its threshold.
+- **Prefix filter, with k meetings** (AllPairs; the l-prefix scheme of Wang, Li and Feng,
+  "Can We Beat the Prefix Filtering?", SIGMOD 2012). Fix one global order of all tokens.
+  If J(x, y) >= t, x and y share o >= ceil(t max(|x|, |y|)) tokens, and at most |y| - o
+  tokens of y are not shared, so the first |y| - ceil(t |y|) + k tokens of y in that
+  order hold its first k shared tokens (when o >= k). Each stored set puts that prefix
+  (for the index's threshold and k = ``prefix_matches``) in the index; a query probes
+  its own prefix for its threshold, and a stored set becomes a candidate only when it
+  meets the query in k tokens (in min(k, o) for sets so small that o < k is possible).
+  k = 1 is plain prefix filtering; every extra k costs one entry (12 bytes) per set and
+  cuts the candidates several-fold (bench/ngram.py: English titles at 100K, 158
+  candidates a query for k = 1, 8.7 for k = 3).
 - **Length filter.** J(x, y) >= t needs t |x| <= |y| <= |x| / t. The set size is a field
   of every entry's key just below the token, so the entries of a token with an
   admissible size are one key range: no entry of the wrong length is even read.
-- **Positional filter** (PPJoin). The first shared token sits at position i of x and j
-  of y with i <= |x| - o and j <= |y| - o, o = ceil(t (|x| + |y|) / (1 + t)) the fewest
-  shared tokens for Jaccard t: every shared token comes at or after it. The position is
-  the lowest field of the key, so entries failing this are dropped before verification.
-- **Verification** of each distinct candidate by the exact Jaccard of the two q-gram
-  sets, |x ∩ y| / |x ∪ y| >= t compared in float64 exactly as ``len(a & b) / len(a | b)
-  >= t`` is in Python; it stops as soon as the overlap is out of reach.
+- **Positional filter** (PPJoin). The m-th shared token sits at position i of x and j of
+  y with i <= |x| - o + m - 1 and j <= |y| - o + m - 1, o >= ceil(t (|x| + |y|) / (1 +
+  t)) the fewest shared tokens for Jaccard t. The position is the lowest field of the
+  key, so within a size the scan stops at the first entry past the bound, and the query
+  position bounds the sizes worth reading at all.
+- **Verification** of each candidate by the exact Jaccard of the two q-gram sets,
+  |x ∩ y| / |x ∪ y| >= t compared in float64 exactly as ``len(a & b) / len(a | b) >= t``
+  is in Python; it stops as soon as the overlap is out of reach. Bounds derived from the
+  float threshold are loosened by a hair, never tightened, so rounding drops nothing.
 
-Worked example, t = 0.7, x = a 40-character title (38 distinct 3-grams). Its prefix is
-38 - 27 + 1 = 12 tokens; admissible sizes 27 to 54. A stored title y of 38 3-grams that
-differs by one character shares 35 of them: o = ceil(0.7 x 76 / 1.7) = 32, so the first
-shared token is among the first 7 of both orders, and one of x's 12 probes meets y's
-entry at positions (i, j) <= (6, 6). Verification: 35 / 41 = 0.854 >= 0.7, found.
+Worked example, t = 0.7, k = 1, x = a 40-character title (38 distinct 3-grams). Its
+prefix is 38 - 27 + 1 = 12 tokens; admissible sizes 27 to 54. A stored title y of 38
+3-grams that differs by one character shares 35 of them: o >= ceil(0.7 x 76 / 1.7) = 32,
+so their first shared token is among the first 7 of both orders, and one of x's 12
+probes meets y's entry at positions (i, j) <= (6, 6). Verification: 35 / 41 = 0.854.
 
 **Token order.** Rarer tokens first makes prefixes rare and candidates few (the AllPairs
-ordering): with a pure hash order a query's prefix nearly always holds a few of the
-trigrams of "the", "ing" or "的" and drags in tens of thousands of candidates (the
-measured difference is in bench/ngram.py). Document frequencies change as data
-arrives, and every stored prefix must use the same order as every query, so the order is
-learned and then frozen: the key of a token is its *frequency class* (floor(log2 df) in a
-sample of up to ORDER_SAMPLE_ROWS stored sets; 0, the rarest, for tokens seen once or
-never) above the bits of ``fmix64(code)``. Until ORDER_FIRST_ROWS sets are stored the
-order is the hash alone. The order is learned again, by a merge, whenever the index has
-grown ORDER_GROWTH-fold since it was last learned: the merge rebuilds every entry under
-the new order beside the old table and swaps both in at once (inserts meanwhile go to the
-old table and are re-keyed at the swap), so readers always see one consistent order.
-Rebuilds at geometric sizes cost O(1) amortised per set.
+ordering): with a pure hash order a query's prefix nearly always holds a few trigrams
+of common words and drags in hundreds of candidates (bench/ngram.py: 324 a query
+against 8.7 with the learned order). Document frequencies change as data arrives, and
+every stored prefix must use the same order as every query, so the order is learned
+and then frozen: the key of a token is its document frequency in a sample of up to
+ORDER_SAMPLE_ROWS stored sets (0, the rarest, for tokens seen once or never) above the
+bits of ``fmix64(code)``. Until ORDER_FIRST_ROWS sets are stored the order is the hash
+alone (a first insert of that many learns it at once: a restart's bulk load). A merge
+learns it again whenever the index has grown ORDER_GROWTH-fold since it was learned
+(ORDER_REFRESH_GROWTH-fold once it came from a full sample): it rebuilds every entry
+under the new order beside the old table and swaps both in at once (inserts meanwhile go
+to the old table and are re-keyed at the swap), so readers always see one consistent
+order. Rebuilds at geometric sizes cost O(1) amortised per set.
 
 **Thresholds.** The prefixes stored are those of the index's threshold. A query may ask
 for any threshold from that one up to 1 (the stored prefixes are then longer than it
 needs); a lower one cannot be answered exactly from them and is refused (ValueError),
 as HammingIndex refuses a distance above its own.
 
-**q.** ``size`` (default 3: bench/ngram.py measures 2, 3 and 4 on titles and Chinese).
-q-grams of up to 3 characters are coded exactly in 64 bits (21 bits per code point), so
-the Jaccard of codes is that of the q-gram sets; above 3 they are 64-bit hashes.
+**q.** ``size``, default 3 (bench/ngram.py, section 1): on Reuters titles of 30+
+characters with 2 character edits, q = 3 keeps 98% of the copies at t = 0.7 (q = 4:
+73%), and it matches fewer distinct titles than q = 2 (1,092 pairs against 1,753 at
+0.7). Chinese-like texts of 20-40 characters lose more to an edit (a character is a
+word): q = 3 keeps every 1-edit copy at t = 0.7 but 60% of 2-edit copies (q = 2: 96%,
+q = 4: 21%); the m >= 4 some use for Chinese would miss most of them. q-grams of up to 3
+characters are coded exactly in 64 bits (21 bits per code point), so the Jaccard of
+codes is that of the q-gram sets; above 3 they are 64-bit hashes.
 
 **Layout.** One SortedTable lane, one entry per prefix token of each stored set (12
 bytes: uint64 key, int32 row), several entries per row::
@@ -64,13 +79,15 @@ bytes per character (the smallest that holds the text's largest code point), and
 are recomputed from them for verification and rebuilds: a 60-character title costs 60
 bytes instead of 8 bytes per distinct q-gram.
 
-Memory per stored text of g distinct q-grams and c characters: 12 (g - ceil(t g) + 1)
-bytes of entries + c x width bytes of text + 19 bytes of per-row arrays; about 230 bytes
-for a 60-character English title at t = 0.7 (bench/ngram.py measures it).
+Memory per stored text of g distinct q-grams and c characters: 12 (g - ceil(t g) + k)
+bytes of entries + c x width bytes of text + 19 bytes of per-row arrays; 262 bytes a
+text on average at 1M (half 40-80-character English, half 20-40-character Chinese,
+t = 0.7, k = 3), plus the order's table (768 KB at most).
 
 Costs, for a text of c characters and g q-grams: insert O(g log g) plus the SortedTable
-insert; search O(p (log N + entries in range) + candidates x c), p = the query's prefix
-length; learning the order O(sample g log) and a rebuild O(N g log g), in a merge.
+insert of its prefix entries; search O(p (log N + entries of the token with an admissible
+size and position) + candidates x c), p = the query's prefix length; learning the order
+O(sample g log) and a rebuild O(N g log g), in a merge.
 """
 
 from __future__ import annotations
@@ -94,20 +111,25 @@ Similarities = npt.NDArray[np.float64]
 DEFAULT_SIZE = 3
 DEFAULT_THRESHOLD = 0.7
 MAX_SIZE = 8
-DEFAULT_PREFIX_MATCHES = 2
+DEFAULT_PREFIX_MATCHES = 3
 MAX_PREFIX_MATCHES = 8
 # The order is first learned once this many sets are stored: below it candidate lists are
 # short whatever the order, and a sample this size already ranks the common q-grams.
 ORDER_FIRST_ROWS = 4096
 # ... and learned again each time the index has grown this many times over since, so
-# rebuilds cost O(1) amortised per set (4: a rebuild at N follows one at N / 4).
+# rebuilds cost O(1) amortised per set (4: a rebuild at N follows one at N / 4) ...
 ORDER_GROWTH = 4
+# ... or, once it was learned from a full sample of ORDER_SAMPLE_ROWS sets, this many
+# times: frequencies from a full sample are already good, and a rebuild at N costs as
+# much as N inserts (at 1M texts the rebuild at 640K was a quarter of the insert time).
+ORDER_REFRESH_GROWTH = 16
 # Document frequencies are counted in at most this many stored sets, evenly spaced over
 # the rows: enough to rank every q-gram that matters for candidates, and a bounded cost.
 ORDER_SAMPLE_ROWS = 65_536
-# At most this many of the commonest q-grams get a class above 0 (9 bytes a slot at
-# load 1/2: 4.5 MB); the rest are rare by any measure that matters here.
-ORDER_MAX_ENTRIES = 1 << 18
+# At most this many of the commonest q-grams get a class above 0 (6 bytes a slot at load
+# 1/2: 768 KB, in L2: at 1M texts a table of 2^18 codes and 64-bit keys cost 1 us of L3
+# misses per text inserted); the rest are rare by any measure that matters here.
+ORDER_MAX_ENTRIES = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +140,14 @@ class QgramOrder:
     ``learned_rows`` is how many sets were stored when it was learned (0: the hash order).
     """
 
-    table_codes: npt.NDArray[np.uint64]
+    table_codes: npt.NDArray[np.uint32]  # fingerprints: the high 32 bits of fmix64(code)
     table_classes: npt.NDArray[np.uint16]
     learned_rows: int
 
     @staticmethod
     def by_hash() -> QgramOrder:
         """The order of ``fmix64(code)`` alone: needs no statistics, never changes."""
-        return QgramOrder(np.zeros(0, np.uint64), np.zeros(0, np.uint16), 0)
+        return QgramOrder(np.zeros(0, np.uint32), np.zeros(0, np.uint16), 0)
 
     @staticmethod
     def from_sets(codes: npt.NDArray[np.uint64], learned_rows: int) -> QgramOrder:
@@ -411,7 +433,8 @@ class NgramIndex:
 
     def _order_due(self) -> bool:
         learned = self._state.order.learned_rows
-        return self.learn_order and len(self) >= max(ORDER_FIRST_ROWS, ORDER_GROWTH * learned)
+        growth = ORDER_REFRESH_GROWTH if learned >= ORDER_SAMPLE_ROWS else ORDER_GROWTH
+        return self.learn_order and len(self) >= max(ORDER_FIRST_ROWS, growth * learned)
 
     def needs_merge(self) -> bool:
         """True when the buffer has grown enough for a merge, or the order is due to be

@@ -1,0 +1,586 @@
+"""NgramIndex: speed, candidates and memory on short texts, against brute force.
+
+Run from the repository root::
+
+    .venv/bin/python bench/ngram.py [--sizes 100000,1000000] [--runs 3] [--seed 0] [--quick]
+
+One pinned core, every thread pool capped at one thread, seeded data:
+
+- English titles of 40-80 characters: words drawn with the frequencies of the words of
+  the Reuters-21578 titles (../shared/data; made-up words with Zipf frequencies when it
+  is absent), normalised;
+- Chinese-like texts of 20-40 characters: words of 1-4 characters drawn with Zipf
+  frequencies from 30,000 words over 3,500 CJK characters, themselves Zipf-distributed;
+- one text in ten a near-duplicate of an earlier one: 1 to 3 character edits
+  (substitution, insertion or deletion).
+
+Sections:
+
+1. The choice of q: on real titles (Reuters, 30+ characters) and on the Chinese-like
+   texts, the share of 1- and 2-edit copies found at each threshold for q = 2, 3, 4, and
+   the pairs of distinct real titles matched (which should be near-duplicates only).
+2. Token order and prefix matches at 100K: hash order against the learned order, and
+   ``prefix_matches`` 1 to 4: candidates verified per query, latency, memory.
+3. The index at each size (half English, half Chinese-like; threshold 0.7): batched
+   insert rate (batches of 10,000 with the merges and order rebuilds ``needs_merge()``
+   asks for), single inserts, query latency p50 / p99 for near-duplicate queries (an
+   edited copy of a stored text) and for new texts, candidates and matches per query,
+   bytes per text (``memory_bytes()`` and the RSS growth).
+4. Against brute force (exact Jaccard of every stored q-gram set, numpy) at 20,000 texts,
+   answers compared; and the Reuters titles themselves as real short texts.
+
+Every answer checked is asserted equal to brute force. Figures over runs are shown as
+``median (min-max)``. The report is printed and written to ``bench/results/ngram.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from _common import THREAD_LIMITS
+
+# Thread pools size themselves when their library is imported, so cap them first.
+os.environ.update(THREAD_LIMITS)
+
+import argparse
+import collections
+import functools
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from _common import (
+    format_spread,
+    format_us,
+    latencies_us,
+    load_reuters,
+    machine_summary,
+    markdown_table,
+    percentile,
+    pin_to_one_core,
+    release_memory,
+    rss_bytes,
+    spread,
+    write_result,
+)
+
+from app.core import ngram
+from app.core.ngram import NgramIndex
+from app.core.text import normalize
+
+BATCH = 10_000
+THRESHOLD = 0.7
+NEAR_DUPLICATE_SHARE = 0.1
+LATIN = "abcdefghijklmnopqrstuvwxyz"
+CJK_CHARACTERS = 3_500
+CJK_WORDS = 30_000
+
+
+# ---------------------------------------------------------------- data
+
+
+def edit(rng: np.random.Generator, text: str, edits: int, alphabet: str) -> str:
+    """The text with ``edits`` random character substitutions, insertions or deletions."""
+    chars = list(text)
+    for _ in range(edits):
+        kind = int(rng.integers(3))
+        letter = alphabet[int(rng.integers(len(alphabet)))]
+        if kind == 1 or len(chars) < 2:
+            chars.insert(int(rng.integers(len(chars) + 1)), letter)
+        elif kind == 0:
+            chars[int(rng.integers(len(chars)))] = letter
+        else:
+            del chars[int(rng.integers(len(chars)))]
+    return "".join(chars)
+
+
+def zipf_weights(count: int, exponent: float = 1.0) -> npt.NDArray[np.float64]:
+    weights = 1.0 / np.arange(1, count + 1) ** exponent
+    return weights / weights.sum()
+
+
+@dataclass
+class Vocabulary:
+    """Words with their probabilities, and the characters edits draw from."""
+
+    words: list[str]
+    weights: npt.NDArray[np.float64]
+    alphabet: str
+    separator: str
+
+
+def english_vocabulary(rng: np.random.Generator) -> tuple[Vocabulary, str]:
+    """The words of the Reuters titles with their frequencies, or made-up words."""
+    stories = load_reuters()
+    if stories is not None:
+        counts: collections.Counter[str] = collections.Counter()
+        for story in stories:
+            counts.update(normalize(story.get("title") or "").split())
+        words, frequencies = zip(*counts.most_common(), strict=True)
+        weights = np.array(frequencies, dtype=np.float64)
+        source = f"the {len(words):,} words of the Reuters titles, with their frequencies"
+        return Vocabulary(list(words), weights / weights.sum(), LATIN, " "), source
+    syllables = [c + v for c in "bcdfghklmnprstvwz" for v in "aeiou"]
+    made_up = {"".join(rng.choice(syllables, int(rng.integers(1, 4)))) for _ in range(40_000)}
+    words = sorted(made_up)
+    rng.shuffle(words)
+    source = f"{len(words):,} made-up words with Zipf frequencies (Reuters absent)"
+    return Vocabulary(words, zipf_weights(len(words)), LATIN, " "), source
+
+
+def chinese_vocabulary(rng: np.random.Generator) -> Vocabulary:
+    """30,000 words of 1-4 characters over 3,500 CJK characters, both Zipf-distributed."""
+    characters = np.array(
+        [chr(0x4E00 + int(i)) for i in rng.permutation(0x9FA5 - 0x4E00)[:CJK_CHARACTERS]]
+    )
+    character_weights = zipf_weights(CJK_CHARACTERS)
+    lengths = rng.choice([1, 2, 2, 2, 3, 4], CJK_WORDS)
+    words = ["".join(rng.choice(characters, int(n), p=character_weights)) for n in lengths]
+    return Vocabulary(words, zipf_weights(CJK_WORDS), "".join(characters[:500]), "")
+
+
+def sentences(
+    rng: np.random.Generator, vocabulary: Vocabulary, count: int, low: int, high: int
+) -> list[str]:
+    """``count`` texts of low..high characters: words drawn by weight until long enough."""
+    lengths = rng.integers(low, high + 1, count)
+    draws = rng.choice(len(vocabulary.words), size=count * (high + 2), p=vocabulary.weights)
+    words, separator = vocabulary.words, vocabulary.separator
+    texts = []
+    k = 0
+    for length in lengths.tolist():
+        parts: list[str] = []
+        total = -len(separator)
+        while total < length:
+            word = words[draws[k]]
+            k += 1
+            parts.append(word)
+            total += len(word) + len(separator)
+        texts.append(separator.join(parts)[:length].strip())
+    return texts
+
+
+def with_near_duplicates(rng: np.random.Generator, texts: list[str], alphabet: str) -> list[str]:
+    """The texts with one in ten replaced by 1-3 character edits of an earlier one."""
+    out = list(texts)
+    for i in np.flatnonzero(rng.random(len(out)) < NEAR_DUPLICATE_SHARE).tolist():
+        if i > 0:
+            source = out[int(rng.integers(i))]
+            out[i] = edit(rng, source, int(rng.integers(1, 4)), alphabet)
+    return out
+
+
+@dataclass
+class Corpus:
+    """Half English titles, half Chinese-like texts, interleaved at random."""
+
+    texts: list[str]
+    english: npt.NDArray[np.bool_]
+    english_source: str
+    chinese_alphabet: str
+
+
+def make_corpus(size: int, seed: int) -> Corpus:
+    rng = np.random.default_rng(seed)
+    english_words, source = english_vocabulary(rng)
+    chinese_words = chinese_vocabulary(rng)
+    half = size // 2
+    english = with_near_duplicates(
+        rng, sentences(rng, english_words, half, 40, 80), english_words.alphabet
+    )
+    chinese = with_near_duplicates(
+        rng, sentences(rng, chinese_words, size - half, 20, 40), chinese_words.alphabet
+    )
+    order = rng.permutation(size)
+    texts = english + chinese
+    is_english = np.arange(size) < half
+    return Corpus(
+        [texts[i] for i in order.tolist()], is_english[order], source, chinese_words.alphabet
+    )
+
+
+def near_queries(
+    rng: np.random.Generator, corpus: Corpus, count: int
+) -> tuple[list[str], list[str]]:
+    """(English, Chinese) queries: stored texts with 1 or 2 character edits."""
+    out: tuple[list[str], list[str]] = ([], [])
+    for english, bucket in ((True, out[0]), (False, out[1])):
+        positions = np.flatnonzero(corpus.english == english)
+        alphabet = LATIN if english else corpus.chinese_alphabet
+        for i in rng.choice(positions, count).tolist():
+            bucket.append(edit(rng, corpus.texts[i], int(rng.integers(1, 3)), alphabet))
+    return out
+
+
+def new_texts(corpus_seed: int, count: int) -> tuple[list[str], list[str]]:
+    """(English, Chinese) texts drawn like the corpus's but not in it."""
+    fresh = make_corpus(2 * count, corpus_seed + 1000)
+    english = [t for t, e in zip(fresh.texts, fresh.english.tolist(), strict=True) if e]
+    chinese = [t for t, e in zip(fresh.texts, fresh.english.tolist(), strict=True) if not e]
+    return english[:count], chinese[:count]
+
+
+# ---------------------------------------------------------------- brute force
+
+
+def qgram_set(text: str, size: int) -> frozenset[str]:
+    if not text:
+        return frozenset()
+    if len(text) < size:
+        return frozenset([text])
+    return frozenset(text[i : i + size] for i in range(len(text) - size + 1))
+
+
+def brute_force(
+    sets: Sequence[frozenset[str]], query: str, size: int, threshold: float
+) -> list[tuple[int, float]]:
+    """(row, Jaccard) of every set at or above the threshold, best first, ties by row."""
+    wanted = qgram_set(query, size)
+    found = []
+    if wanted:
+        for row, grams in enumerate(sets):
+            if grams:
+                shared = len(grams & wanted)
+                similarity = shared / (len(grams) + len(wanted) - shared)
+                if similarity >= threshold:
+                    found.append((row, similarity))
+    return sorted(found, key=lambda pair: (-pair[1], pair[0]))
+
+
+def answer(index: NgramIndex, query: str, threshold: float) -> list[tuple[int, float]]:
+    rows, similarities = index.search(query, threshold)
+    return list(zip(rows.tolist(), similarities.tolist(), strict=True))
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def build(texts: Sequence[str], **options: object) -> tuple[NgramIndex, float]:
+    """An index of the texts inserted in batches of BATCH, merging when it asks; returns
+    it and the seconds taken (the final merge included)."""
+    index = NgramIndex(**options)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    for begin in range(0, len(texts), BATCH):
+        end = min(len(texts), begin + BATCH)
+        index.insert(texts[begin:end], np.arange(begin, end))
+        if index.needs_merge():
+            index.merge()
+    while index.merge():
+        pass
+    return index, time.perf_counter() - start
+
+
+@dataclass
+class Latency:
+    p50: float
+    p99: float
+    candidates: float
+    matches: float
+
+
+def query_latency(index: NgramIndex, queries: Sequence[str], threshold: float) -> Latency:
+    timings = latencies_us(lambda text: index.search(text, threshold), queries)
+    candidates = index.candidate_counts(queries, threshold)
+    ends, _, _ = index.search_many(queries, threshold)
+    return Latency(
+        percentile(timings, 50),
+        percentile(timings, 99),
+        float(candidates.mean()),
+        float(np.diff(ends, prepend=0).mean()),
+    )
+
+
+def warm_up() -> None:
+    """Compile (or load) every kernel before anything is timed."""
+    index = NgramIndex(threshold=0.5)
+    index.insert(["warm up", "warm-up"], [0, 1])
+    index.search("warm up")
+    index.merge()
+
+
+def fmt_spread(values: Sequence[float], fmt: Callable[[float], str] = format_us) -> str:
+    return format_spread(spread(values), fmt)
+
+
+def fmt_count(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+# ---------------------------------------------------------------- sections
+
+
+def choice_of_q(corpus: Corpus, report: list[str]) -> None:
+    """Recall of planted 1- and 2-edit copies per q and threshold; distinct real titles
+    matched (pairs of Reuters titles, self-join with the index itself)."""
+    rng = np.random.default_rng(7)
+    stories = load_reuters()
+    titles = (
+        sorted({normalize(s.get("title") or "") for s in stories} - {""})
+        if stories is not None
+        else []
+    )
+    long_titles = [t for t in titles if len(t) >= 30]
+    chinese = [t for t, e in zip(corpus.texts, corpus.english.tolist(), strict=True) if not e]
+    sources = {
+        "Reuters titles, 30+ chars": (long_titles, LATIN),
+        "Chinese-like, 20-40 chars": (chinese[:5000], corpus.chinese_alphabet),
+    }
+    thresholds = (0.5, 0.6, 0.7, 0.8)
+    rows = []
+    for name, (texts, alphabet) in sources.items():
+        if not texts:
+            continue
+        picked = [texts[i] for i in rng.choice(len(texts), min(1000, len(texts)), replace=False)]
+        for edits in (1, 2):
+            copies = [edit(rng, text, edits, alphabet) for text in picked]
+            for size in (2, 3, 4):
+                cells = []
+                for threshold in thresholds:
+                    found = sum(
+                        _jaccard(qgram_set(a, size), qgram_set(b, size)) >= threshold
+                        for a, b in zip(picked, copies, strict=True)
+                    )
+                    cells.append(f"{100 * found / len(picked):.0f}%")
+                rows.append([name, str(edits), str(size), *cells])
+    report.append("### 1. The choice of q: planted copies found\n")
+    report.append(
+        markdown_table(
+            ["texts", "edits", "q", *(f"t = {t}" for t in thresholds)],
+            rows,
+            ["left", "right", "right", *(["right"] * len(thresholds))],
+        )
+    )
+    if titles:
+        pair_rows = []
+        for size in (2, 3, 4):
+            index, _ = build(titles, threshold=0.5, size=size)
+            ends, others, similarities = index.search_many(titles, 0.5)
+            at = np.repeat(np.arange(len(titles)), np.diff(ends, prepend=0))
+            pairs = at < others
+            cells = [f"{int(np.count_nonzero(pairs & (similarities >= t))):,}" for t in thresholds]
+            pair_rows.append([str(size), *cells])
+        report.append(
+            "\nPairs of distinct Reuters titles (all "
+            f"{len(titles):,}) matched: each such pair is a near-duplicate or a false match.\n"
+        )
+        report.append(
+            markdown_table(
+                ["q", *(f"t = {t}" for t in thresholds)],
+                pair_rows,
+                ["right", *(["right"] * len(thresholds))],
+            )
+        )
+
+
+def _jaccard(first: frozenset[str], second: frozenset[str]) -> float:
+    if not first or not second:
+        return 0.0
+    shared = len(first & second)
+    return shared / (len(first) + len(second) - shared)
+
+
+def order_and_prefix(corpus: Corpus, size: int, report: list[str]) -> None:
+    """Hash order against the learned one, and prefix_matches 1 to 4, at ``size`` texts."""
+    texts = corpus.texts[:size]
+    sub = Corpus(texts, corpus.english[:size], corpus.english_source, corpus.chinese_alphabet)
+    english, chinese = near_queries(np.random.default_rng(3), sub, 500)
+    rows = []
+    variants: list[tuple[str, dict[str, object]]] = [
+        ("hash order, k = 3", {"learn_order": False, "prefix_matches": 3}),
+        *((f"learned order, k = {k}", {"prefix_matches": k}) for k in (1, 2, 3, 4)),
+    ]
+    for name, options in variants:
+        index, seconds = build(texts, threshold=THRESHOLD, **options)
+        cells = [name, f"{len(texts) / seconds:,.0f}"]
+        for queries in (english, chinese):
+            result = query_latency(index, queries, THRESHOLD)
+            cells += [fmt_count(result.candidates), format_us(result.p50), format_us(result.p99)]
+        cells.append(f"{index.memory_bytes() / len(texts):.0f}")
+        rows.append(cells)
+        del index
+        release_memory()
+    report.append(f"\n### 2. Token order and prefix matches k, {size:,} texts, t = {THRESHOLD}\n")
+    report.append(
+        markdown_table(
+            [
+                "variant",
+                "inserts/s",
+                "en cand.",
+                "en p50 us",
+                "en p99 us",
+                "zh cand.",
+                "zh p50 us",
+                "zh p99 us",
+                "bytes/text",
+            ],
+            rows,
+            ["left", *(["right"] * 8)],
+        )
+    )
+
+
+def at_size(corpus: Corpus, size: int, runs: int, seed: int, report: list[str]) -> None:
+    """Inserts, single inserts, latency, candidates and memory at ``size`` texts."""
+    texts = corpus.texts[:size]
+    sub = Corpus(texts, corpus.english[:size], corpus.english_source, corpus.chinese_alphabet)
+    english, chinese = near_queries(np.random.default_rng(seed + 5), sub, 1000)
+    fresh_english, fresh_chinese = new_texts(seed, 500)
+    figures: dict[str, list[float]] = collections.defaultdict(list)
+    for _ in range(runs):
+        release_memory()
+        before = rss_bytes()
+        index, seconds = build(texts, threshold=THRESHOLD)
+        release_memory()
+        figures["rss"].append((rss_bytes() - before) / size)
+        figures["insert"].append(size / seconds)
+        figures["memory"].append(index.memory_bytes() / size)
+        for name, queries in (
+            ("en", english),
+            ("zh", chinese),
+            ("en new", fresh_english),
+            ("zh new", fresh_chinese),
+        ):
+            result = query_latency(index, queries, THRESHOLD)
+            figures[f"{name} p50"].append(result.p50)
+            figures[f"{name} p99"].append(result.p99)
+            figures[f"{name} cand"].append(result.candidates)
+            figures[f"{name} match"].append(result.matches)
+        mixed = [q for pair in zip(english, chinese, strict=True) for q in pair]
+        timings = latencies_us(functools.partial(index.search, threshold=THRESHOLD), mixed)
+        figures["mixed p50"].append(percentile(timings, 50))
+        figures["mixed p99"].append(percentile(timings, 99))
+        singles = fresh_english[:250] + fresh_chinese[:250]
+        start = time.perf_counter()
+        for offset, text in enumerate(singles):
+            index.insert([text], [size + offset])
+        figures["single"].append((time.perf_counter() - start) / len(singles) * 1e6)
+        # Exactness spot check against brute force (q-gram sets of every stored text).
+        if size <= 100_000 and not figures.get("checked"):
+            sets = [qgram_set(text, index.size) for text in texts]
+            for query in english[:20] + chinese[:20]:
+                assert answer(index, query, THRESHOLD) == brute_force(
+                    sets, query, index.size, THRESHOLD
+                ), query
+            figures["checked"].append(1.0)
+        del index
+        release_memory()
+    report.append(f"\n### 3. {size:,} texts (half English, half Chinese-like), t = {THRESHOLD}\n")
+    rows = [
+        ["batched inserts / s (batches of 10,000, merges included)",
+         fmt_spread(figures["insert"], fmt_count)],
+        ["single insert, us (500 into the full index)", fmt_spread(figures["single"])],
+        ["bytes per text, memory_bytes()", fmt_spread(figures["memory"], fmt_count)],
+        ["bytes per text, RSS growth", fmt_spread(figures["rss"], fmt_count)],
+        ["query p50 / p99 us, mixed near-duplicate queries",
+         f"{fmt_spread(figures['mixed p50'])} / {fmt_spread(figures['mixed p99'])}"],
+    ]  # fmt: skip
+    for name, label in (
+        ("en", "English, 1-2 edits of a stored title"),
+        ("zh", "Chinese-like, 1-2 edits of a stored text"),
+        ("en new", "English, new titles"),
+        ("zh new", "Chinese-like, new texts"),
+    ):
+        rows.append(
+            [
+                f"query p50 / p99 us, {label}",
+                f"{fmt_spread(figures[name + ' p50'])} / {fmt_spread(figures[name + ' p99'])}",
+            ]
+        )
+        rows.append(
+            [
+                f"candidates / matches per query, {label}",
+                f"{fmt_count(statistics.median(figures[name + ' cand']))} / "
+                f"{fmt_count(statistics.median(figures[name + ' match']))}",
+            ]
+        )
+    report.append(markdown_table(["figure", "median (min-max)"], rows, ["left", "right"]))
+
+
+def against_brute_force(corpus: Corpus, report: list[str]) -> None:
+    """At 20,000 texts: the index and a brute-force scan give the same answers."""
+    size = 20_000
+    texts = corpus.texts[:size]
+    sub = Corpus(texts, corpus.english[:size], corpus.english_source, corpus.chinese_alphabet)
+    english, chinese = near_queries(np.random.default_rng(11), sub, 50)
+    queries = english + chinese
+    index, _ = build(texts, threshold=THRESHOLD)
+    sets = [qgram_set(text, index.size) for text in texts]
+    for query in queries:
+        assert answer(index, query, THRESHOLD) == brute_force(sets, query, index.size, THRESHOLD)
+    ours = latencies_us(lambda text: index.search(text, THRESHOLD), queries)
+    brute = latencies_us(lambda text: brute_force(sets, text, index.size, THRESHOLD), queries)
+    rows = [
+        ["NgramIndex", format_us(percentile(ours, 50)), format_us(percentile(ours, 99))],
+        ["brute force (Python sets)", format_us(percentile(brute, 50)),
+         format_us(percentile(brute, 99))],
+    ]  # fmt: skip
+    report.append(f"\n### 4. Against brute force, {size:,} texts, {len(queries)} queries\n")
+    report.append("Every answer equal (rows and exact Jaccard).\n")
+    report.append(markdown_table(["", "p50 us", "p99 us"], rows, ["left", "right", "right"]))
+    stories = load_reuters()
+    if stories is None:
+        return
+    titles = [normalize(s.get("title") or "") for s in stories]
+    titles = [t for t in titles if t]
+    index, seconds = build(titles, threshold=THRESHOLD)
+    rng = np.random.default_rng(13)
+    picked = [t for t in titles if len(t) >= 30]
+    queries = [edit(rng, picked[int(i)], int(rng.integers(1, 3)), LATIN)
+               for i in rng.integers(0, len(picked), 1000)]  # fmt: skip
+    result = query_latency(index, queries, THRESHOLD)
+    sets = [qgram_set(text, index.size) for text in titles]
+    for query in queries[:50]:
+        assert answer(index, query, THRESHOLD) == brute_force(sets, query, index.size, THRESHOLD)
+    report.append(
+        f"\nReuters titles: {len(titles):,} inserted at {len(titles) / seconds:,.0f}/s; "
+        f"1,000 queries (a title of 30+ characters with 1-2 edits): p50 "
+        f"{format_us(result.p50)} us, p99 {format_us(result.p99)} us, "
+        f"{fmt_count(result.candidates)} candidates and {fmt_count(result.matches)} matches "
+        f"per query; {index.memory_bytes() / len(titles):.0f} bytes per title.\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="10K and 50K texts, one run")
+    parser.add_argument("--sections", default="1,2,3,4")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    runs = args.runs
+    if args.quick:
+        sizes, runs = [10_000, 50_000], 1
+    sections = set(args.sections.split(","))
+    cpu = pin_to_one_core()
+    warm_up()
+    corpus = make_corpus(max(*sizes, 100_000), args.seed)
+    report = [
+        "## NgramIndex (bench/ngram.py)\n",
+        f"{machine_summary(cpu)}; load average {os.getloadavg()[0]:.1f} at the start.",
+        f"English titles from {corpus.english_source}; Chinese-like texts from "
+        f"{CJK_WORDS:,} words over {CJK_CHARACTERS:,} characters; "
+        f"q = {ngram.DEFAULT_SIZE}, prefix_matches = {ngram.DEFAULT_PREFIX_MATCHES} unless said.\n",
+    ]
+    if "1" in sections:
+        choice_of_q(corpus, report)
+    if "2" in sections:
+        order_and_prefix(corpus, min(100_000, max(sizes)), report)
+    if "3" in sections:
+        for size in sizes:
+            at_size(corpus, size, runs, args.seed, report)
+            print(f"done {size}", file=sys.stderr, flush=True)
+    if "4" in sections:
+        against_brute_force(corpus, report)
+    text = "\n".join(report) + "\n"
+    print(text)
+    print(f"written to {write_result('ngram.md', text)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
