@@ -77,7 +77,7 @@ class RetryEvent:
     how (an HTTP ``status`` or a transport ``error``), and how long the client waits."""
 
     method: str
-    url: str
+    path: str
     attempt: int
     delay: float
     status: int | None = None
