@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +32,26 @@ run: $(VENV)/.installed-run $(VENV)/.kernels
 	NEARDUP_DATA_DIR=$${NEARDUP_DATA_DIR:-./data} $(BIN)/neardup serve
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check app tests bench loadtest
-	$(BIN)/ruff format --check app tests bench loadtest
-	$(BIN)/mypy --strict app
+	$(BIN)/ruff check app tests bench loadtest neardup_client
+	$(BIN)/ruff format --check app tests bench loadtest neardup_client
+	$(BIN)/mypy --strict app neardup_client
 
-test: lint
+# The page's browser tests (tests/test_page.py) drive Debian's chromium and chromium-driver:
+# installed here when missing and this runs as root with apt-get (TMPDIR: apt's sandbox
+# user must be able to write it, which /tmp is not everywhere). Elsewhere, or when the
+# install fails, those tests skip and say why.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing chromium and chromium-driver for the browser tests"; \
+		export TMPDIR=/var/tmp DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; } \
+			>$$TMPDIR/neardup-apt-chromium.log 2>&1 \
+		|| { tail -5 $$TMPDIR/neardup-apt-chromium.log; \
+			echo "make: chromium could not be installed: the browser tests will skip"; }; \
+	else echo "make: chromium is not installed (needs root and apt-get): the browser tests will skip"; fi
+
+test: lint browser
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-test
