@@ -1,0 +1,216 @@
+"""Compiled loops of the local engine (numba, nogil: tables and bands run in threads).
+
+Every pair kernel walks the runs of equal keys of one sorted table and emits each pair
+of a run at most once over all tables: a pair whose keys are also equal in an earlier
+table was emitted there. Kernels that emit pairs run twice, once to count (``fill``
+False) and once to fill arrays of that size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_U64 = np.uint64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcount(x: np.uint64) -> np.int64:
+    x = x - ((x >> _U64(1)) & _U64(0x5555555555555555))
+    x = (x & _U64(0x3333333333333333)) + ((x >> _U64(2)) & _U64(0x3333333333333333))
+    x = (x + (x >> _U64(4))) & _U64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * _U64(0x0101010101010101)) >> _U64(56))
+
+
+@njit(cache=True, nogil=True)
+def simhash_table_pairs(
+    sorted_keys: np.ndarray,
+    order: np.ndarray,
+    simhash: np.ndarray,
+    masks: np.ndarray,
+    table: int,
+    max_distance: int,
+    out_a: np.ndarray,
+    out_b: np.ndarray,
+    fill: bool,
+) -> int:
+    """Pairs (a < b) of one permutation table: same leading blocks (``sorted_keys`` are
+    ``simhash & masks[table]`` in ascending order, ``order`` their rows), within
+    ``max_distance`` bits, and not sharing the leading blocks of an earlier table."""
+    n = sorted_keys.shape[0]
+    count = 0
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and sorted_keys[end] == sorted_keys[start]:
+            end += 1
+        for i in range(start, end):
+            a = order[i]
+            for j in range(i + 1, end):
+                b = order[j]
+                x = simhash[a] ^ simhash[b]
+                if _popcount(x) > max_distance:
+                    continue
+                earlier = False
+                for u in range(table):
+                    if x & masks[u] == 0:
+                        earlier = True
+                        break
+                if earlier:
+                    continue
+                if fill:
+                    out_a[count] = min(a, b)
+                    out_b[count] = max(a, b)
+                count += 1
+        start = end
+    return count
+
+
+@njit(cache=True, nogil=True)
+def band_table_pairs(
+    sorted_keys: np.ndarray,
+    order: np.ndarray,
+    band_keys: np.ndarray,
+    band: int,
+    signatures: np.ndarray,
+    signature_row: np.ndarray,
+    min_matches: int,
+    out_a: np.ndarray,
+    out_b: np.ndarray,
+    fill: bool,
+) -> int:
+    """Pairs (a < b) of one band table: equal band key (``sorted_keys``, rows ``order``),
+    no equal key in an earlier band, and at least ``min_matches`` equal signature values
+    (row r's signature is ``signatures[signature_row[r]]``)."""
+    n = sorted_keys.shape[0]
+    width = signatures.shape[1]
+    count = 0
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and sorted_keys[end] == sorted_keys[start]:
+            end += 1
+        for i in range(start, end):
+            a = order[i]
+            for j in range(i + 1, end):
+                b = order[j]
+                earlier = False
+                for u in range(band):
+                    if band_keys[a, u] == band_keys[b, u]:
+                        earlier = True
+                        break
+                if earlier:
+                    continue
+                sa = signature_row[a]
+                sb = signature_row[b]
+                agree = 0
+                for v in range(width):
+                    if signatures[sa, v] == signatures[sb, v]:
+                        agree += 1
+                if agree < min_matches:
+                    continue
+                if fill:
+                    out_a[count] = min(a, b)
+                    out_b[count] = max(a, b)
+                count += 1
+        start = end
+    return count
+
+
+@njit(cache=True, nogil=True)
+def agreement(
+    a: np.ndarray,
+    b: np.ndarray,
+    signatures: np.ndarray,
+    signature_row: np.ndarray,
+) -> np.ndarray:
+    """Equal values of the signatures of each pair (a[i], b[i])."""
+    out = np.zeros(a.shape[0], dtype=np.int64)
+    width = signatures.shape[1]
+    for i in range(a.shape[0]):
+        sa = signature_row[a[i]]
+        sb = signature_row[b[i]]
+        agree = 0
+        for v in range(width):
+            if signatures[sa, v] == signatures[sb, v]:
+                agree += 1
+        out[i] = agree
+    return out
+
+
+@njit(cache=True, nogil=True)
+def any_equal_lane(keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether rows a[i] and b[i] of an (n, lanes) key matrix are equal in some lane."""
+    out = np.zeros(a.shape[0], dtype=np.bool_)
+    for i in range(a.shape[0]):
+        for lane in range(keys.shape[1]):
+            if keys[a[i], lane] == keys[b[i], lane]:
+                out[i] = True
+                break
+    return out
+
+
+@njit(cache=True, nogil=True)
+def components(count: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Union-find over nodes 0..count-1 and edges (a[i], b[i]): each node's component
+    named by its smallest node (union by smaller root, path halving)."""
+    parent = np.arange(count, dtype=np.int64)
+    for i in range(a.shape[0]):
+        x = a[i]
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        y = b[i]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+    for node in range(count):
+        root = node
+        while parent[root] != root:
+            root = parent[root]
+        parent[node] = root
+    return parent
+
+
+@njit(cache=True, nogil=True)
+def expand_pairs(
+    pair_a: np.ndarray,
+    pair_b: np.ndarray,
+    group_start: np.ndarray,
+    members: np.ndarray,
+    out_x: np.ndarray,
+    out_y: np.ndarray,
+    out_pair: np.ndarray,
+    within_x: np.ndarray,
+    within_y: np.ndarray,
+    within_group: np.ndarray,
+) -> None:
+    """Document pairs of representative pairs and of groups of identical documents.
+
+    Group g's members (positions, ascending) are ``members[group_start[g]:group_start[g+1]]``.
+    Every member of a's group pairs with every member of b's (x < y, ``out_pair`` the
+    index of the representative pair); every two members of one group pair too
+    (``within_*``, the group). The output arrays are sized by the caller.
+    """
+    at = 0
+    for i in range(pair_a.shape[0]):
+        for p in range(group_start[pair_a[i]], group_start[pair_a[i] + 1]):
+            for q in range(group_start[pair_b[i]], group_start[pair_b[i] + 1]):
+                x = members[p]
+                y = members[q]
+                out_x[at] = min(x, y)
+                out_y[at] = max(x, y)
+                out_pair[at] = i
+                at += 1
+    at = 0
+    for g in range(group_start.shape[0] - 1):
+        for p in range(group_start[g], group_start[g + 1]):
+            for q in range(p + 1, group_start[g + 1]):
+                within_x[at] = members[p]
+                within_y[at] = members[q]
+                within_group[at] = g
+                at += 1

@@ -1,0 +1,139 @@
+"""``neardup dedup INPUT... --out DIR``: the command line of the corpus job."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from app.batch.readers import FORMATS, Fields, InputError
+
+ENGINES = ("local", "spark")
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``dedup`` on the subcommands of ``neardup``."""
+    parser = commands.add_parser(
+        "dedup",
+        help="find every near-duplicate pair of a corpus and keep one document per cluster",
+        description="De-duplicate a corpus with the service's fingerprints and match rule. "
+        "Writes DIR/pairs.jsonl ({a, b, similarity, methods}: every matching pair once, a "
+        "before b in input order), DIR/clusters.jsonl ({id, cluster_id} for every "
+        "document: connected components of the pairs, named by their first document), "
+        "DIR/kept.jsonl (the input record of each cluster's first document) and "
+        "DIR/summary.json; prints the summary. See docs/dedup.md.",
+    )
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="JSON lines, CSV or Parquet")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="input format (default: from each file's extension: .jsonl/.ndjson/.json, "
+        ".csv, .tsv, .parquet/.pq, optionally .gz)",
+    )
+    parser.add_argument(
+        "--id-field",
+        default="id",
+        help="field holding a document's id (default id; a record without it gets its "
+        "position in the input, from 0)",
+    )
+    parser.add_argument(
+        "--text-field",
+        action="append",
+        help="field holding text (repeatable: the fields are joined by a newline; default text)",
+    )
+    parser.add_argument(
+        "--settings",
+        help="collection settings as JSON, or @FILE: the body of PUT /v1/collections/{name} "
+        "or the answer of GET (default: a new collection's settings)",
+    )
+    parser.add_argument("--html", action="store_true", help="strip HTML before fingerprinting")
+    parser.add_argument("--engine", choices=ENGINES, default="local", help="default local")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="local engine: processes (default: every core)"
+    )
+    parser.add_argument(
+        "--chunk-size", type=int, default=4096, help="local engine: documents per chunk"
+    )
+    parser.add_argument(
+        "--master", default="local[*]", help="spark engine: the Spark master (default local[*])"
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=0,
+        help="spark engine: partitions of the shuffles (default: Spark's default parallelism)",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="spark engine: a Spark setting (repeatable)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(handler=dedup)
+
+
+def _settings(value: str | None) -> Any:
+    from pydantic import ValidationError
+
+    from app.batch.rules import parse_settings
+    from app.collection_config import CollectionConfig
+
+    if value is None:
+        return CollectionConfig()
+    text = Path(value[1:]).read_text(encoding="utf-8") if value.startswith("@") else value
+    try:
+        return parse_settings(text)
+    except (orjson.JSONDecodeError, ValidationError) as error:
+        sys.exit(f"neardup dedup: --settings: {error}")
+
+
+def dedup(arguments: argparse.Namespace) -> None:
+    config = _settings(arguments.settings)
+    fields = Fields(arguments.id_field, tuple(arguments.text_field or ["text"]))
+    progress = not arguments.quiet
+    try:
+        if arguments.engine == "spark":
+            import app.batch.spark as spark_engine
+
+            summary = spark_engine.run(
+                arguments.inputs,
+                config,
+                spark_engine.SparkOptions(
+                    out=arguments.out,
+                    fields=fields,
+                    format=arguments.format,
+                    html=arguments.html,
+                    master=arguments.master,
+                    partitions=arguments.partitions,
+                    conf=tuple(arguments.spark_conf),
+                    progress=progress,
+                ),
+            )
+        else:
+            import app.batch.local as local_engine
+
+            summary = local_engine.run(
+                arguments.inputs,
+                config,
+                local_engine.Options(
+                    out=arguments.out,
+                    fields=fields,
+                    format=arguments.format,
+                    html=arguments.html,
+                    workers=arguments.workers,
+                    chunk_size=arguments.chunk_size,
+                    progress=progress,
+                ),
+            )
+    except InputError as error:
+        sys.exit(f"neardup dedup: {error}")
+    (arguments.out / "summary.json").write_bytes(
+        orjson.dumps(summary.as_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    )
+    print(summary.text())

@@ -1,0 +1,587 @@
+"""The local engine of ``neardup dedup``: batch mode on one machine, every core.
+
+1. **Fingerprints**, streamed: the input is read in chunks of ``chunk_size`` documents;
+   worker processes fingerprint them (the service's ``fingerprint_nonempty``, the same
+   settings) while the main process reads the next ones. Per document the main process
+   keeps its SimHash (8 bytes), exact hash (16), band keys (8 per band) and id; the
+   MinHash signatures (4 bytes x num_perm) go to a file that is memory-mapped for
+   verification, so that memory does not grow with the texts or the signatures.
+2. **Identical documents** (equal exact hashes, so the same normalised text) are grouped
+   by one sort; each group is matched once, through its first document.
+3. **Batch mode** (Manku et al. 2007, section 3.1.1): one sort of each SimHash
+   permutation table (its leading blocks as key) and of each MinHash band table; every
+   two documents in a run of equal keys are a candidate, emitted by the first table
+   where they meet and verified there (Hamming distance; equal signature values). Short
+   texts go to one n-gram index, searched with each of them (exact q-gram Jaccard).
+   Tables and bands run in threads (the kernels release the GIL).
+4. The union of the pairs is scored by the service's rule (app.batch.rules), expanded to
+   the members of the groups, and sorted by (a, b) in input order.
+5. **Clusters**: union-find over the pairs; a cluster is named by its first document in
+   input order, and that document's input record is the one kept.
+
+Costs for N documents of c characters: O(N c) to fingerprint, O(N log N) per table and
+band, plus the candidate runs (about N / 2^prefix_bits documents a run for random
+fingerprints; more where many documents are alike) and the output, which is quadratic
+in the size of a cluster of identical documents.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.batch import _kernels as kernels
+from app.batch.readers import (
+    DocumentId,
+    Fields,
+    Format,
+    InputError,
+    Split,
+    document_id,
+    plan_splits,
+    read_documents,
+    read_records,
+)
+from app.batch.rules import MatchRule, Summary, cluster_line, pair_line
+from app.collection_config import CollectionConfig
+from app.core.fingerprint import fingerprint_nonempty
+from app.core.ngram import NgramIndex
+from app.service.matching import positions_of
+
+Rows = npt.NDArray[np.int64]
+DEFAULT_CHUNK_SIZE = 4096
+# Short texts searched in the n-gram index at a time (one task of the thread pool).
+NGRAM_SEARCH_BATCH = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How to run: where to write, what the records hold, how much to use."""
+
+    out: Path
+    fields: Fields = field(default_factory=Fields)
+    format: Format | None = None
+    html: bool = False
+    workers: int = 0  # 0: every core
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    progress: bool = True
+    simhash_blocks: int | None = None
+    temp_dir: Path | None = None  # where the signature file goes (default: out)
+
+    @property
+    def worker_count(self) -> int:
+        return self.workers or len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkFingerprints:
+    """What a worker returns for a chunk: rows for its non-empty documents only."""
+
+    kept: Rows  # positions in the chunk
+    simhash: npt.NDArray[np.uint64]
+    exact: npt.NDArray[np.uint64]
+    band_keys: npt.NDArray[np.uint64]
+    signatures: npt.NDArray[np.uint32]
+    shorts: list[tuple[int, str]]  # (row in the chunk's kept, normalised short text)
+
+
+def fingerprint_chunk(texts: list[str], config: CollectionConfig, html: bool) -> ChunkFingerprints:
+    """Fingerprints of one chunk with the service's code and settings."""
+    rule = MatchRule(config)
+    fingerprints, kept = fingerprint_nonempty(
+        texts, config.fingerprint_params, html=html, short_chars=config.short_chars
+    )
+    signatures = fingerprints.minhash if rule.minhash_on else fingerprints.minhash[:, :0]
+    shorts = fingerprints.shorts or []
+    return ChunkFingerprints(
+        kept=kept,
+        simhash=fingerprints.simhash,
+        exact=fingerprints.exact,
+        band_keys=rule.band_keys(signatures),
+        signatures=np.ascontiguousarray(signatures),
+        shorts=[(row, text) for row, text in enumerate(shorts) if text is not None],
+    )
+
+
+def _progress(options: Options, **kwargs: Any) -> Any:
+    from tqdm import tqdm
+
+    tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
+    return tqdm(disable=not options.progress, dynamic_ncols=True, **kwargs)
+
+
+# ---------------------------------------------------------------------------- phase 1
+
+
+@dataclass
+class Corpus:
+    """Fingerprints of every document, row i for the i-th non-empty one."""
+
+    ids: list[DocumentId]  # every document, by position
+    positions: Rows  # position of each non-empty document
+    simhash: npt.NDArray[np.uint64]
+    exact: npt.NDArray[np.uint64]
+    band_keys: npt.NDArray[np.uint64]
+    signatures: npt.NDArray[np.uint32]  # memory-mapped
+    shorts: dict[int, str]  # row -> normalised text of the short ones
+    split_counts: list[int]  # documents of each split
+
+    @property
+    def documents(self) -> int:
+        return len(self.ids)
+
+
+def _chunks(
+    splits: Sequence[Split], fields: Fields, chunk_size: int, split_counts: list[int]
+) -> Iterator[tuple[list[DocumentId], list[str]]]:
+    """(ids, texts) of the input's documents, ``chunk_size`` at a time, ids checked;
+    appends each split's number of documents to ``split_counts``."""
+    seen: dict[DocumentId, int] = {}
+    ids: list[DocumentId] = []
+    texts: list[str] = []
+    position = 0
+    for split in splits:
+        split_first = position
+        for value, text in read_documents(split, fields):
+            identifier = document_id(value, position, split)
+            earlier = seen.setdefault(identifier, position)
+            if earlier != position:
+                raise InputError(
+                    f"{split.path}: the id {identifier!r} is used twice (documents "
+                    f"{earlier} and {position} of the input); ids must be unique"
+                )
+            ids.append(identifier)
+            texts.append(text)
+            position += 1
+            if len(texts) == chunk_size:
+                yield ids, texts
+                ids, texts = [], []
+        split_counts.append(position - split_first)
+    if texts:
+        yield ids, texts
+
+
+def fingerprint_corpus(
+    splits: Sequence[Split], config: CollectionConfig, options: Options, scratch: Path
+) -> Corpus:
+    """Read and fingerprint every document, chunks in worker processes."""
+    rule = MatchRule(config)
+    workers = options.worker_count
+    ids: list[DocumentId] = []
+    parts: list[ChunkFingerprints] = []
+    position_parts: list[Rows] = []
+    shorts: dict[int, str] = {}
+    split_counts: list[int] = []
+    signature_path = scratch / "signatures.u32"
+    rows = 0
+    executor: Executor | None = None
+    if workers > 1:
+        executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+        with (
+            open(signature_path, "wb") as signature_file,
+            _progress(options, desc="fingerprints", unit=" docs", unit_scale=True) as bar,
+        ):
+            pending: deque[tuple[int, Future[ChunkFingerprints] | ChunkFingerprints]] = deque()
+            chunks = _chunks(splits, options.fields, options.chunk_size, split_counts)
+
+            def collect(first: int, result: ChunkFingerprints) -> None:
+                nonlocal rows
+                parts.append(
+                    ChunkFingerprints(
+                        result.kept,
+                        result.simhash,
+                        result.exact,
+                        result.band_keys,
+                        np.zeros((0, 0), np.uint32),
+                        [],
+                    )
+                )
+                position_parts.append(result.kept + first)
+                signature_file.write(result.signatures.tobytes())
+                for row, text in result.shorts:
+                    shorts[rows + row] = text
+                rows += len(result.kept)
+
+            def drain(limit: int) -> None:
+                while len(pending) > limit:
+                    first, item = pending.popleft()
+                    done = item.result() if isinstance(item, Future) else item
+                    collect(first, done)
+
+            for chunk_ids, texts in chunks:
+                first = len(ids)
+                ids += chunk_ids
+                if executor is None:
+                    pending.append((first, fingerprint_chunk(texts, config, options.html)))
+                else:
+                    pending.append(
+                        (first, executor.submit(fingerprint_chunk, texts, config, options.html))
+                    )
+                drain(2 * workers)
+                bar.update(len(texts))
+            drain(0)
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+    width = rule.num_perm
+    signatures: npt.NDArray[np.uint32]
+    if rows and width:
+        signatures = np.memmap(signature_path, dtype=np.uint32, mode="r", shape=(rows, width))
+    else:
+        signatures = np.zeros((rows, width), dtype=np.uint32)
+    bands = rule.bands
+
+    def joined(name: str, dtype: Any, shape: tuple[int, ...]) -> Any:
+        arrays = [getattr(part, name) for part in parts]
+        return np.concatenate(arrays) if arrays else np.zeros(shape, dtype=dtype)
+
+    return Corpus(
+        ids=ids,
+        positions=np.concatenate(position_parts).astype(np.int64)
+        if position_parts
+        else np.zeros(0, np.int64),
+        simhash=joined("simhash", np.uint64, (0,)),
+        exact=joined("exact", np.uint64, (0, 2)),
+        band_keys=joined("band_keys", np.uint64, (0, bands)),
+        signatures=signatures,
+        shorts=shorts,
+        split_counts=split_counts,
+    )
+
+
+# ---------------------------------------------------------------------------- phase 2
+
+
+@dataclass(frozen=True, slots=True)
+class Groups:
+    """Documents with equal exact hashes. Group g (numbered in the order of its first
+    document) has the rows ``members[start[g]:start[g+1]]`` (ascending); its first is
+    ``rep[g]``."""
+
+    rep: Rows
+    start: Rows
+    members: Rows
+
+    @property
+    def sizes(self) -> Rows:
+        return np.diff(self.start)
+
+
+def group_identical(exact: npt.NDArray[np.uint64]) -> Groups:
+    """One sort of the exact hashes."""
+    count = len(exact)
+    if count == 0:
+        empty = np.zeros(0, np.int64)
+        return Groups(empty, np.zeros(1, np.int64), empty)
+    order = np.lexsort((np.arange(count), exact[:, 1], exact[:, 0]))
+    ordered = exact[order]
+    new = np.ones(count, dtype=np.bool_)
+    new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    group_in_sort = np.cumsum(new) - 1
+    firsts = order[new]  # first row of each group, groups in hash order
+    rank = np.empty(len(firsts), dtype=np.int64)
+    rank[np.argsort(firsts, kind="stable")] = np.arange(len(firsts))
+    group_of_row = np.empty(count, dtype=np.int64)
+    group_of_row[order] = rank[group_in_sort]
+    members = np.lexsort((np.arange(count), group_of_row)).astype(np.int64)
+    start = np.searchsorted(group_of_row[members], np.arange(len(firsts) + 1)).astype(np.int64)
+    return Groups(np.sort(firsts).astype(np.int64), start, members)
+
+
+# ---------------------------------------------------------------------------- phase 3
+
+
+def _table_pairs(
+    kernel: Callable[..., int], keys: npt.NDArray[np.uint64], *arguments: Any
+) -> tuple[Rows, Rows]:
+    order = np.argsort(keys, kind="stable").astype(np.int64)
+    ordered = keys[order]
+    empty = np.zeros(0, np.int64)
+    count = kernel(ordered, order, *arguments, empty, empty, False)
+    a, b = np.empty(count, np.int64), np.empty(count, np.int64)
+    kernel(ordered, order, *arguments, a, b, True)
+    return a, b
+
+
+def simhash_pairs(
+    rule: MatchRule, simhash: npt.NDArray[np.uint64], table: int
+) -> tuple[Rows, Rows]:
+    """Pairs within k bits whose first table in common is ``table``."""
+    masks = rule.table_masks
+    return _table_pairs(
+        kernels.simhash_table_pairs,
+        simhash & masks[table],
+        simhash,
+        masks,
+        table,
+        rule.max_distance,
+    )
+
+
+def band_pairs(
+    rule: MatchRule,
+    band_keys: npt.NDArray[np.uint64],
+    band: int,
+    signatures: npt.NDArray[np.uint32],
+    signature_row: Rows,
+) -> tuple[Rows, Rows]:
+    """Verified pairs whose first band in common is ``band``."""
+    return _table_pairs(
+        kernels.band_table_pairs,
+        np.ascontiguousarray(band_keys[:, band]),
+        band_keys,
+        band,
+        signatures,
+        signature_row,
+        rule.min_matches,
+    )
+
+
+def ngram_pairs(
+    rule: MatchRule, texts: list[str], pool: ThreadPoolExecutor
+) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
+    """(earlier, later, Jaccard) of the short texts matching each other: the service's
+    n-gram index holding all of them, searched with each."""
+    config = rule.config.ngram
+    index = NgramIndex(threshold=config.threshold, size=config.size)
+    index.insert(texts, np.arange(len(texts)))
+    index.merge()
+
+    def search(first: int) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
+        ends, others, similarity = index.search_many(texts[first : first + NGRAM_SEARCH_BATCH])
+        at = positions_of(ends) + first
+        earlier = others < at
+        return others[earlier].astype(np.int64), at[earlier], similarity[earlier]
+
+    parts = list(pool.map(search, range(0, len(texts), NGRAM_SEARCH_BATCH)))
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0)
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RepPairs:
+    """Matching pairs of representatives (a < b), their method bits and similarity."""
+
+    a: Rows
+    b: Rows
+    bits: npt.NDArray[np.uint8]
+    similarity: npt.NDArray[np.float64]
+
+
+def match_representatives(
+    rule: MatchRule, corpus: Corpus, groups: Groups, options: Options
+) -> RepPairs:
+    """Every matching pair of distinct normalised texts, by batch mode."""
+    reps = groups.rep
+    simhash = corpus.simhash[reps]
+    band_keys = np.ascontiguousarray(corpus.band_keys[reps])
+    signatures = np.asarray(corpus.signatures).view(np.ndarray)
+    short_reps = [g for g, row in enumerate(reps.tolist()) if row in corpus.shorts]
+    tables = len(rule.table_masks) if rule.simhash_on else 0
+    steps = tables + rule.bands + int(rule.ngram_on)
+    found_a: list[Rows] = []
+    found_b: list[Rows] = []
+    ngram: tuple[Rows, Rows, npt.NDArray[np.float64]] | None = None
+    with (
+        ThreadPoolExecutor(options.worker_count) as pool,
+        _progress(options, desc="pairs", unit=" tables", total=steps) as bar,
+    ):
+        futures: list[Future[tuple[Rows, Rows]]] = []
+        for table in range(tables):
+            futures.append(pool.submit(simhash_pairs, rule, simhash, table))
+        for band in range(rule.bands):
+            futures.append(pool.submit(band_pairs, rule, band_keys, band, signatures, reps))
+        for future in futures:
+            a, b = future.result()
+            found_a.append(a)
+            found_b.append(b)
+            bar.update()
+        if rule.ngram_on and len(short_reps) > 1:
+            texts = [corpus.shorts[int(reps[g])] for g in short_reps]
+            earlier, later, jaccard = ngram_pairs(rule, texts, pool)
+            index_of = np.array(short_reps, dtype=np.int64)
+            ngram = (index_of[earlier], index_of[later], jaccard)
+            found_a.append(ngram[0])
+            found_b.append(ngram[1])
+        bar.update(int(rule.ngram_on))
+    a = np.concatenate(found_a) if found_a else np.zeros(0, np.int64)
+    b = np.concatenate(found_b) if found_b else np.zeros(0, np.int64)
+    packed = np.unique((a << 32) | b)
+    a, b = packed >> 32, packed & 0xFFFFFFFF
+    ngram_similarity = np.full(len(packed), np.nan)
+    if ngram is not None:
+        at = np.searchsorted(packed, (ngram[0] << 32) | ngram[1])
+        ngram_similarity[at] = ngram[2]
+    if rule.num_perm:
+        agree = kernels.agreement(a, b, signatures, reps)
+        shared = kernels.any_equal_lane(band_keys, a, b)
+    else:
+        agree = np.zeros(len(a), np.int64)
+        shared = np.zeros(len(a), np.bool_)
+    bits, similarity = rule.evaluate(
+        np.zeros(len(a), np.bool_), simhash[a], simhash[b], agree, shared, ngram_similarity
+    )
+    assert bool((bits != 0).all()), "a candidate kept without a method"
+    return RepPairs(a, b, bits, similarity)
+
+
+# ---------------------------------------------------------------------------- phase 4, 5
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The pairs of documents (positions x < y, sorted) and each document's cluster."""
+
+    x: Rows
+    y: Rows
+    bits: npt.NDArray[np.uint8]
+    similarity: npt.NDArray[np.float64]
+    cluster: Rows  # position -> position of its cluster's first document
+    empty: int
+
+
+def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs) -> Result:
+    """Document pairs and clusters from the representatives' pairs."""
+    sizes = groups.sizes
+    members = corpus.positions[groups.members]
+    across = int((sizes[pairs.a] * sizes[pairs.b]).sum())
+    within = int((sizes * (sizes - 1) // 2).sum())
+    x, y, source = (np.empty(across, np.int64) for _ in range(3))
+    wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
+    kernels.expand_pairs(pairs.a, pairs.b, groups.start, members, x, y, source, wx, wy, wgroup)
+    short = np.array([row in corpus.shorts for row in groups.rep.tolist()], dtype=np.bool_)
+    within_bits = np.where(
+        short[wgroup], rule.within_group_bits(True), rule.within_group_bits(False)
+    ).astype(np.uint8)
+    all_x = np.concatenate([x, wx])
+    all_y = np.concatenate([y, wy])
+    bits = np.concatenate([pairs.bits[source], within_bits])
+    similarity = np.concatenate([pairs.similarity[source], np.ones(within)])
+    order = np.argsort((all_x << 32) | all_y, kind="stable")
+
+    root = kernels.components(len(groups.rep), pairs.a, pairs.b)
+    cluster = np.arange(corpus.documents, dtype=np.int64)
+    group_of_member = np.repeat(np.arange(len(groups.rep)), sizes)
+    cluster[members] = corpus.positions[groups.rep[root[group_of_member]]]
+    return Result(
+        all_x[order],
+        all_y[order],
+        bits[order],
+        similarity[order],
+        cluster,
+        corpus.documents - len(corpus.positions),
+    )
+
+
+# ---------------------------------------------------------------------------- phase 6
+
+
+def write_outputs(
+    result: Result,
+    ids: Sequence[DocumentId],
+    splits: Sequence[Split],
+    split_counts: Sequence[int],
+    options: Options,
+) -> int:
+    """pairs.jsonl, clusters.jsonl and kept.jsonl; returns the number of clusters."""
+    out = options.out
+    with (
+        open(out / "pairs.jsonl", "wb", buffering=1 << 20) as handle,
+        _progress(options, desc="pairs.jsonl", unit=" pairs", total=len(result.x)) as bar,
+    ):
+        _write_pairs(handle, result, ids, bar)
+    with (
+        open(out / "clusters.jsonl", "wb", buffering=1 << 20) as handle,
+        _progress(options, desc="clusters.jsonl", unit=" docs", total=len(ids)) as bar,
+    ):
+        for start in range(0, len(ids), 65536):
+            clusters = result.cluster[start : start + 65536].tolist()
+            handle.writelines(cluster_line(ids[start + i], ids[c]) for i, c in enumerate(clusters))
+            bar.update(len(clusters))
+    kept = np.flatnonzero(result.cluster == np.arange(len(ids)))
+    write_kept(out / "kept.jsonl", splits, split_counts, kept, options)
+    return len(kept)
+
+
+def _write_pairs(handle: IO[bytes], result: Result, ids: Sequence[DocumentId], bar: Any) -> None:
+    step = 65536
+    for start in range(0, len(result.x), step):
+        end = start + step
+        handle.writelines(
+            pair_line(ids[x], ids[y], similarity, bits)
+            for x, y, similarity, bits in zip(
+                result.x[start:end].tolist(),
+                result.y[start:end].tolist(),
+                result.similarity[start:end].tolist(),
+                result.bits[start:end].tolist(),
+                strict=True,
+            )
+        )
+        bar.update(min(step, len(result.x) - start))
+
+
+def write_kept(
+    path: Path,
+    splits: Sequence[Split],
+    split_counts: Sequence[int],
+    kept: Rows,
+    options: Options,
+) -> None:
+    """The input records at the positions ``kept`` (ascending): a second pass over the
+    splits that hold any."""
+    bounds = np.concatenate([[0], np.cumsum(split_counts, dtype=np.int64)])
+    starts = np.searchsorted(kept, bounds)
+    with (
+        open(path, "wb", buffering=1 << 20) as handle,
+        _progress(options, desc="kept.jsonl", unit=" docs", total=len(kept)) as bar,
+    ):
+        for number, split in enumerate(splits):
+            local = (kept[starts[number] : starts[number + 1]] - bounds[number]).tolist()
+            for _, line in read_records(split, local):
+                handle.write(line + b"\n")
+                bar.update()
+
+
+# ---------------------------------------------------------------------------- the job
+
+
+def run(paths: Sequence[str], config: CollectionConfig, options: Options) -> Summary:
+    """De-duplicate the input files into options.out."""
+    started = time.perf_counter()
+    options.out.mkdir(parents=True, exist_ok=True)
+    splits = plan_splits(paths, options.format, split_bytes=1 << 62)
+    rule = MatchRule(config, options.simhash_blocks)
+    with tempfile.TemporaryDirectory(
+        prefix=".neardup-dedup-", dir=options.temp_dir or options.out
+    ) as scratch:
+        corpus = fingerprint_corpus(splits, config, options, Path(scratch))
+        groups = group_identical(corpus.exact)
+        pairs = match_representatives(rule, corpus, groups, options)
+        result = expand(rule, corpus, groups, pairs)
+    clusters = write_outputs(result, corpus.ids, splits, corpus.split_counts, options)
+    return Summary(
+        engine="local",
+        documents=corpus.documents,
+        empty=result.empty,
+        pairs=len(result.x),
+        clusters=clusters,
+        seconds=time.perf_counter() - started,
+    )

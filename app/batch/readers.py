@@ -1,0 +1,315 @@
+"""Input of ``neardup dedup``: JSON lines, CSV (or TSV) and Parquet, read in splits.
+
+A corpus is a list of files; a file is read in one or more *splits*, each a run of its
+records in file order: a byte range of a JSON lines file (a record belongs to the split
+in which its line starts, as Hadoop's line reader has it), a run of row groups of a
+Parquet file, a whole CSV file (a quoted field may hold a newline, so a CSV file cannot be
+cut at an arbitrary byte) or a whole compressed (``.gz``) file. A document's *position*
+is its number in the whole input, in the order of the files and, within a file, of its
+records; both engines read the same splits with these functions, so they see the same
+documents at the same positions.
+
+A record gives a document: its id is the value of ``id_field`` (a string or an integer;
+a record without one gets its position as id), its text the values of ``text_fields``
+that the record has (not null), joined by a newline. The record itself is what
+``kept.jsonl`` repeats: a JSON lines record exactly as its line was (white space at its
+ends removed), a CSV or Parquet record as a JSON object of its columns.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any, Literal, cast
+
+import orjson
+
+Format = Literal["jsonl", "csv", "tsv", "parquet"]
+FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "parquet")
+DocumentId = str | int
+
+_EXTENSIONS: dict[str, Format] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+# JSON lines files are cut into splits of about this many bytes (Spark reads one a task).
+DEFAULT_SPLIT_BYTES = 64 << 20
+# Records read from a Parquet or CSV file at a time.
+ARROW_BATCH_ROWS = 8192
+CSV_BLOCK_BYTES = 4 << 20
+
+
+class InputError(ValueError):
+    """The input cannot be read as asked: a message naming the file and the place."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """Which fields of a record are its id and its text."""
+
+    id_field: str = "id"
+    text_fields: tuple[str, ...] = ("text",)
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A run of one file's records. JSON lines: the lines that start in bytes
+    [start, end); Parquet: row groups [start, end); others: the whole file (0, -1)."""
+
+    path: str
+    format: Format
+    start: int = 0
+    end: int = -1
+
+
+def detect_format(path: str) -> Format:
+    """The format a file's name says (``.gz`` looked through), or InputError."""
+    name = path[:-3] if path.endswith(".gz") else path
+    format_ = _EXTENSIONS.get(os.path.splitext(name)[1].lower())
+    if format_ is None:
+        raise InputError(
+            f"{path}: cannot tell the format from the name; give --format ({', '.join(FORMATS)})"
+        )
+    if format_ == "parquet" and path.endswith(".gz"):
+        raise InputError(f"{path}: a Parquet file compresses its own columns; not .gz")
+    return format_
+
+
+def plan_splits(
+    paths: Sequence[str], format_: Format | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES
+) -> list[Split]:
+    """The splits of the input files, in input order."""
+    splits: list[Split] = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise InputError(f"{path}: no such file")
+        chosen = format_ or detect_format(path)
+        if chosen == "jsonl" and not path.endswith(".gz"):
+            size = os.path.getsize(path)
+            starts = list(range(0, max(size, 1), split_bytes))
+            splits += [
+                Split(path, chosen, start, min(start + split_bytes, size)) for start in starts
+            ]
+        elif chosen == "parquet":
+            import pyarrow.parquet as pq
+
+            groups = pq.ParquetFile(path).metadata.num_row_groups
+            splits += [Split(path, chosen, group, group + 1) for group in range(groups)]
+        else:
+            splits.append(Split(path, chosen))
+    return splits
+
+
+def document_id(value: Any, position: int, split: Split) -> DocumentId:
+    """A record's id value as a document id: a string or an integer; its position if absent."""
+    if value is None:
+        return position
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise InputError(
+        f"{split.path}: the document at position {position} has an id of type "
+        f"{type(value).__name__}; an id is a string or an integer"
+    )
+
+
+def _text_of(values: Sequence[Any]) -> str:
+    return "\n".join(value if isinstance(value, str) else str(value) for value in values)
+
+
+# ---------------------------------------------------------------------------- documents
+
+
+def read_documents(split: Split, fields: Fields) -> Iterator[tuple[Any, str]]:
+    """(id value or None, text) of each record of a split, in order."""
+    if split.format == "jsonl":
+        for offset, line in _jsonl_lines(split):
+            record = _parse_line(line, split, offset)
+            yield (
+                record.get(fields.id_field),
+                _text_of([record[f] for f in fields.text_fields if record.get(f) is not None]),
+            )
+    else:
+        for batch in _arrow_batches(split, fields):
+            yield from _documents_of_batch(batch, fields)
+
+
+def count_records(split: Split) -> int:
+    """How many records a split holds (Parquet: from its metadata)."""
+    if split.format == "jsonl":
+        return sum(1 for _ in _jsonl_lines(split))
+    if split.format == "parquet":
+        import pyarrow.parquet as pq
+
+        metadata = pq.ParquetFile(split.path).metadata
+        return sum(metadata.row_group(group).num_rows for group in range(split.start, split.end))
+    return sum(batch.num_rows for batch in _arrow_batches(split, None))
+
+
+def read_records(split: Split, wanted: Sequence[int]) -> Iterator[tuple[int, bytes]]:
+    """(index in the split, the record as one JSON line) of the records at the ascending
+    indexes ``wanted``."""
+    if not wanted:
+        return
+    if split.format == "jsonl":
+        targets = iter(wanted)
+        target = next(targets)
+        for index, (_, line) in enumerate(_jsonl_lines(split)):
+            if index == target:
+                yield index, line
+                target = next(targets, -1)
+                if target < 0:
+                    return
+        return
+    first = 0
+    at = 0
+    for batch in _arrow_batches(split, None):
+        end = first + batch.num_rows
+        stop = at
+        while stop < len(wanted) and wanted[stop] < end:
+            stop += 1
+        if stop > at:
+            local = [index - first for index in wanted[at:stop]]
+            for index, record in zip(wanted[at:stop], batch.take(local).to_pylist(), strict=True):
+                yield index, record_line(record)
+            at = stop
+            if at == len(wanted):
+                return
+        first = end
+
+
+def record_line(record: dict[str, Any]) -> bytes:
+    """A CSV or Parquet record as a JSON object (dates in ISO 8601, bytes in base64)."""
+    return orjson.dumps(record, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Decimal):
+        return str(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------- JSON lines
+
+
+def _open_binary(path: str) -> IO[bytes]:
+    if path.endswith(".gz"):
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return open(path, "rb")
+
+
+def _jsonl_lines(split: Split) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, line without its end-of-line white space) of the non-blank lines
+    that start in the split's byte range."""
+    with _open_binary(split.path) as handle:
+        offset = 0
+        if split.start > 0:
+            # A line that started before the split belongs to the previous one: skip to
+            # the first line starting at or after ``start``.
+            handle.seek(split.start - 1)
+            offset = split.start - 1 + len(handle.readline())
+        end = split.end
+        for line in handle:
+            if end >= 0 and offset >= end:
+                break
+            start = offset
+            offset += len(line)
+            stripped = line.strip()
+            if stripped:
+                yield start, stripped
+
+
+def _parse_line(line: bytes, split: Split, offset: int) -> dict[str, Any]:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as error:
+        raise InputError(f"{split.path} at byte {offset}: not JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{split.path} at byte {offset}: a line is not a JSON object")
+    return cast(dict[str, Any], record)
+
+
+# ---------------------------------------------------------------------------- CSV, Parquet
+
+
+def _arrow_batches(split: Split, fields: Fields | None) -> Iterator[Any]:
+    """pyarrow RecordBatches of a CSV or Parquet split: the columns of ``fields`` that
+    exist (all columns when None)."""
+    if split.format == "parquet":
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(split.path)
+        names = parquet.schema_arrow.names
+        columns = None if fields is None else [n for n in _wanted(fields) if n in names]
+        yield from parquet.iter_batches(
+            batch_size=ARROW_BATCH_ROWS,
+            row_groups=list(range(split.start, split.end)),
+            columns=columns,
+        )
+        return
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    delimiter = "\t" if split.format == "tsv" else ","
+    parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+    read = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES)
+    try:
+        with _open_binary(split.path) as handle:
+            header = pacsv.open_csv(handle, read_options=read, parse_options=parse)
+            names = header.schema.names
+        # Every column as text, as it is in the file: "007" stays "007", an empty field "".
+        convert = pacsv.ConvertOptions(
+            column_types={name: pa.string() for name in names},
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            include_columns=None if fields is None else [n for n in _wanted(fields) if n in names],
+        )
+        with _open_binary(split.path) as handle:
+            reader = pacsv.open_csv(
+                handle, read_options=read, parse_options=parse, convert_options=convert
+            )
+            yield from reader
+    except pa.ArrowInvalid as error:
+        raise InputError(
+            f"{split.path}: not readable as {split.format.upper()} ({error})"
+        ) from None
+
+
+def _wanted(fields: Fields) -> list[str]:
+    return list(dict.fromkeys((fields.id_field, *fields.text_fields)))
+
+
+def _documents_of_batch(batch: Any, fields: Fields) -> Iterator[tuple[Any, str]]:
+    names = batch.schema.names
+    rows = batch.num_rows
+    ids = batch.column(fields.id_field).to_pylist() if fields.id_field in names else [None] * rows
+    columns = [batch.column(f).to_pylist() for f in fields.text_fields if f in names]
+    if not columns:
+        texts = [""] * rows
+    elif len(columns) == 1:
+        texts = [value if isinstance(value, str) else _text_of([value]) for value in columns[0]]
+        texts = [
+            "" if value is None else text for value, text in zip(columns[0], texts, strict=True)
+        ]
+    else:
+        texts = [
+            _text_of([value for value in values if value is not None])
+            for values in zip(*columns, strict=True)
+        ]
+    yield from zip(ids, texts, strict=True)
+
+
+def input_bytes(paths: Sequence[str]) -> int:
+    """Total size of the input files on disk."""
+    return sum(Path(path).stat().st_size for path in paths)

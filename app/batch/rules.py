@@ -1,0 +1,233 @@
+"""The service's match rule for pairs of documents, and the output lines of both engines.
+
+Two documents match, as in the service (app/service/indexes.py, app/service/collection.py):
+
+- ``exact``: equal 128-bit hashes of the normalised text;
+- ``simhash``: SimHash fingerprints at most ``simhash.max_distance`` bits apart (the
+  permutation tables find every such pair);
+- ``minhash``: a whole LSH band in common (equal band keys, as the index's tables find
+  them) and at least ``min_matches(threshold, num_perm)`` equal signature values;
+- ``ngram``: both texts short (at most ``ngram.max_chars`` normalised characters) and the
+  exact Jaccard of their character q-gram sets at least ``ngram.threshold``.
+
+``similarity`` is the MinHash estimate, or the q-gram Jaccard where the n-gram rule
+matched and that is higher; with MinHash off, that Jaccard where there is one, else
+``1 - hamming_distance / 64``; rounded to 6 digits (``Collection._scored``).
+
+Documents with equal exact hashes have the same normalised text, so the same
+fingerprints: they match each other by every rule that is on (``within_group_bits``) with
+similarity 1, and any other document matches all of them or none. Both engines therefore
+match one representative of each such group and expand its pairs to the group's members.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from app.collection_config import CollectionConfig
+from app.core.hamming import block_layout
+from app.core.lsh import LSHIndex, min_matches
+from app.core.types import MinHashes, SimHashes
+from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
+
+Bits = npt.NDArray[np.uint8]
+Floats = npt.NDArray[np.float64]
+
+
+def parse_settings(text: str) -> CollectionConfig:
+    """Collection settings as the service takes them (``PUT /v1/collections/{name}``'s
+    body, or the ``settings`` of ``GET``'s answer), validated by the same schema."""
+    from app.api.schemas import CollectionSettings
+
+    data = orjson.loads(text)
+    if isinstance(data, dict) and isinstance(data.get("settings"), dict):
+        data = data["settings"]
+    return CollectionSettings.model_validate(data).to_config()
+
+
+@dataclass(frozen=True)
+class MatchRule:
+    """The match rule of a collection's settings, on arrays of pairs."""
+
+    config: CollectionConfig = field(default_factory=CollectionConfig)
+    # SimHash blocks: k + 1 (the service's default, the fewest tables) unless given.
+    simhash_blocks: int | None = None
+
+    @property
+    def simhash_on(self) -> bool:
+        return self.config.simhash.enabled
+
+    @property
+    def minhash_on(self) -> bool:
+        return self.config.minhash.enabled
+
+    @property
+    def ngram_on(self) -> bool:
+        return self.config.ngram.enabled
+
+    @property
+    def max_distance(self) -> int:
+        return self.config.simhash.max_distance
+
+    @property
+    def num_perm(self) -> int:
+        """Signature length the fingerprints carry (0 with MinHash off, as in the service)."""
+        return self.config.minhash.num_perm if self.minhash_on else 0
+
+    @cached_property
+    def _lsh(self) -> LSHIndex:
+        return LSHIndex(self.config.minhash.threshold, self.config.minhash.num_perm)
+
+    @property
+    def bands(self) -> int:
+        return self._lsh.bands if self.minhash_on else 0
+
+    @property
+    def min_matches(self) -> int:
+        return min_matches(self.config.minhash.threshold, self.config.minhash.num_perm)
+
+    def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
+        """(m, bands) band keys, exactly as the service's LSH index makes them."""
+        if not self.minhash_on:
+            return np.zeros((len(signatures), 0), dtype=np.uint64)
+        return self._lsh.band_keys(signatures)
+
+    @cached_property
+    def table_masks(self) -> npt.NDArray[np.uint64]:
+        """One mask per permutation table: the bits of its leading blocks. A pair within
+        k bits has, by pigeonhole, equal bits under at least one of them."""
+        k = self.max_distance
+        blocks = self.simhash_blocks or k + 1
+        shifts, widths = block_layout(blocks)
+        masks = []
+        for leading in itertools.combinations(range(blocks), blocks - k):
+            mask = 0
+            for block in leading:
+                mask |= ((1 << widths[block]) - 1) << shifts[block]
+            masks.append(mask)
+        return np.array(masks, dtype=np.uint64)
+
+    def evaluate(
+        self,
+        exact_equal: npt.NDArray[np.bool_],
+        simhash_a: SimHashes,
+        simhash_b: SimHashes,
+        agree: npt.NDArray[np.int64],
+        band_shared: npt.NDArray[np.bool_],
+        ngram_similarity: Floats,
+    ) -> tuple[Bits, Floats]:
+        """(method bits, similarity) of pairs: ``agree`` their equal signature values,
+        ``band_shared`` whether they have a band key in common, ``ngram_similarity`` the
+        q-gram Jaccard where both are short and it reaches the n-gram threshold (NaN
+        elsewhere). Bits 0: no match."""
+        distances = np.bitwise_count(simhash_a ^ simhash_b).astype(np.int64)
+        bits = np.where(exact_equal, EXACT, 0).astype(np.uint8)
+        if self.simhash_on:
+            bits |= np.where(distances <= self.max_distance, SIMHASH, 0).astype(np.uint8)
+        if self.minhash_on:
+            found = band_shared & (agree >= self.min_matches)
+            bits |= np.where(found, MINHASH, 0).astype(np.uint8)
+        if self.ngram_on:
+            bits |= np.where(np.isnan(ngram_similarity), 0, NGRAM).astype(np.uint8)
+        num_perm = self.num_perm
+        if num_perm:
+            similarity = np.fmax(agree / num_perm, ngram_similarity)
+        else:
+            similarity = np.where(
+                np.isnan(ngram_similarity), 1.0 - distances / 64.0, ngram_similarity
+            )
+        rounded: Floats = np.asarray(np.round(similarity, 6), dtype=np.float64)
+        return bits, rounded
+
+    def within_group_bits(self, short: bool) -> int:
+        """Methods two documents with the same normalised text match by."""
+        bits = EXACT
+        if self.simhash_on:
+            bits |= SIMHASH
+        if self.minhash_on:
+            bits |= MINHASH
+        if self.ngram_on and short:
+            bits |= NGRAM
+        return bits
+
+
+def qgrams(text: str, size: int) -> set[str]:
+    """The character q-grams of a normalised text (the whole text when shorter than q), as
+    app.core.ngram counts them."""
+    if len(text) <= size:
+        return {text}
+    return {text[i : i + size] for i in range(len(text) - size + 1)}
+
+
+def qgram_jaccard(a: set[str], b: set[str]) -> float:
+    """Exact Jaccard of two q-gram sets, computed as the n-gram index compares it."""
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)
+
+
+def prefix_length(size: int, threshold: float) -> int:
+    """Tokens of a set of ``size`` that any set with Jaccard >= threshold must share one
+    of (AllPairs' prefix filter), one more than the minimum against rounding."""
+    return min(size, size - math.ceil(threshold * size - 1e-9) + 2)
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def pair_line(a: Any, b: Any, similarity: float, bits: int) -> bytes:
+    """One line of pairs.jsonl (a: the earlier document in input order)."""
+    return orjson.dumps(
+        {"a": a, "b": b, "similarity": similarity, "methods": METHODS_OF_BITS[bits]},
+        option=orjson.OPT_APPEND_NEWLINE,
+    )
+
+
+def cluster_line(document: Any, cluster: Any) -> bytes:
+    """One line of clusters.jsonl."""
+    return orjson.dumps({"id": document, "cluster_id": cluster}, option=orjson.OPT_APPEND_NEWLINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a run did; printed on stdout and written to DIR/summary.json."""
+
+    engine: str
+    documents: int
+    empty: int
+    pairs: int
+    clusters: int
+    seconds: float
+
+    @property
+    def removed(self) -> int:
+        return self.documents - self.clusters
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "documents": self.documents,
+            "empty": self.empty,
+            "pairs": self.pairs,
+            "clusters": self.clusters,
+            "removed": self.removed,
+            "seconds": round(self.seconds, 3),
+            "documents_per_second": round(self.documents / max(self.seconds, 1e-9), 1),
+        }
+
+    def text(self) -> str:
+        rate = self.documents / max(self.seconds, 1e-9)
+        return (
+            f"documents  {self.documents:,} ({self.empty:,} empty once normalised)\n"
+            f"pairs      {self.pairs:,}\n"
+            f"clusters   {self.clusters:,}\n"
+            f"removed    {self.removed:,}\n"
+            f"time       {self.seconds:.1f} s ({rate:,.0f} documents/s, {self.engine})"
+        )
