@@ -719,3 +719,24 @@ def test_neardup_insert_json_lines(server: Server, client: Client) -> None:
     assert (retried["id"], retried["inserted"], retried["duplicate_of"]) == ("p", False, "p")
     assert "6 documents: 3 inserted" in done.stderr and "2 refused" in done.stderr
     assert client.get_collection("c-lines").stats.documents == 3
+
+
+# ---------------------------------------------------------------- the README's example
+
+
+def test_the_readme_example_runs(server: Server) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## From Python") :]
+    example = section[section.index("```python\n") + 10 : section.index("```\n", 10)]
+    assert "http://127.0.0.1:8000" in example
+    program = example.replace("http://127.0.0.1:8000", server.url)
+    # Twice: the second run is all retries and stores nothing.
+    for verdict in ("True story-1", "False story-2"):
+        done = run_blocked(program, SERVER_MODULES | {"app", "pydantic"})
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == verdict
+        assert lines[1].startswith("story-1 1.0 0 ") and lines[2].startswith("story-2 0.9")
+        assert lines[-2:] == ["1 t-2 invalid_document", "True"]
+    with Client(server.url) as client:
+        assert client.get_collection("news").stats.documents == 3
