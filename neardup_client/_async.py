@@ -40,6 +40,7 @@ from neardup_client._models import (
     Match,
     MetricSample,
     OnDuplicate,
+    TimeLike,
     parse_metrics,
 )
 
@@ -153,6 +154,11 @@ class AsyncClient:
     ) -> CollectionInfo:
         return await self._run(self._calls.create_collection(name, settings))
 
+    async def update_collection(self, name: str, changes: Mapping[str, Any]) -> CollectionInfo:
+        """PATCH: change a collection's changeable settings (match_window, retention,
+        limits) as a JSON merge patch; another setting that differs raises Conflict."""
+        return await self._run(self._calls.update_collection(name, changes))
+
     async def list_collections(self) -> list[CollectionInfo]:
         return await self._run(self._calls.list_collections())
 
@@ -173,9 +179,14 @@ class AsyncClient:
         metadata: Mapping[str, Any] | None = None,
         html: bool = False,
         on_duplicate: OnDuplicate = "insert",
+        timestamp: TimeLike | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> InsertResult:
         return await self._run(
-            self._calls.insert(collection, text, id, metadata, html, on_duplicate)
+            self._calls.insert(
+                collection, text, id, metadata, html, on_duplicate, timestamp, since, until
+            )
         )
 
     async def insert_many(
@@ -185,6 +196,8 @@ class AsyncClient:
         *,
         on_duplicate: OnDuplicate = "insert",
         batch_size: int | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> AsyncIterator[BatchItem]:
         chunker = Chunker(
             batch_size or self.max_batch_documents, self.max_batch_bytes, self._calls.generate_ids
@@ -192,11 +205,15 @@ class AsyncClient:
         async for document in _each(documents):
             chunk = chunker.add(document)
             if chunk:
-                for item in await self._send_batch(collection, chunk, on_duplicate, chunker):
+                for item in await self._send_batch(
+                    collection, chunk, on_duplicate, chunker, (since, until)
+                ):
                     yield item
         chunk = chunker.flush()
         if chunk:
-            for item in await self._send_batch(collection, chunk, on_duplicate, chunker):
+            for item in await self._send_batch(
+                collection, chunk, on_duplicate, chunker, (since, until)
+            ):
                 yield item
 
     async def insert_batch(
@@ -206,9 +223,16 @@ class AsyncClient:
         *,
         on_duplicate: OnDuplicate = "insert",
         batch_size: int | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> BatchResult:
         items = self.insert_many(
-            collection, documents, on_duplicate=on_duplicate, batch_size=batch_size
+            collection,
+            documents,
+            on_duplicate=on_duplicate,
+            batch_size=batch_size,
+            since=since,
+            until=until,
         )
         return BatchResult(tuple([item async for item in items]))
 
@@ -218,17 +242,18 @@ class AsyncClient:
         chunk: list[tuple[int, dict[str, Any]]],
         on_duplicate: OnDuplicate,
         chunker: Chunker,
+        times: tuple[TimeLike | None, TimeLike | None] = (None, None),
     ) -> list[BatchItem]:
         try:
-            return await self._run(batch_call(collection, chunk, on_duplicate))
+            return await self._run(batch_call(collection, chunk, on_duplicate, *times))
         except TooLarge as error:
             if len(chunk) == 1:
                 return too_large(chunk, error)
             chunker.refused_whole(len(chunk))
             half = len(chunk) // 2
             return [
-                *await self._send_batch(collection, chunk[:half], on_duplicate, chunker),
-                *await self._send_batch(collection, chunk[half:], on_duplicate, chunker),
+                *await self._send_batch(collection, chunk[:half], on_duplicate, chunker, times),
+                *await self._send_batch(collection, chunk[half:], on_duplicate, chunker, times),
             ]
 
     async def replace(
@@ -239,8 +264,13 @@ class AsyncClient:
         *,
         metadata: Mapping[str, Any] | None = None,
         html: bool = False,
+        timestamp: TimeLike | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> InsertResult:
-        return await self._run(self._calls.replace(collection, id, text, metadata, html))
+        return await self._run(
+            self._calls.replace(collection, id, text, metadata, html, timestamp, since, until)
+        )
 
     async def get(self, collection: str, id: str) -> Document:
         return await self._run(self._calls.get(collection, id))
@@ -256,9 +286,11 @@ class AsyncClient:
         limit: int | None = None,
         min_similarity: float | None = None,
         max_distance: int | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> list[Match]:
         return await self._run(
-            self._calls.similar(collection, id, limit, min_similarity, max_distance)
+            self._calls.similar(collection, id, limit, min_similarity, max_distance, since, until)
         )
 
     async def search(
@@ -271,9 +303,13 @@ class AsyncClient:
         max_distance: int | None = None,
         html: bool = False,
         method: Literal["POST", "GET"] = "POST",
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> list[Match]:
         return await self._run(
-            self._calls.search(collection, text, limit, min_similarity, max_distance, html, method)
+            self._calls.search(
+                collection, text, limit, min_similarity, max_distance, html, method, since, until
+            )
         )
 
     # ------------------------------------------------------------ operations

@@ -26,6 +26,8 @@ from neardup_client._models import (
     Match,
     NewDocument,
     OnDuplicate,
+    TimeLike,
+    time_value,
 )
 
 T = TypeVar("T")
@@ -134,7 +136,12 @@ def _matches(response: httpx.Response) -> list[Match]:
 
 
 def _query(**values: Any) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
+    """The fields that are set; times as the service takes them."""
+    return {
+        key: time_value(value) if key in ("since", "until", "timestamp") else value
+        for key, value in values.items()
+        if value is not None
+    }
 
 
 def error_of(response: httpx.Response) -> APIError:
@@ -197,7 +204,11 @@ class Chunker:
 
 
 def batch_call(
-    name: str, chunk: list[tuple[int, dict[str, Any]]], on_duplicate: OnDuplicate
+    name: str,
+    chunk: list[tuple[int, dict[str, Any]]],
+    on_duplicate: OnDuplicate,
+    since: TimeLike | None = None,
+    until: TimeLike | None = None,
 ) -> Call[list[BatchItem]]:
     positions = [position for position, _ in chunk]
 
@@ -215,6 +226,7 @@ def batch_call(
     body: dict[str, Any] = {"documents": [document for _, document in chunk]}
     if on_duplicate != "insert":
         body["on_duplicate"] = on_duplicate
+    body.update(_query(since=since, until=until))
     # Idempotent when every document has an id: the service answers a re-sent document
     # as a retry (200, inserted false) instead of storing it twice.
     idempotent = all(document.get("id") is not None for _, document in chunk)
@@ -254,6 +266,14 @@ class Calls:
             None if body is None else dict(body),
         )
 
+    def update_collection(self, name: str, changes: Mapping[str, Any]) -> Call[CollectionInfo]:
+        return Call(
+            "PATCH",
+            _collection(name),
+            lambda r: CollectionInfo.from_json(r.json()),
+            dict(changes),
+        )
+
     def list_collections(self) -> Call[list[CollectionInfo]]:
         return Call(
             "GET",
@@ -277,10 +297,15 @@ class Calls:
         metadata: Mapping[str, Any] | None,
         html: bool,
         on_duplicate: OnDuplicate,
+        timestamp: TimeLike | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> Call[InsertResult]:
-        body = document_body(NewDocument(text, id, metadata, html), self.generate_ids)
+        document = NewDocument(text, id, metadata, html, timestamp)
+        body = document_body(document, self.generate_ids)
         if on_duplicate != "insert":
             body["on_duplicate"] = on_duplicate
+        body.update(_query(since=since, until=until))
         return Call(
             "POST",
             _collection(name) + "/documents",
@@ -296,8 +321,12 @@ class Calls:
         text: str,
         metadata: Mapping[str, Any] | None,
         html: bool,
+        timestamp: TimeLike | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> Call[InsertResult]:
-        body = NewDocument(text, None, metadata, html).to_json()
+        body = NewDocument(text, None, metadata, html, timestamp).to_json()
+        body.update(_query(since=since, until=until))
         return Call(
             "PUT",
             _collection(name) + "/documents/" + _path(id),
@@ -322,12 +351,20 @@ class Calls:
         limit: int | None,
         min_similarity: float | None,
         max_distance: int | None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> Call[list[Match]]:
         return Call(
             "GET",
             _collection(name) + "/documents/" + _path(id) + "/similar",
             _matches,
-            params=_query(limit=limit, min_similarity=min_similarity, max_distance=max_distance),
+            params=_query(
+                limit=limit,
+                min_similarity=min_similarity,
+                max_distance=max_distance,
+                since=since,
+                until=until,
+            ),
         )
 
     def search(
@@ -339,9 +376,17 @@ class Calls:
         max_distance: int | None,
         html: bool,
         method: Literal["POST", "GET"],
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> Call[list[Match]]:
         path = _collection(name) + "/search"
-        query = _query(limit=limit, min_similarity=min_similarity, max_distance=max_distance)
+        query = _query(
+            limit=limit,
+            min_similarity=min_similarity,
+            max_distance=max_distance,
+            since=since,
+            until=until,
+        )
         if method == "GET":
             if html:
                 raise ValueError("html is a field of POST search only")

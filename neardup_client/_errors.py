@@ -74,6 +74,10 @@ class RateLimited(APIError):
     """429: sent by a proxy in front of the service; retried like a 503."""
 
 
+class InsufficientStorage(APIError):
+    """507: the collection or the service holds as many documents as it may."""
+
+
 class ServiceUnavailable(APIError):
     """503: ``not_ready`` while the indexes are rebuilt at start-up, or the storage
     cannot take writes. Retried; raised once the retries are spent."""
@@ -89,6 +93,7 @@ ERROR_OF_STATUS: dict[int, type[APIError]] = {
     422: InvalidBody,
     429: RateLimited,
     503: ServiceUnavailable,
+    507: InsufficientStorage,
 }
 
 

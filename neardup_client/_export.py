@@ -34,7 +34,8 @@ class ExportedCollection:
 @dataclass(frozen=True, slots=True)
 class ExportedDocument:
     """A live document: its fingerprints, and its text when the collection keeps texts.
-    ``created_at`` is seconds since the epoch."""
+    ``created_at`` is seconds since the epoch; ``timestamp`` the document's own time (ISO
+    8601), in exports of services that have one."""
 
     collection: str
     id: str
@@ -43,12 +44,16 @@ class ExportedDocument:
     metadata: dict[str, Any] | None
     simhash: str
     text: str | None
+    timestamp: str | None = None
 
     def to_new_document(self) -> NewDocument:
-        """The document to insert again (its text is needed: store_text collections)."""
+        """The document to insert again, with its time when it has one (its text is
+        needed: store_text collections)."""
         if self.text is None:
             raise ValueError(f"document {self.id!r}: its collection did not keep its text")
-        return NewDocument(text=self.text, id=self.id, metadata=self.metadata)
+        return NewDocument(
+            text=self.text, id=self.id, metadata=self.metadata, timestamp=self.timestamp
+        )
 
 
 ExportRecord = ExportedCollection | ExportedDocument
@@ -91,6 +96,7 @@ def read_export(
                     metadata=data.get("metadata"),
                     simhash=str(data["simhash"]),
                     text=data.get("text"),
+                    timestamp=data.get("timestamp"),
                 )
             else:
                 raise ExportFormatError(f"line {number}: unknown record type {kind!r}")

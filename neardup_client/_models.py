@@ -9,11 +9,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from neardup_client._errors import BatchError
 
 OnDuplicate = Literal["insert", "skip"]
+# A document's time as the service takes it: ISO 8601 with a UTC offset or Z, Unix
+# seconds, or an aware datetime.
+TimeLike = str | int | float | datetime
+
+
+def time_value(value: TimeLike) -> str | int | float:
+    """A time for a JSON body or a query string."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("a datetime needs a time zone (datetime.now(UTC), say)")
+        return value.isoformat()
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +149,7 @@ class NewDocument:
     id: str | None = None
     metadata: Mapping[str, Any] | None = None
     html: bool = False
+    timestamp: TimeLike | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"text": self.text}
@@ -145,13 +159,16 @@ class NewDocument:
             body["metadata"] = dict(self.metadata)
         if self.html:
             body["html"] = True
+        if self.timestamp is not None:
+            body["timestamp"] = time_value(self.timestamp)
         return body
 
 
 @dataclass(frozen=True, slots=True)
 class Document:
     """A stored document. ``text`` is None unless the collection keeps texts
-    (``store_text``); ``simhash`` is 16 hex digits; ``created_at`` ISO 8601 UTC."""
+    (``store_text``); ``simhash`` is 16 hex digits; ``created_at`` and ``timestamp`` (the
+    document's own time, from services that have one) ISO 8601 in UTC."""
 
     id: str
     metadata: dict[str, Any] | None
@@ -159,11 +176,13 @@ class Document:
     cluster_id: str
     simhash: str
     text: str | None
+    timestamp: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Document:
         metadata = data.get("metadata")
         text = data.get("text")
+        timestamp = data.get("timestamp")
         return cls(
             id=str(data["id"]),
             metadata=None if metadata is None else dict(metadata),
@@ -171,6 +190,7 @@ class Document:
             cluster_id=str(data["cluster_id"]),
             simhash=str(data["simhash"]),
             text=None if text is None else str(text),
+            timestamp=None if timestamp is None else str(timestamp),
         )
 
 
@@ -201,22 +221,46 @@ class NgramSettings:
     threshold: float = 0.7
 
 
-def _known(kind: type[Any], data: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """Documents older than ``max_age`` ("48h", "7d") or past the newest
+    ``max_documents`` expire. None: no bound."""
+
+    max_age: str | None = None
+    max_documents: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsSettings:
+    """Past ``max_documents`` live documents an insert is refused (507)."""
+
+    max_documents: int | None = None
+
+
+def _known(kind: type[Any], data: Mapping[str, Any] | None) -> dict[str, Any]:
     names = set(kind.__dataclass_fields__)
-    return {key: value for key, value in data.items() if key in names}
+    return {key: value for key, value in (data or {}).items() if key in names}
+
+
+def _set(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
 
 
 @dataclass(frozen=True, slots=True)
 class CollectionSettings:
     """A collection's settings. The defaults here are the service's documented ones; to
     create a collection with only some settings changed, a partial dict
-    (``{"store_text": True}``) leaves the rest to the service."""
+    (``{"store_text": True}``) leaves the rest to the service. ``match_window``,
+    ``retention`` and ``limits`` (services with document times) are sent only when set."""
 
     shingle: ShingleSettings = field(default_factory=ShingleSettings)
     simhash: SimHashSettings = field(default_factory=SimHashSettings)
     minhash: MinHashSettings = field(default_factory=MinHashSettings)
     ngram: NgramSettings = field(default_factory=NgramSettings)
     store_text: bool = False
+    match_window: str | None = None
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,29 +281,61 @@ class CollectionSettings:
                 "threshold": self.ngram.threshold,
             },
             "store_text": self.store_text,
-        }
+        } | _set(
+            {
+                "match_window": self.match_window,
+                "retention": _set(
+                    {
+                        "max_age": self.retention.max_age,
+                        "max_documents": self.retention.max_documents,
+                    }
+                )
+                or None,
+                "limits": _set({"max_documents": self.limits.max_documents}) or None,
+            }
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CollectionSettings:
+        window = data.get("match_window")
         return cls(
-            shingle=ShingleSettings(**_known(ShingleSettings, data.get("shingle", {}))),
-            simhash=SimHashSettings(**_known(SimHashSettings, data.get("simhash", {}))),
-            minhash=MinHashSettings(**_known(MinHashSettings, data.get("minhash", {}))),
-            ngram=NgramSettings(**_known(NgramSettings, data.get("ngram", {}))),
+            shingle=ShingleSettings(**_known(ShingleSettings, data.get("shingle"))),
+            simhash=SimHashSettings(**_known(SimHashSettings, data.get("simhash"))),
+            minhash=MinHashSettings(**_known(MinHashSettings, data.get("minhash"))),
+            ngram=NgramSettings(**_known(NgramSettings, data.get("ngram"))),
             store_text=bool(data.get("store_text", False)),
+            match_window=None if window is None else str(window),
+            retention=RetentionSettings(**_known(RetentionSettings, data.get("retention"))),
+            limits=LimitsSettings(**_known(LimitsSettings, data.get("limits"))),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class CollectionStats:
+    """Live documents, those that joined an earlier one's cluster, index merges since the
+    start, bytes the indexes hold; from services with a retention, documents evicted
+    since the start, expired ones not evicted yet and the oldest live document's time."""
+
     documents: int
     duplicates: int
     merges: int
     index_bytes: int
+    evicted: int = 0
+    expiring: int = 0
+    oldest_timestamp: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CollectionStats:
-        return cls(**{key: int(value) for key, value in _known(cls, data).items()})
+        oldest = data.get("oldest_timestamp")
+        return cls(
+            documents=int(data["documents"]),
+            duplicates=int(data["duplicates"]),
+            merges=int(data["merges"]),
+            index_bytes=int(data["index_bytes"]),
+            evicted=int(data.get("evicted", 0)),
+            expiring=int(data.get("expiring", 0)),
+            oldest_timestamp=None if oldest is None else str(oldest),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from neardup_client._models import (
     Match,
     MetricSample,
     OnDuplicate,
+    TimeLike,
     parse_metrics,
 )
 
@@ -156,6 +157,11 @@ class Client:
         (``created`` False); other settings raise Conflict (``settings_conflict``)."""
         return self._run(self._calls.create_collection(name, settings))
 
+    def update_collection(self, name: str, changes: Mapping[str, Any]) -> CollectionInfo:
+        """PATCH: change a collection's changeable settings (match_window, retention,
+        limits) as a JSON merge patch; another setting that differs raises Conflict."""
+        return self._run(self._calls.update_collection(name, changes))
+
     def list_collections(self) -> list[CollectionInfo]:
         return self._run(self._calls.list_collections())
 
@@ -177,9 +183,16 @@ class Client:
         metadata: Mapping[str, Any] | None = None,
         html: bool = False,
         on_duplicate: OnDuplicate = "insert",
+        timestamp: TimeLike | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> InsertResult:
         """Insert one document and learn whether it is new or a near-duplicate."""
-        return self._run(self._calls.insert(collection, text, id, metadata, html, on_duplicate))
+        return self._run(
+            self._calls.insert(
+                collection, text, id, metadata, html, on_duplicate, timestamp, since, until
+            )
+        )
 
     def insert_many(
         self,
@@ -188,6 +201,8 @@ class Client:
         *,
         on_duplicate: OnDuplicate = "insert",
         batch_size: int | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> Iterator[BatchItem]:
         """Insert documents (NewDocument or dicts) in batches of at most ``batch_size``
         (default: the client's ``max_batch_documents``) and ``max_batch_bytes``, lazily:
@@ -199,10 +214,12 @@ class Client:
         for document in documents_of(documents):
             chunk = chunker.add(document)
             if chunk:
-                yield from self._send_batch(collection, chunk, on_duplicate, chunker)
+                yield from self._send_batch(
+                    collection, chunk, on_duplicate, chunker, (since, until)
+                )
         chunk = chunker.flush()
         if chunk:
-            yield from self._send_batch(collection, chunk, on_duplicate, chunker)
+            yield from self._send_batch(collection, chunk, on_duplicate, chunker, (since, until))
 
     def insert_batch(
         self,
@@ -211,11 +228,18 @@ class Client:
         *,
         on_duplicate: OnDuplicate = "insert",
         batch_size: int | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> BatchResult:
         """insert_many, collected: ``.results`` in order, ``.errors`` the refused
         documents with their positions, ``.raise_for_errors()``."""
         items = self.insert_many(
-            collection, documents, on_duplicate=on_duplicate, batch_size=batch_size
+            collection,
+            documents,
+            on_duplicate=on_duplicate,
+            batch_size=batch_size,
+            since=since,
+            until=until,
         )
         return BatchResult(tuple(items))
 
@@ -225,17 +249,18 @@ class Client:
         chunk: list[tuple[int, dict[str, Any]]],
         on_duplicate: OnDuplicate,
         chunker: Chunker,
+        times: tuple[TimeLike | None, TimeLike | None] = (None, None),
     ) -> list[BatchItem]:
         try:
-            return self._run(batch_call(collection, chunk, on_duplicate))
+            return self._run(batch_call(collection, chunk, on_duplicate, *times))
         except TooLarge as error:
             if len(chunk) == 1:
                 return too_large(chunk, error)
             chunker.refused_whole(len(chunk))
             half = len(chunk) // 2
             return [
-                *self._send_batch(collection, chunk[:half], on_duplicate, chunker),
-                *self._send_batch(collection, chunk[half:], on_duplicate, chunker),
+                *self._send_batch(collection, chunk[:half], on_duplicate, chunker, times),
+                *self._send_batch(collection, chunk[half:], on_duplicate, chunker, times),
             ]
 
     def replace(
@@ -246,9 +271,14 @@ class Client:
         *,
         metadata: Mapping[str, Any] | None = None,
         html: bool = False,
+        timestamp: TimeLike | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> InsertResult:
         """Insert or replace the document with this id (PUT); ``replaced`` says which."""
-        return self._run(self._calls.replace(collection, id, text, metadata, html))
+        return self._run(
+            self._calls.replace(collection, id, text, metadata, html, timestamp, since, until)
+        )
 
     def get(self, collection: str, id: str) -> Document:
         return self._run(self._calls.get(collection, id))
@@ -264,9 +294,13 @@ class Client:
         limit: int | None = None,
         min_similarity: float | None = None,
         max_distance: int | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> list[Match]:
         """Stored documents near a stored one, itself excluded, best first."""
-        return self._run(self._calls.similar(collection, id, limit, min_similarity, max_distance))
+        return self._run(
+            self._calls.similar(collection, id, limit, min_similarity, max_distance, since, until)
+        )
 
     def search(
         self,
@@ -278,10 +312,14 @@ class Client:
         max_distance: int | None = None,
         html: bool = False,
         method: Literal["POST", "GET"] = "POST",
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
     ) -> list[Match]:
         """Stored documents near a text, best first; nothing is stored."""
         return self._run(
-            self._calls.search(collection, text, limit, min_similarity, max_distance, html, method)
+            self._calls.search(
+                collection, text, limit, min_similarity, max_distance, html, method, since, until
+            )
         )
 
     # ------------------------------------------------------------ operations

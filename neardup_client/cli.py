@@ -70,6 +70,16 @@ def _text(arguments: argparse.Namespace, command: str) -> str:
     return text
 
 
+def _time(value: str) -> str | int | float:
+    """A time argument: Unix seconds as a number, anything else as the string it is."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
 def _table(matches: list[Match], out: IO[str]) -> None:
     if not matches:
         out.write("no match\n")
@@ -93,6 +103,8 @@ def search(arguments: argparse.Namespace) -> int:
             min_similarity=arguments.min_similarity,
             max_distance=arguments.max_distance,
             html=arguments.html,
+            since=arguments.since,
+            until=arguments.until,
         )
     if arguments.format == "table":
         _table(matches, sys.stdout)
@@ -163,7 +175,8 @@ def _insert_jsonl(arguments: argparse.Namespace, client: Client) -> int:
 def insert(arguments: argparse.Namespace) -> int:
     with _client(arguments) as client:
         if arguments.jsonl is not None:
-            if arguments.text is not None or arguments.file is not None or arguments.id:
+            single = (arguments.text, arguments.file, arguments.id, arguments.timestamp)
+            if any(value is not None for value in single):
                 sys.exit("neardup insert: --jsonl takes the documents from its lines only")
             return _insert_jsonl(arguments, client)
         metadata = None
@@ -180,6 +193,7 @@ def insert(arguments: argparse.Namespace) -> int:
             metadata=document.metadata,
             html=document.html,
             on_duplicate=arguments.on_duplicate,
+            timestamp=arguments.timestamp,
         )
     _print(result_json(result), sys.stdout)
     return 0
@@ -240,6 +254,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     search_parser.add_argument("--limit", type=int, help="most matches (service default 10)")
     search_parser.add_argument("--min-similarity", type=float, help="lowest similarity")
     search_parser.add_argument("--max-distance", type=int, help="largest Hamming distance")
+    search_parser.add_argument(
+        "--since", type=_time, help="only documents at or after this time (ISO 8601 or Unix s)"
+    )
+    search_parser.add_argument("--until", type=_time, help="only documents at or before this time")
     search_parser.add_argument("--format", choices=("json", "table"), default="json")
     _connection_options(search_parser)
     search_parser.set_defaults(handler=_run(search))
@@ -255,6 +273,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _text_options(insert_parser)
     insert_parser.add_argument("--id", help="document id (default: a new UUID)")
     insert_parser.add_argument("--metadata", help="a JSON object stored with the document")
+    insert_parser.add_argument(
+        "--timestamp",
+        type=_time,
+        help="the document's time (ISO 8601 or Unix seconds; default now)",
+    )
     insert_parser.add_argument(
         "--on-duplicate",
         choices=("insert", "skip"),

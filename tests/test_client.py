@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -29,10 +30,12 @@ from neardup_client import (
     ExportedCollection,
     ExportedDocument,
     InsertResult,
+    InsufficientStorage,
     InvalidBody,
     NewDocument,
     NotFound,
     RateLimited,
+    RetentionSettings,
     Retry,
     RetryEvent,
     ServiceUnavailable,
@@ -513,6 +516,123 @@ def test_an_insert_without_a_client_id_is_not_resent_after_it_may_have_arrived()
     client = Client("http://neardup.test", transport=transport, generate_ids=False)
     with client, pytest.raises(TransportError):
         client.insert("news", text="x")
+
+
+INSERTED = {"id": "a", "inserted": True, "duplicate_of": None, "cluster_id": "a", "matches": []}
+NEWER_COLLECTION = {
+    "name": "news",
+    "settings": {
+        "shingle": {"unit": "word", "size": 5},
+        "store_text": False,
+        "match_window": "48h",
+        "retention": {"max_age": "7d", "max_documents": None},
+        "limits": {"max_documents": 1000},
+        "a_later_setting": {"x": 1},
+    },
+    "stats": {
+        "documents": 5,
+        "duplicates": 1,
+        "merges": 0,
+        "index_bytes": 10,
+        "evicted": 3,
+        "expiring": 1,
+        "oldest_timestamp": "2024-05-01T12:00:00Z",
+    },
+}
+
+
+def test_document_times_and_the_time_settings_are_sent_as_the_service_takes_them() -> None:
+    """Document times (timestamp; since / until of inserts and searches), the settings
+    match_window, retention and limits, PATCH and 507, as the contract adds them."""
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        path, method = request.url.path, request.method
+        if method == "PATCH":
+            return httpx.Response(200, json=NEWER_COLLECTION)
+        if path.endswith(("/search", "/similar")):
+            return httpx.Response(200, json={"matches": []})
+        if path.endswith("/batch"):
+            return httpx.Response(200, json={"results": [INSERTED]})
+        if path.startswith("/v1/collections/full/"):
+            return _error(507, "insufficient_storage")
+        if method in ("POST", "PUT"):
+            return httpx.Response(201, json=INSERTED)
+        document = {
+            "id": "a",
+            "metadata": None,
+            "created_at": "2024-05-03T00:00:00Z",
+            "timestamp": "2024-05-01T12:00:00Z",
+            "cluster_id": "a",
+            "simhash": "0" * 16,
+            "text": None,
+        }
+        return httpx.Response(200, json=document)
+
+    def body() -> Any:
+        return json.loads(seen[-1].content)
+
+    when = datetime(2024, 5, 1, 12, tzinfo=UTC)
+    client = Client("http://neardup.test", transport=httpx.MockTransport(handle))
+    client.insert("news", text="x", id="a", timestamp=when, since=1714500000, until="2024-05-02Z")
+    assert body() == {
+        "text": "x",
+        "id": "a",
+        "timestamp": "2024-05-01T12:00:00+00:00",
+        "since": 1714500000,
+        "until": "2024-05-02Z",
+    }
+    client.insert_batch("news", [NewDocument("y", id="b", timestamp=1714564800)], since=when)
+    assert body() == {
+        "documents": [{"text": "y", "id": "b", "timestamp": 1714564800}],
+        "since": "2024-05-01T12:00:00+00:00",
+    }
+    client.replace("news", "a", "z", timestamp="2024-05-01T12:00:00Z", until=when)
+    assert body() == {
+        "text": "z",
+        "timestamp": "2024-05-01T12:00:00Z",
+        "until": "2024-05-01T12:00:00+00:00",
+    }
+    client.search("news", text="x", since=when)
+    assert body() == {"text": "x", "since": "2024-05-01T12:00:00+00:00"}
+    client.search("news", text="x", method="GET", since=1714500000, until=when)
+    assert dict(seen[-1].url.params) == {
+        "text": "x",
+        "since": "1714500000",
+        "until": "2024-05-01T12:00:00+00:00",
+    }
+    client.similar("news", "a", since="2024-05-01T00:00:00Z")
+    assert dict(seen[-1].url.params) == {"since": "2024-05-01T00:00:00Z"}
+    assert client.get("news", "a").timestamp == "2024-05-01T12:00:00Z"
+
+    patched = client.update_collection("news", {"retention": {"max_age": "7d"}})
+    assert seen[-1].method == "PATCH" and body() == {"retention": {"max_age": "7d"}}
+    settings = patched.settings
+    assert settings.match_window == "48h" and settings.limits.max_documents == 1000
+    assert settings.retention == RetentionSettings(max_age="7d")
+    assert (patched.stats.evicted, patched.stats.expiring) == (3, 1)
+    assert patched.stats.oldest_timestamp == "2024-05-01T12:00:00Z"
+    # Set, the time settings are sent; unset, they are left out (older services refuse
+    # fields they do not know).
+    assert set(CollectionSettings().to_json()) == {
+        "shingle",
+        "simhash",
+        "minhash",
+        "ngram",
+        "store_text",
+    }
+    with_times = CollectionSettings(match_window="1h", retention=RetentionSettings(max_age="7d"))
+    assert with_times.to_json()["match_window"] == "1h"
+    assert with_times.to_json()["retention"] == {"max_age": "7d"}
+    assert "limits" not in with_times.to_json()
+    assert CollectionSettings.from_json(with_times.to_json()) == with_times
+    with pytest.raises(InsufficientStorage) as full:
+        client.insert("full", text="x")
+    assert full.value.status == 507 and full.value.code == "insufficient_storage"
+    with pytest.raises(ValueError, match="time zone"):
+        client.insert("news", text="x", timestamp=datetime(2024, 5, 1))
+    client.close()
 
 
 def test_retry_after_values() -> None:

@@ -192,7 +192,7 @@
     const pairs = [];
     for (const [key, value] of Object.entries(settings)) {
       if (value && typeof value === 'object') pairs.push(...settingsPairs(value, `${prefix}${key}.`));
-      else pairs.push([`${prefix}${key}`, String(value)]);
+      else pairs.push([`${prefix}${key}`, value === null ? 'none' : String(value)]);
     }
     return pairs;
   }
@@ -222,12 +222,17 @@
     }
     state.collection = collection;
     fillPairs($('settings'), settingsPairs(collection.settings));
-    const stats = collection.stats;
+    const { documents, duplicates, merges, index_bytes: indexBytes, ...more } = collection.stats;
     fillPairs($('stats'), [
-      ['documents', stats.documents.toLocaleString('en')],
-      ['near-duplicates', stats.duplicates.toLocaleString('en')],
-      ['merges', stats.merges.toLocaleString('en')],
-      ['index memory', bytes(stats.index_bytes)],
+      ['documents', documents.toLocaleString('en')],
+      ['near-duplicates', duplicates.toLocaleString('en')],
+      ['merges', merges.toLocaleString('en')],
+      ['index memory', bytes(indexBytes)],
+      // Stats of newer services (evicted, expiring, oldest_timestamp...) as they come.
+      ...Object.entries(more).map(([key, value]) => [
+        key.replaceAll('_', ' '),
+        typeof value === 'number' ? value.toLocaleString('en') : String(value ?? '—'),
+      ]),
     ]);
     await loadHealth(name);
   }
@@ -536,6 +541,7 @@
       ['methods', match.methods.join(', ')],
       ['cluster', doc.cluster_id],
       ['created', doc.created_at],
+      ...(doc.timestamp ? [['time', doc.timestamp]] : []),
       ['simhash', doc.simhash],
       ['metadata', doc.metadata === null ? '—' : JSON.stringify(doc.metadata)],
     ]);
