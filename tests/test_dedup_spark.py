@@ -1,0 +1,124 @@
+"""neardup dedup --engine spark: the same files as the local engine, on a real local Spark.
+
+Spark needs a Java runtime (17 or later for Spark 4). When ``java`` is missing and this
+runs as root on a machine with apt-get (CI), the fixture installs Debian's
+default-jre-headless; elsewhere, or when that fails, the test skips and says why.
+One run on a few thousand documents: a local Spark takes some 10 s to start and each
+of the job's shuffles a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.batch.readers import Fields
+from app.collection_config import CollectionConfig
+from tests.test_dedup import _write_parquet, make_corpus, read_output, run_local, write_jsonl
+
+pytestmark = pytest.mark.spark
+MIN_JAVA = 17
+APT_TIMEOUT_SECONDS = 900
+
+
+def _java_version() -> int | None:
+    java = shutil.which("java")
+    if java is None:
+        return None
+    shown = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', shown.stderr + shown.stdout)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def _install_java() -> str | None:
+    """Install Debian's headless JRE; None when done, else why it could not be."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "needs root and apt-get to install one"
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "TMPDIR": "/var/tmp"}
+    for command in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "default-jre-headless"],
+    ):
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                env=environment,
+                timeout=APT_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return f"{' '.join(command)} took more than {APT_TIMEOUT_SECONDS} s"
+        if done.returncode != 0:
+            return f"{' '.join(command)} failed: {done.stderr.strip()[-300:]}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def java() -> None:
+    version = _java_version()
+    if version is None:
+        problem = _install_java()
+        version = _java_version()
+        if version is None:
+            pytest.skip(f"Spark needs Java {MIN_JAVA}+ and none could be installed: {problem}")
+    if version < MIN_JAVA:
+        pytest.skip(f"Spark 4 needs Java {MIN_JAVA} or later; this machine has Java {version}")
+
+
+@pytest.fixture(scope="module")
+def spark_session(java: None) -> Iterator[object]:
+    pytest.importorskip("pyspark", reason="pyspark is in the test extra: pip install -e '.[test]'")
+    from app.batch import spark
+
+    session = spark.session(spark.SparkOptions(out=Path("."), master="local[2]", progress=False))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def test_spark_engine_writes_what_the_local_engine_writes(
+    tmp_path: Path, spark_session: object
+) -> None:
+    from app.batch import spark
+
+    records = make_corpus(seed=21, stories=2000)
+    # Two files, two formats: JSON lines cut into several splits, Parquet in row groups.
+    first = write_jsonl(tmp_path / "a.jsonl", records[:1800])
+    second = _write_parquet(tmp_path / "b.parquet", records[1800:], row_group_size=400)
+    config = CollectionConfig()
+    fields = Fields("id", ("title", "body"))
+    local_output, local_summary = run_local([first, second], tmp_path / "local", config)
+    summary = spark.run(
+        [str(first), str(second)],
+        config,
+        spark.SparkOptions(
+            out=tmp_path / "spark", fields=fields, progress=False, split_bytes=256 << 10
+        ),
+        spark_session,  # type: ignore[arg-type]
+    )
+    spark_output = read_output(tmp_path / "spark")
+    for name, content in local_output.raw.items():
+        assert spark_output.raw[name] == content, name
+    assert (summary.documents, summary.pairs, summary.clusters, summary.empty) == (
+        local_summary.documents,
+        local_summary.pairs,
+        local_summary.clusters,
+        local_summary.empty,
+    )
+    # The local engine is checked against brute force in tests/test_dedup.py; this corpus
+    # has pairs of every method and clusters wider than a pair, as that one's have.
+    assert local_summary.pairs > 1000 and local_summary.clusters < len(records)
+    methods = {m for line in local_output.pairs for m in line["methods"]}
+    assert methods == {"exact", "simhash", "minhash", "ngram"}
