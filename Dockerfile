@@ -23,6 +23,8 @@ RUN mkdir -p app && touch app/__init__.py \
     && rm -rf app
 
 COPY app ./app
+# The client package: `neardup search` and `neardup insert`, built on it, live in the same command.
+COPY neardup_client ./neardup_client
 # Compile the numba kernels now, into NUMBA_CACHE_DIR: a start loads them instead of
 # compiling them (some 20 s). `neardup warm-up` imports the installed package, as
 # `neardup serve` does (numba's cache is keyed on the source's path and contents, and on
