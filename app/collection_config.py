@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.core.fingerprint import DEFAULT_NUM_PERM, FingerprintParams, ShingleUnit
 from app.core import ngram
+from app.core.fingerprint import DEFAULT_NUM_PERM, FingerprintParams, ShingleUnit
 
 # Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md): word
 # 5-grams with k = 3 and t = 0.8 have the best F1 (0.978) of the settings that find every
