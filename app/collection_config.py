@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from app.core import ngram
@@ -52,6 +53,67 @@ class NgramConfig:
     threshold: float = DEFAULT_NGRAM_THRESHOLD
 
 
+# Durations ("48h", "30m", "7d"): one whole number of one unit, nothing else.
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+MAX_DURATION_SECONDS = 100 * 365 * 86_400  # a century: longer is a typo
+_DURATION = re.compile(r"([1-9][0-9]{0,10})([smhdw])")
+
+
+def parse_duration(text: str) -> int:
+    """A duration string as microseconds: a positive whole number and one unit, s (seconds),
+    m (minutes), h (hours), d (days) or w (weeks), like "48h"; ValueError otherwise."""
+    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not a duration: a positive whole number and one unit of s, m, h, d "
+            'or w, like "48h" or "7d"'
+        )
+    seconds = int(match[1]) * DURATION_UNITS[match[2]]
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(f"{text!r} is longer than a century")
+    return seconds * 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """Documents kept: those at most ``max_age`` older than now (by their timestamp), and of
+    those the ``max_documents`` newest. Neither set: everything is kept."""
+
+    max_age: str | None = None
+    max_documents: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_age is not None:
+            parse_duration(self.max_age)
+        if self.max_documents is not None and self.max_documents < 1:
+            raise ValueError("retention.max_documents must be at least 1")
+
+    @property
+    def max_age_us(self) -> int | None:
+        return None if self.max_age is None else parse_duration(self.max_age)
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_age is not None or self.max_documents is not None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """A cap, not a retention: past ``max_documents`` live documents an insert is refused
+    (507 insufficient_storage) instead of evicting anything."""
+
+    max_documents: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_documents is not None and self.max_documents < 1:
+            raise ValueError("limits.max_documents must be at least 1")
+
+
+# Settings an existing collection may change (PATCH, or PUT with new values): they decide
+# which stored documents match or stay, not how a fingerprint is made.
+MUTABLE_SETTINGS = ("match_window", "retention", "limits")
+
+
 # Collections created before the n-gram index existed have no "ngram" in their stored
 # settings: they keep working as they were created, without it.
 _NGRAM_ABSENT = {"enabled": False}
@@ -59,13 +121,52 @@ _NGRAM_ABSENT = {"enabled": False}
 
 @dataclass(frozen=True, slots=True)
 class CollectionConfig:
-    """Fixed for the life of a collection: fingerprints made otherwise never compare."""
+    """A collection's settings. Those that make fingerprints (shingle, simhash, minhash,
+    ngram) and store_text are fixed for its life: fingerprints made otherwise never
+    compare. The time settings (MUTABLE_SETTINGS) may change."""
 
     shingle: ShingleConfig = field(default_factory=ShingleConfig)
     simhash: SimHashConfig = field(default_factory=SimHashConfig)
     minhash: MinHashConfig = field(default_factory=MinHashConfig)
     ngram: NgramConfig = field(default_factory=NgramConfig)
     store_text: bool = False  # keep each document's text (GET returns it; export carries it)
+    # These may change on an existing collection (MUTABLE_SETTINGS).
+    match_window: str | None = None  # a new document matches documents this near in time
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+    def __post_init__(self) -> None:
+        if self.match_window is not None:
+            parse_duration(self.match_window)
+
+    @property
+    def match_window_us(self) -> int | None:
+        return None if self.match_window is None else parse_duration(self.match_window)
+
+    def fixed(self) -> dict[str, Any]:
+        """The settings that can never change once the collection exists."""
+        data = self.to_dict()
+        for name in MUTABLE_SETTINGS:
+            del data[name]
+        return data
+
+    def fixed_differences(self, other: CollectionConfig) -> list[str]:
+        """The fixed settings that differ, as "shingle.size: 2, not 5" (self's, other's)."""
+        mine, theirs = _flat(self.fixed()), _flat(other.fixed())
+        return [
+            f"{key}: {mine.get(key)!r}, not {theirs.get(key)!r}"
+            for key in sorted(set(mine) | set(theirs))
+            if mine.get(key) != theirs.get(key)
+        ]
+
+    def with_changes(self, **changes: Any) -> CollectionConfig:
+        """A copy with some settings replaced (only MUTABLE_SETTINGS)."""
+        unknown = set(changes) - set(MUTABLE_SETTINGS)
+        if unknown:
+            raise ValueError(f"settings {sorted(unknown)} cannot change")
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return CollectionConfig(**values)
 
     @property
     def short_chars(self) -> int:
@@ -89,4 +190,17 @@ class CollectionConfig:
             minhash=MinHashConfig(**data.get("minhash", {})),
             ngram=NgramConfig(**data.get("ngram", _NGRAM_ABSENT)),
             store_text=bool(data.get("store_text", False)),
+            match_window=data.get("match_window"),
+            retention=RetentionConfig(**(data.get("retention") or {})),
+            limits=LimitsConfig(**(data.get("limits") or {})),
         )
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

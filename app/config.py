@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     )
     max_limit: int = Field(1000, ge=1, description="Largest `limit` a search may ask for.")
     max_collections: int = Field(1000, ge=1, description="Most collections (409 above).")
+    max_documents: int | None = Field(
+        None,
+        ge=1,
+        description="Most live documents over all collections together: an insert past it "
+        "is refused with 507 insufficient_storage. Unset: no limit.",
+    )
     api_keys: str | None = Field(
         None,
         description="Comma-separated API keys, each `<key>` or `<key>:write` (read and write) "

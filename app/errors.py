@@ -69,6 +69,13 @@ class TooLarge(NeardupError):
     code = "too_large"
 
 
+class InsufficientStorage(NeardupError):
+    """The collection or the service holds as many documents as it may
+    (limits.max_documents, NEARDUP_MAX_DOCUMENTS): nothing was stored."""
+
+    code = "insufficient_storage"
+
+
 class StorageUnavailable(NeardupError):
     """A write could not be made durable (disk full, read-only directory...)."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -36,9 +37,12 @@ def memory_store(settings: Settings) -> Store:
 
 
 def create_app(
-    settings: Settings | None = None, store_factory: StoreFactory | None = None
+    settings: Settings | None = None,
+    store_factory: StoreFactory | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
-    """A new application; nothing is opened until its lifespan starts."""
+    """A new application; nothing is opened until its lifespan starts. ``clock`` (Unix
+    seconds) is what retention measures ages against: tests pass a fake one."""
     settings = settings or Settings()
     # Read now: a key file that cannot be read stops the start instead of leaving /v1 open.
     api_keys = load_keys(settings.api_keys, settings.api_key_file)
@@ -50,7 +54,9 @@ def create_app(
         # the service never starts empty on top of data it could not read.
         store = open_store(settings)
         store.observe_commits(app.state.metrics.record_commit)
-        registry = Registry(store, settings.max_collections)
+        registry = Registry(
+            store, settings.max_collections, clock=clock, max_documents=settings.max_documents
+        )
         registry.observe_merges(app.state.metrics.record_merge)
 
         def rebuild() -> None:

@@ -4,7 +4,8 @@ One line per collection, then one per live document, in the order they were inse
 
     {"type": "collection", "name": "default", "settings": {...}}
     {"type": "document", "collection": "default", "id": "a", "created_at": 1.7e9,
-     "cluster_id": "a", "metadata": null, "simhash": "16 hex digits",
+     "timestamp": "2024-05-01T12:00:00Z", "cluster_id": "a", "metadata": null,
+     "simhash": "16 hex digits",
      "minhash": "base64 of K little-endian uint32", "exact": "32 hex digits",
      "text": "the text, or null", "short": "the normalised short text, or null"}
 
@@ -13,7 +14,10 @@ short one, and their text when the collection keeps texts (``store_text``): an i
 restores a collection exactly under the same settings. To
 re-index under new settings, keep texts and post them again to a new collection. A
 cluster named by a deleted document keeps its name: the import records that name under a
-deleted row, as the service does.
+deleted row, as the service does. ``timestamp`` is the document's time in ISO 8601 (UTC,
+to the microsecond); an export written before documents had one has none, and the
+document takes its created_at. An export holds the documents not evicted yet: a
+retention expires again, at the next start, any whose time has passed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from app.service.times import BadTime, iso_time_us, parse_time
 from app.storage.base import DocumentBatch, Store, StoredCollection
 
 # Documents written to the store per transaction during an import.
@@ -44,6 +49,7 @@ def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
         names.update(zip(documents.rows.tolist(), documents.ids, strict=True))
         texts = documents.text_column()
         shorts = documents.short_column()
+        timestamps = documents.timestamp_column().tolist()
         for i, document_id in enumerate(documents.ids):
             yield json.dumps(
                 {
@@ -51,6 +57,7 @@ def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
                     "collection": stored.name,
                     "id": document_id,
                     "created_at": float(documents.created_at[i]),
+                    "timestamp": iso_time_us(timestamps[i]),
                     "cluster_id": names[int(documents.clusters[i])],
                     "metadata": documents.metadata[i],
                     "simhash": f"{int(documents.simhash[i]):016x}",
@@ -113,10 +120,11 @@ class _CollectionImport:
         self, documents: list[dict[str, Any]], rows: list[int], clusters: list[int]
     ) -> DocumentBatch:
         minhash = b"".join(base64.b64decode(document["minhash"]) for document in documents)
+        created = np.array([document["created_at"] for document in documents], dtype=np.float64)
         return DocumentBatch(
             ids=[document["id"] for document in documents],
             rows=np.array(rows, dtype=np.int64),
-            created_at=np.array([document["created_at"] for document in documents]),
+            created_at=created,
             clusters=np.array(clusters, dtype=np.int64),
             metadata=[document.get("metadata") for document in documents],
             simhash=np.array(
@@ -134,7 +142,21 @@ class _CollectionImport:
             ).reshape(len(documents), 2),
             texts=[document.get("text") for document in documents],
             shorts=[document.get("short") for document in documents],
+            timestamps=np.array(
+                [
+                    round(created[i] * 1e6) if d.get("timestamp") is None else _time(d)
+                    for i, d in enumerate(documents)
+                ],
+                dtype=np.int64,
+            ),
         )
+
+
+def _time(document: dict[str, Any]) -> int:
+    try:
+        return parse_time(document["timestamp"])
+    except BadTime as error:
+        raise ValueError(f"timestamp: {error}") from None
 
 
 def import_lines(store: Store, lines: Iterable[str]) -> dict[str, int]:

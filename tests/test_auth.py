@@ -31,6 +31,7 @@ READ_ROUTES = {
 }
 WRITE_ROUTES = {
     ("PUT", "/v1/collections/{name}"),
+    ("PATCH", "/v1/collections/{name}"),
     ("DELETE", "/v1/collections/{name}"),
     ("POST", "/v1/collections/{name}/documents"),
     ("POST", "/v1/collections/{name}/documents/batch"),
@@ -47,6 +48,7 @@ REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/collections/{name}/search"): {"params": {"text": TEXT}},
     ("POST", "/v1/collections/{name}/search"): {"json": {"text": TEXT}},
     ("PUT", "/v1/collections/{name}"): {"json": {}},
+    ("PATCH", "/v1/collections/{name}"): {"json": {"match_window": "1h"}},
     ("DELETE", "/v1/collections/{name}"): {},
     ("POST", "/v1/collections/{name}/documents"): {"json": {"text": TEXT + " again"}},
     ("POST", "/v1/collections/{name}/documents/batch"): {"json": {"documents": [{"text": TEXT}]}},
@@ -132,7 +134,13 @@ def test_a_read_only_key_reads_but_may_not_write(
 @pytest.mark.parametrize("route", ROUTES)
 def test_the_right_key_gets_the_normal_answer(secured: TestClient, route: tuple[str, str]) -> None:
     response = call(secured, route, WRITER)
-    expected = {"PUT": {200, 201}, "DELETE": {204}, "POST": {200, 201}, "GET": {200}}
+    expected = {
+        "PUT": {200, 201},
+        "PATCH": {200},
+        "DELETE": {204},
+        "POST": {200, 201},
+        "GET": {200},
+    }
     assert response.status_code in expected[route[0]], response.text
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.storage.sqlite import SQLiteStore
+from app.storage.sqlite import SCHEMA_VERSION, SQLiteStore
 from app.transfer import export_lines, import_lines
 from tests.conftest import make_client
 
@@ -208,4 +208,4 @@ def test_a_version_1_database_is_migrated_and_its_collections_keep_their_setting
         fresh = client.post(f"{SHORT}/documents", json={"id": "b", "text": "quake hits tokyo!"})
         assert [m["methods"] for m in fresh.json()["matches"]] == [["ngram"]]
     with sqlite3.connect(data / "neardup.db") as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -58,6 +58,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: _error("A body, text, batch, metadata or limit above its configured limit"),
     422: _error("The body is not valid JSON, or not what the operation takes"),
     503: _error("Starting up, or the storage cannot take writes"),
+    507: _error("The collection or the service holds as many documents as it may"),
 }
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

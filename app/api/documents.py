@@ -23,6 +23,7 @@ from app.api.schemas import (
     MatchesOut,
     check_document_id,
 )
+from app.api.times import TimeParameter
 from app.config import Settings
 from app.errors import InvalidBody, NeardupError
 from app.service import InsertResult, NewDocument, Refused
@@ -71,9 +72,12 @@ async def insert_document(body: DocumentIn, name: CollectionName, request: Reque
     with the same text and metadata again (a retry), answers 200 and stores nothing."""
     collection, settings = collection_of(request, name), settings_of(request)
     limits.check_documents(settings, [body])
-    document = NewDocument(text=body.text, id=body.id, metadata=body.metadata)
+    document = NewDocument(body.text, body.id, body.metadata, body.timestamp)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
-    result = _inserted(await collection.insert_async(document, body.on_duplicate, html=body.html))
+    answer = await collection.insert_async(
+        document, body.on_duplicate, html=body.html, since=body.since, until=body.until
+    )
+    result = _inserted(answer)
     return json_response(insert_json(result), 201 if result.inserted else 200)
 
 
@@ -112,14 +116,19 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
         d if isinstance(d, Refused) else None for d in checked
     ]
     html = {document.html for _, document in valid}
-    documents = [NewDocument(text=d.text, id=d.id, metadata=d.metadata) for _, d in valid]
+    documents = [NewDocument(d.text, d.id, d.metadata, d.timestamp) for _, d in valid]
+    since, until = body.since, body.until
     if len(html) > 1:
         answers = [
-            collection.insert([document], body.on_duplicate, html=item.html)[0]
+            collection.insert(
+                [document], body.on_duplicate, html=item.html, since=since, until=until
+            )[0]
             for document, (_, item) in zip(documents, valid, strict=True)
         ]
     elif valid:
-        answers = collection.insert(documents, body.on_duplicate, html=html.pop())
+        answers = collection.insert(
+            documents, body.on_duplicate, html=html.pop(), since=since, until=until
+        )
     else:
         answers = []
     for (position, _), answer in zip(valid, answers, strict=True):
@@ -137,6 +146,7 @@ async def get_document(
         id=stored.id,
         metadata=stored.metadata,
         created_at=stored.created_at,
+        timestamp=stored.timestamp,
         cluster_id=stored.cluster_id,
         simhash=stored.simhash,
         text=stored.text,
@@ -155,8 +165,11 @@ def put_document(
     """Insert (201) or replace (200) the document with this id."""
     collection, settings = collection_of(request, name), settings_of(request)
     limits.check_documents(settings, [body])
-    document = NewDocument(text=body.text, id=document_id, metadata=body.metadata)
-    result = _inserted(collection.insert([document], "insert", replace=True, html=body.html)[0])
+    document = NewDocument(body.text, document_id, body.metadata, body.timestamp)
+    answer = collection.insert(
+        [document], "insert", replace=True, html=body.html, since=body.since, until=body.until
+    )
+    result = _inserted(answer[0])
     return json_response(insert_json(result), 200 if result.replaced else 201)
 
 
@@ -175,9 +188,12 @@ async def similar_documents(
     limit: Annotated[int, Query(ge=1)] = 10,
     min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
+    since: TimeParameter = None,
+    until: TimeParameter = None,
 ) -> Response:
-    """Documents near this one, itself excluded, best first."""
+    """Documents near this one, itself excluded, best first; with since / until, only
+    those with a timestamp in that range."""
     collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, limit)
-    query = SearchQuery(limit=limit, max_distance=max_distance, min_similarity=min_similarity)
+    query = SearchQuery(limit, max_distance, min_similarity, since, until)
     return json_response({"matches": collection.similar(document_id, query)})

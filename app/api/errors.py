@@ -27,6 +27,7 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.TooLarge: 413,
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,
+    errors.InsufficientStorage: 507,
 }
 # A 503 while the indexes are rebuilt says when to come back, in seconds (RFC 9110
 # 10.2.3): an empty or small data directory is ready about a second after the start.

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.service import Registry
@@ -24,7 +24,7 @@ class IndexCollector:
     def __init__(self, registry_of: Any) -> None:
         self._registry_of = registry_of
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         registry: Registry | None = self._registry_of()
         families = {
             "documents": GaugeMetricFamily(
@@ -52,6 +52,26 @@ class IndexCollector:
             "Deleted documents the index still holds until its next merge",
             labels=["collection", "index"],
         )
+        evicted = CounterMetricFamily(
+            "neardup_evicted_documents",
+            "Documents evicted by the retention since the start",
+            labels=["collection"],
+        )
+        expiring = GaugeMetricFamily(
+            "neardup_expiring_documents",
+            "Expired documents (hidden from every answer) not evicted yet",
+            labels=["collection"],
+        )
+        oldest = GaugeMetricFamily(
+            "neardup_oldest_timestamp_seconds",
+            "Timestamp of the oldest live document, Unix seconds (absent when empty)",
+            labels=["collection"],
+        )
+        eviction_seconds = CounterMetricFamily(
+            "neardup_eviction_seconds",
+            "Time spent evicting expired documents from memory, under the write lock",
+            labels=["collection"],
+        )
         if registry is not None:
             for collection in registry.list():
                 stats = collection.stats()
@@ -60,9 +80,15 @@ class IndexCollector:
                 for index, backlog in collection.backlogs().items():
                     unmerged.add_metric([collection.name, index], backlog.unmerged_entries)
                     tombstones.add_metric([collection.name, index], backlog.tombstones)
+                evicted.add_metric([collection.name], stats["evicted"])
+                expiring.add_metric([collection.name], stats["expiring"])
+                if stats["oldest_seconds"] is not None:
+                    oldest.add_metric([collection.name], stats["oldest_seconds"])
+                eviction_seconds.add_metric([collection.name], collection.eviction_seconds)
         yield from families.values()
         yield unmerged
         yield tombstones
+        yield from (evicted, expiring, oldest, eviction_seconds)
 
 
 class Metrics:

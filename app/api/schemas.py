@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from app.collection_config import (
     DEFAULT_MAX_DISTANCE,
@@ -16,14 +25,18 @@ from app.collection_config import (
     DEFAULT_SHINGLE_UNIT,
     DEFAULT_THRESHOLD,
     CollectionConfig,
+    LimitsConfig,
     MinHashConfig,
     NgramConfig,
+    RetentionConfig,
     ShingleConfig,
     SimHashConfig,
+    parse_duration,
 )
 from app.core.fingerprint import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SHINGLE_SIZE
 from app.core.hamming import MAX_DISTANCE_LIMIT
 from app.core.ngram import MAX_SIZE as MAX_NGRAM_SIZE
+from app.service.times import BadTime, parse_time
 
 # The n-gram index verifies every candidate exactly: its cost grows with the texts' length.
 MAX_NGRAM_MAX_CHARS = 1000
@@ -72,6 +85,54 @@ Text = Annotated[str, AfterValidator(check_text)]
 Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata_unicode)]
 
 
+def _time(value: object) -> int:
+    try:
+        return parse_time(value)
+    except BadTime as error:
+        raise ValueError(str(error)) from None
+
+
+# A time as a client sends it: an ISO 8601 string with a UTC offset or Z, or Unix seconds
+# (a JSON number); held as int64 microseconds since the epoch.
+Time = Annotated[
+    int,
+    BeforeValidator(_time),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}],
+            "description": "ISO 8601 with a UTC offset or Z, or Unix seconds",
+            "examples": ["2024-05-01T12:00:00Z", 1714564800],
+        }
+    ),
+]
+
+
+def check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+# "48h", "30m", "7d": a positive whole number and one unit of s, m, h, d, w.
+Duration = Annotated[
+    str,
+    AfterValidator(check_duration),
+    WithJsonSchema({"type": "string", "pattern": "^[1-9][0-9]*[smhdw]$", "examples": ["48h"]}),
+]
+
+
+class TimeRange(Input):
+    """Matching only documents with a timestamp from ``since`` to ``until``."""
+
+    since: Time | None = Field(None, description="Only documents at or after this time.")
+    until: Time | None = Field(None, description="Only documents at or before this time.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeRange:
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise ValueError("since must not be later than until")
+        return self
+
+
 def check_document_id(value: str | None) -> str | None:
     if value is None:
         return value
@@ -113,12 +174,45 @@ class NgramSettings(Input):
     threshold: float = Field(DEFAULT_NGRAM_THRESHOLD, gt=0.0, le=1.0, allow_inf_nan=False)
 
 
+class RetentionSettings(Input):
+    """Documents past either bound expire: they leave every answer at once and are
+    evicted from memory and disk in the background."""
+
+    max_age: Duration | None = Field(
+        None, description="Expire documents whose timestamp is older than now minus this."
+    )
+    max_documents: int | None = Field(
+        None, ge=1, description="Keep at most this many documents: the newest by timestamp."
+    )
+
+
+class LimitsSettings(Input):
+    """A cap that refuses instead of evicting."""
+
+    max_documents: int | None = Field(
+        None,
+        ge=1,
+        description="Past this many live documents an insert is refused: 507 insufficient_storage.",
+    )
+
+
 class CollectionSettings(Input):
     shingle: ShingleSettings = Field(default_factory=ShingleSettings)
     simhash: SimHashSettings = Field(default_factory=SimHashSettings)
     minhash: MinHashSettings = Field(default_factory=MinHashSettings)
     ngram: NgramSettings = Field(default_factory=NgramSettings)
     store_text: bool = Field(False, description="Keep each document's text.")
+    match_window: Duration | None = Field(
+        None,
+        description="A new document matches only documents whose timestamp is within this "
+        "of its own (may change: PATCH).",
+    )
+    retention: RetentionSettings | None = Field(
+        default_factory=RetentionSettings, description="May change: PATCH."
+    )
+    limits: LimitsSettings | None = Field(
+        default_factory=LimitsSettings, description="May change: PATCH."
+    )
 
     def to_config(self) -> CollectionConfig:
         return CollectionConfig(
@@ -127,6 +221,9 @@ class CollectionSettings(Input):
             minhash=MinHashConfig(**self.minhash.model_dump()),
             ngram=NgramConfig(**self.ngram.model_dump()),
             store_text=self.store_text,
+            match_window=self.match_window,
+            retention=RetentionConfig(**(self.retention or RetentionSettings()).model_dump()),
+            limits=LimitsConfig(**(self.limits or LimitsSettings()).model_dump()),
         )
 
     @staticmethod
@@ -134,11 +231,29 @@ class CollectionSettings(Input):
         return CollectionSettings.model_validate(config.to_dict())
 
 
+class CollectionPatch(Input):
+    """Settings to change, as a JSON merge patch (RFC 7396) of the collection's settings:
+    a field left out keeps its value, null clears it. Only match_window, retention and
+    limits may differ from the collection's; any other setting sent must equal it."""
+
+    shingle: ShingleSettings | None = None
+    simhash: SimHashSettings | None = None
+    minhash: MinHashSettings | None = None
+    ngram: NgramSettings | None = None
+    store_text: bool | None = None
+    match_window: Duration | None = None
+    retention: RetentionSettings | None = None
+    limits: LimitsSettings | None = None
+
+
 class CollectionStats(BaseModel):
     documents: int
     duplicates: int
     merges: int
     index_bytes: int
+    evicted: int = Field(0, description="Documents evicted by the retention since the start.")
+    expiring: int = Field(0, description="Expired documents not evicted yet.")
+    oldest_timestamp: str | None = Field(None, description="The oldest live document's time.")
 
 
 class CollectionInfo(BaseModel):
@@ -155,9 +270,12 @@ class DocumentFields(Input):
     text: Text = Field(min_length=1, description="The document's text (HTML when html is true).")
     metadata: Metadata | None = Field(None, description="Any JSON object, stored as is.")
     html: bool = Field(False, description="Strip HTML tags, scripts and styles before hashing.")
+    timestamp: Time | None = Field(
+        None, description="The document's time (a publication time, say); default: now."
+    )
 
 
-class DocumentIn(DocumentFields):
+class DocumentIn(DocumentFields, TimeRange):
     id: str | None = Field(
         None,
         min_length=1,
@@ -180,7 +298,7 @@ class BatchDocument(DocumentFields):
     _check_id = field_validator("id")(check_document_id)
 
 
-class BatchIn(Input):
+class BatchIn(TimeRange):
     # Objects here; each is validated as a BatchDocument on its own by the route, so that
     # one bad document is refused at its position instead of costing the whole batch.
     documents: list[dict[str, Any]] = Field(
@@ -192,7 +310,7 @@ class BatchIn(Input):
     on_duplicate: Literal["insert", "skip"] = "insert"
 
 
-class DocumentPut(DocumentFields):
+class DocumentPut(DocumentFields, TimeRange):
     pass
 
 
@@ -231,12 +349,13 @@ class DocumentOut(BaseModel):
     id: str
     metadata: dict[str, Any] | None
     created_at: str
+    timestamp: str = Field(description="The document's time, ISO 8601 in UTC.")
     cluster_id: str
     simhash: str
     text: str | None = Field(None, description="Present when the collection keeps texts.")
 
 
-class SearchIn(Input):
+class SearchIn(TimeRange):
     text: Text = Field(min_length=1)
     limit: int = Field(10, ge=1)
     min_similarity: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)

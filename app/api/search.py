@@ -11,6 +11,7 @@ from app.api import limits
 from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, settings_of
 from app.api.documents import json_response
 from app.api.schemas import MatchesOut, SearchIn, check_text
+from app.api.times import TimeParameter
 from app.service import Query as SearchQuery
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
@@ -28,7 +29,7 @@ async def search(body: SearchIn, name: CollectionName, request: Request) -> Resp
     collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, body.limit)
     limits.check_text(settings, body.text)
-    query = SearchQuery(body.limit, body.max_distance, body.min_similarity)
+    query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
     return json_response({"matches": collection.search(body.text, query, html=body.html)})
 
 
@@ -40,10 +41,12 @@ async def search_get(
     limit: Annotated[int, Query(ge=1)] = 10,
     min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
     max_distance: Annotated[int | None, Query(ge=0)] = None,
+    since: TimeParameter = None,
+    until: TimeParameter = None,
 ) -> Response:
     """The same as POST, for short texts in the query string."""
     collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, limit)
     limits.check_text(settings, text)
-    query = SearchQuery(limit, max_distance, min_similarity)
+    query = SearchQuery(limit, max_distance, min_similarity, since, until)
     return json_response({"matches": collection.search(text, query)})

@@ -64,6 +64,11 @@ class ExactIndex:
         stored: ExactHashes = self._hashes.array[np.asarray(rows, dtype=np.int64)]
         return stored
 
+    def release(self, rows: npt.NDArray[np.integer]) -> None:
+        """Give back the per-row memory of deleted rows (whole pages of them): their
+        values are never read again. O(rows x rows per page)."""
+        self._hashes.release(np.asarray(rows, dtype=np.int64), self._rows.dead)
+
     def backlog(self) -> Backlog:
         """What the next merge will fold in and drop."""
         return Backlog(self._table.unmerged(), self._rows.pending_tombstones)

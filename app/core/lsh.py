@@ -159,6 +159,11 @@ class LSHIndex:
         )
         return ends, rows, scores
 
+    def release(self, rows: npt.NDArray[np.integer]) -> None:
+        """Give back the per-row memory of deleted rows (whole pages of them): their
+        values are never read again. O(rows x rows per page)."""
+        self._signatures.release(np.asarray(rows, dtype=np.int64), self._rows.dead)
+
     def backlog(self) -> Backlog:
         """What the next merge will fold in and drop."""
         return Backlog(self._table.unmerged(), self._rows.pending_tombstones)

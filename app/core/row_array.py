@@ -1,8 +1,17 @@
-"""Per-row arrays that grow without invalidating readers."""
+"""Per-row storage that grows without invalidating readers, and gives back dead rows.
+
+RowArray holds a numpy array by row number; PagedList holds Python objects by row number.
+Both release the memory of rows that are gone (evicted or deleted) by whole pages, so a
+collection that expires its oldest documents forever keeps memory proportional to the
+rows it holds, not to every row it ever had: row numbers are never reused (indexes and
+the durable record name documents by them), the storage of dead ones is.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import mmap
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +22,24 @@ from app.core.sorted_table import SortedTable
 # array is not resident until written, so the slack costs address space, not memory.
 GROWTH_FACTOR = 1.5
 INITIAL_CAPACITY = 1024
+PAGE_BYTES = mmap.PAGESIZE
+# Arrays of at least this many bytes live in their own anonymous mapping, whose pages can
+# be given back to the kernel one by one (madvise); smaller ones are ordinary numpy arrays
+# and keep their memory (a release is a no-op there).
+MAPPED_MIN_BYTES = 1 << 20
+_CAN_RELEASE = hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_PRIVATE")
+
+DeadRows = Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]
+
+
+def _allocate(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], Any]:
+    """Zeros of this shape: (array, its mapping, or None for a heap array)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if not _CAN_RELEASE or nbytes < MAPPED_MIN_BYTES:
+        return np.zeros(shape, dtype=dtype), None
+    # Private: a released page reads as zeros again and costs nothing until written.
+    mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(mapping, dtype=dtype).reshape(shape), mapping
 
 
 class RowArray:
@@ -20,6 +47,15 @@ class RowArray:
 
     Growth copies into a new array and publishes it with one reference assignment, so a
     reader holding the old array keeps a consistent (shorter) view. One writer at a time.
+
+    ``release`` gives back the pages that hold only dead rows (a large array lives in its
+    own anonymous mapping; madvise(MADV_DONTNEED) frees a page, which then reads as zeros):
+    resident memory follows the live rows, not the rows ever stored, as long as dead rows
+    come in runs of a page (8 rows of 512 bytes, 512 of 8 bytes), as they do when the
+    oldest documents expire first. A released row must never be read for its value again
+    (it reads as zero) nor written (rows are never reused). Growth copies only the pages
+    still held. Costs: ``release`` O(rows released x rows per page) plus one system call
+    per run of pages; growth O(pages held).
 
     >>> flags = RowArray(np.bool_)
     >>> flags.ensure(5000); flags.array[4999] = True
@@ -30,7 +66,11 @@ class RowArray:
     def __init__(self, dtype: type[np.generic], width: tuple[int, ...] = ()) -> None:
         self._dtype = np.dtype(dtype)
         self._width = width
+        self._row_bytes = self._dtype.itemsize * int(np.prod(width, dtype=np.int64))
         self.array: npt.NDArray[Any] = np.zeros((0, *width), dtype=self._dtype)
+        self._mapping: Any = None
+        self._released = np.zeros(0, dtype=np.bool_)  # per page of the current mapping
+        self.released_pages = 0
         self.size = 0  # rows in use; the capacity beyond is not resident until written
 
     def ensure(self, size: int) -> None:
@@ -40,15 +80,154 @@ class RowArray:
         if size <= capacity:
             return
         new_capacity = max(size, int(capacity * GROWTH_FACTOR), INITIAL_CAPACITY)
-        grown = np.zeros((new_capacity, *self._width), dtype=self._dtype)
-        grown[:capacity] = self.array
-        self.array = grown
+        grown, mapping = _allocate((new_capacity, *self._width), self._dtype)
+        if self.released_pages and mapping is not None:
+            self._copy_held(grown)
+        else:
+            grown[:capacity] = self.array
+            self._released = np.zeros(0, dtype=np.bool_)
+            self.released_pages = 0
+        self.array, self._mapping = grown, mapping
+
+    def _copy_held(self, grown: npt.NDArray[Any]) -> None:
+        """Copy the pages not released (copying zeros would make them resident again)."""
+        source = self.array.reshape(-1).view(np.uint8)
+        target = grown.reshape(-1).view(np.uint8)
+        pages = len(self._released)
+        held = np.flatnonzero(~self._released)
+        if len(held):
+            breaks = np.flatnonzero(np.diff(held) != 1) + 1
+            for run in np.split(held, breaks):
+                start = int(run[0]) * PAGE_BYTES
+                end = min((int(run[-1]) + 1) * PAGE_BYTES, len(source))
+                target[start:end] = source[start:end]
+        tail = pages * PAGE_BYTES
+        target[tail : len(source)] = source[tail:]
+        released = np.zeros(len(target) // PAGE_BYTES + 1, dtype=np.bool_)
+        released[:pages] = self._released
+        self._released = released
+
+    def release(self, rows: npt.NDArray[np.integer], dead: DeadRows) -> int:
+        """Give back the pages of these dead rows in which ``dead`` says every row is dead.
+        Returns the pages released."""
+        if self._mapping is None or self._row_bytes == 0 or len(rows) == 0:
+            return 0
+        row_bytes = self._row_bytes
+        rows = np.asarray(rows, dtype=np.int64)
+        if PAGE_BYTES % row_bytes == 0:
+            per_page = PAGE_BYTES // row_bytes
+            pages = np.unique(rows // per_page)
+            pages = pages[(pages + 1) * per_page <= self.size]  # only pages wholly in use
+            if not len(pages):
+                return 0
+            members = (pages[:, None] * per_page + np.arange(per_page)).reshape(-1)
+            pages = pages[dead(members).reshape(len(pages), per_page).all(axis=1)]
+        elif row_bytes % PAGE_BYTES == 0:
+            span = row_bytes // PAGE_BYTES  # pages per row, each held by that row alone
+            pages = (rows[:, None] * span + np.arange(span)).reshape(-1)
+        else:
+            return 0  # rows straddle pages unevenly: keep them (no array here is like that)
+        return self._release_pages(pages)
+
+    def _release_pages(self, pages: npt.NDArray[np.int64]) -> int:
+        if len(self._released) < self.array.nbytes // PAGE_BYTES + 1:
+            grown = np.zeros(self.array.nbytes // PAGE_BYTES + 1, dtype=np.bool_)
+            grown[: len(self._released)] = self._released
+            self._released = grown
+        pages = pages[~self._released[pages]]
+        if not len(pages):
+            return 0
+        breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+        for run in np.split(pages, breaks):
+            start = int(run[0]) * PAGE_BYTES
+            self._mapping.madvise(mmap.MADV_DONTNEED, start, len(run) * PAGE_BYTES)
+        self._released[pages] = True
+        self.released_pages += len(pages)
+        return len(pages)
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the rows in use (np.zeros capacity is not resident until touched)."""
+        """Bytes of the rows in use (np.zeros capacity is not resident until touched),
+        less the pages given back."""
         row_bytes = self.array.itemsize * int(np.prod(self._width, dtype=np.int64))
-        return self.size * row_bytes
+        return max(0, self.size * row_bytes - self.released_pages * PAGE_BYTES)
+
+
+T = TypeVar("T")
+
+
+class PagedList(Generic[T]):
+    """Python objects by row number, in pages of PAGE_ROWS slots; a page is allocated when
+    its first object is set and dropped when its last one is released, so rows that are
+    None or gone cost nothing once their page is empty (8 bytes a slot while it is not).
+
+    Reads take no lock: a released slot (or a dropped page) reads as None. One writer.
+    Costs: get O(1); assign and release O(rows) plus O(1) per page touched.
+
+    >>> names = PagedList[str]()
+    >>> names.assign(np.array([0, 5000]), ["a", "b"])
+    >>> names[5000], names[7], names.release(np.array([5000])), names[5000]
+    ('b', None, 1, None)
+    """
+
+    PAGE_ROWS = 4096
+    _SHIFT = 12
+
+    def __init__(self) -> None:
+        self._pages: list[list[T | None] | None] = []
+        self._held: list[int] = []  # objects (not None) per page
+
+    def __getitem__(self, row: int) -> T | None:
+        page_number = row >> self._SHIFT
+        if page_number >= len(self._pages):
+            return None
+        page = self._pages[page_number]
+        return None if page is None else page[row & (self.PAGE_ROWS - 1)]
+
+    def get_many(self, rows: Iterable[int]) -> list[T | None]:
+        return [self[row] for row in rows]
+
+    def assign(self, rows: npt.NDArray[np.integer], values: Sequence[T | None]) -> None:
+        """Set the objects of rows (a None value sets nothing: it reads as None anyway)."""
+        mask = self.PAGE_ROWS - 1
+        pages, held = self._pages, self._held
+        for row, value in zip(np.asarray(rows).tolist(), values, strict=True):
+            if value is None:
+                continue
+            number = row >> self._SHIFT
+            while number >= len(pages):
+                pages.append(None)
+                held.append(0)
+            page = pages[number]
+            if page is None:
+                page = pages[number] = [None] * self.PAGE_ROWS
+            if page[row & mask] is None:
+                held[number] += 1
+            page[row & mask] = value
+
+    def release(self, rows: npt.NDArray[np.integer]) -> int:
+        """Forget the objects of rows; returns how many were held."""
+        mask = self.PAGE_ROWS - 1
+        pages, held = self._pages, self._held
+        released = 0
+        for row in np.asarray(rows).tolist():
+            number = row >> self._SHIFT
+            if number >= len(pages):
+                continue
+            page = pages[number]
+            if page is None or page[row & mask] is None:
+                continue
+            page[row & mask] = None
+            released += 1
+            held[number] -= 1
+            if held[number] == 0:
+                pages[number] = None  # readers holding the page still read it safely
+        return released
+
+    @property
+    def pages(self) -> int:
+        """Pages allocated (8 bytes a slot each)."""
+        return sum(page is not None for page in self._pages)
 
 
 def claim_rows(
@@ -127,6 +306,16 @@ class RowBook:
         claimed = claim_rows(rows, self.present, self.deleted)
         self.live += len(claimed)
         return claimed
+
+    def dead(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each row is tombstoned or was never stored here (the DeadRows of a
+        RowArray.release: its per-row values are never read again)."""
+        size = min(self.present.array.shape[0], self.deleted.array.shape[0])
+        inside = rows < size
+        dead = np.ones(len(rows), dtype=np.bool_)
+        at = rows[inside]
+        dead[inside] = self.deleted.array[at] | ~self.present.array[at]
+        return dead
 
     def tombstone(self, rows: npt.NDArray[np.integer]) -> None:
         newly = tombstone_rows(rows, self.present, self.deleted)

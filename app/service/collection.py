@@ -10,6 +10,18 @@ acknowledged is lost. A search may see a document a few milliseconds before its 
 returns. Replacements and deletes commit first and change memory after.
 Reads take no lock: the indexes give them consistent snapshots, and every row an index
 returns was fully recorded in the per-row lists before it entered the index.
+
+Time. Every document has a timestamp (microseconds; the client's, else the insert time).
+Searches filter by since / until, inserts also by the collection's match_window, exactly:
+the filters apply to everything the indexes found, before the limit. Retention
+(max_age, max_documents) expires documents oldest first by (timestamp, row): an expired
+document disappears from every answer at once (its state turns to HIDDEN under the write
+lock, and a max_age is checked against the clock by every read), and is evicted in the
+background, EVICTION_CHUNK rows per hold of the write lock (``evict``): index tombstones,
+per-row records and their memory (by whole pages, see app/core/row_array.py), then the
+durable record. The retention mark (every (timestamp, row) at or below it expired)
+travels with the commits, so that a restart brings nothing expired back. A TimeOrder
+holds the rows by time: expiring k documents costs O(k log), not a scan.
 """
 
 from __future__ import annotations
@@ -28,19 +40,23 @@ import numpy.typing as npt
 
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
-from app.core.row_array import RowArray
+from app.core.row_array import PagedList, RowArray
+from app.core.time_order import TimeOrder
 from app.core.types import Backlog, Rows
 from app.errors import (
     DocumentExists,
     DuplicateId,
+    InsufficientStorage,
     InvalidDocument,
     InvalidParameter,
     NeardupError,
     StorageUnavailable,
     UnknownDocument,
 )
+from app.service.budget import DocumentBudget
 from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
 from app.service.matching import METHODS_OF_BITS, Pairs
+from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     INSERT_MATCH_LIMIT,
     InsertResult,
@@ -52,7 +68,50 @@ from app.service.types import (
     StoredDocument,
     iso_time,
 )
-from app.storage.base import DocumentBatch, Store, StoredCollection
+from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
+
+# Expired documents evicted per hold of the write lock: a few milliseconds of work.
+EVICTION_CHUNK = 2048
+# A merge is due once an index holds this many tombstones, or an eighth of the documents
+# (evictions alone, with no inserts to fill the buffer, must still free the tables).
+TOMBSTONE_MERGE_MIN = 65_536
+# Row states (one byte per row ever used, the only per-row memory never given back).
+LIVE, HIDDEN, GONE = 0, 1, 2  # HIDDEN: expired, not evicted yet; GONE: out of memory
+_NO_MARK = (np.iinfo(np.int64).min, -1)
+
+
+class _Members:
+    """The rows that joined one cluster, oldest first. A row that leaves is dropped
+    lazily (when it reaches the front, or by a compaction once the departed outnumber the
+    rest), so that evicting a large cluster oldest first costs O(1) per row."""
+
+    __slots__ = ("count", "head", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.head = 0
+        self.count = 0  # rows not GONE
+
+    def add(self, row: int) -> None:
+        self.rows.append(row)
+        self.count += 1
+
+    def leave(self, state: npt.NDArray[np.uint8]) -> None:
+        """One row left (its state is GONE already)."""
+        self.count -= 1
+        if len(self.rows) - self.head > 2 * self.count + 8:
+            self.rows = [row for row in self.rows[self.head :] if state[row] != GONE]
+            self.head = 0
+
+    def first_live(self, state: npt.NDArray[np.uint8]) -> int | None:
+        """The oldest LIVE row (HIDDEN ones are skipped, GONE ones dropped)."""
+        rows = self.rows
+        while self.head < len(rows) and state[rows[self.head]] == GONE:
+            self.head += 1
+        for at in range(self.head, len(rows)):
+            if state[rows[at]] == LIVE:
+                return rows[at]
+        return None
 
 
 class Collection:
@@ -64,13 +123,21 @@ class Collection:
         config: CollectionConfig,
         store: Store,
         wake_merger: Callable[[], None] = lambda: None,
+        *,
+        clock: Clock = time.time,
+        budget: DocumentBudget | None = None,
+        wake_evictor: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self._wake_merger = wake_merger
+        self._wake_evictor = wake_evictor
+        self._clock = clock
+        self._budget = budget or DocumentBudget()
         self.config = config
         self._store = store
         self._params = config.fingerprint_params
         self._num_perm = config.minhash.num_perm if config.minhash.enabled else 0
+        self._use_settings(config)
         # Every index through one interface (app/service/indexes.py); two are also kept
         # by kind for what only they hold: the exact hashes and the MinHash signatures.
         self._indexes = build_indexes(config)
@@ -80,41 +147,104 @@ class Collection:
         self._write_lock = threading.Lock()
         # The newest group commit queued by an insert (commits complete in queue order).
         self._last_commit: Future[None] | None = None
-        # Per-row records, appended before a row enters any index (readers rely on it).
-        self._ids: list[str] = []
-        self._metadata: list[dict[str, Any] | None] = []
-        self._texts: list[str | None] = []
+        self._last_eviction: Future[None] | None = None
+        # Per-row records, written before a row enters any index (readers rely on it);
+        # their memory is given back by pages once the rows are gone.
+        self._ids = PagedList[str]()
+        self._metadata = PagedList[dict[str, Any]]()
+        self._texts = PagedList[str]()
         # Numbers as numpy columns: 8 bytes a row where a list of Python objects costs 36.
         self._created = RowArray(np.float64)  # row -> unix time of the insert
+        self._timestamp = RowArray(np.int64)  # row -> the document's time, microseconds
         self._cluster = RowArray(np.int64)  # row -> row of the document naming its cluster
         self._simhash = RowArray(np.uint64)
+        self._state = RowArray(np.uint8)  # LIVE, HIDDEN or GONE
+        self._next_row = 0
         self._row_of: dict[str, int] = {}
-        # Cluster row -> its other live rows, oldest first. The row naming a cluster is not
+        # Cluster row -> the other rows that joined it. The row naming a cluster is not
         # listed: most documents are alone in their cluster and cost nothing here.
-        self._members: dict[int, list[int]] = {}
+        self._members: dict[int, _Members] = {}
+        self._visible = 0  # LIVE documents
+        self._duplicates = 0  # LIVE documents listed in a cluster's members
+        # Retention: held rows by time; the expired rows waiting for eviction; the mark.
+        self._order = TimeOrder()
+        self._order_gone = 0  # entries of the order whose rows are GONE already
+        self._expiring: list[Rows] = []
+        self._expiring_count = 0
+        self._expired_through: tuple[int, int] = _NO_MARK
+        self._persisted_mark: tuple[int, int] = _NO_MARK
+        self._clock_floor = np.iinfo(np.int64).min  # the clock never goes back for us
         self.merges = 0
+        self.evicted = 0
+        self.eviction_seconds = 0.0
+
+    def _use_settings(self, config: CollectionConfig) -> None:
+        """The time settings as numbers (they may change: reconfigure)."""
+        self._window = config.match_window_us
+        self._max_age = config.retention.max_age_us
+        self._max_kept = config.retention.max_documents
+        self._limit = config.limits.max_documents
 
     # ------------------------------------------------------------------ reads
 
     def __len__(self) -> int:
-        return len(self._row_of)
+        """Documents visible now (expired ones, evicted or not, are not)."""
+        return self._visible
+
+    def _now(self) -> int:
+        return max(now_us(self._clock), self._clock_floor)
+
+    def _now_locked(self) -> int:
+        now = self._now()
+        self._clock_floor = now
+        return now
 
     def get(self, document_id: str) -> StoredDocument:
-        row = self._row(document_id)
-        return StoredDocument(
+        row = self._visible_row(document_id)
+        stored = StoredDocument(
             id=document_id,
             metadata=self._metadata[row],
             created_at=iso_time(float(self._created.array[row])),
-            cluster_id=self._ids[int(self._cluster.array[row])],
+            cluster_id=self._ids[int(self._cluster.array[row])] or document_id,
             simhash=f"{int(self._simhash.array[row]):016x}",
             text=self._texts[row],
+            timestamp=iso_time_us(int(self._timestamp.array[row])),
         )
+        if self._row_of.get(document_id) != row or self._state.array[row] != LIVE:
+            raise UnknownDocument(self.name, document_id)  # evicted while we read it
+        return stored
 
-    def _row(self, document_id: str) -> int:
+    def _visible_row(self, document_id: str, now: int | None = None) -> int:
         row = self._row_of.get(document_id)
-        if row is None:
+        if row is None or not self._is_visible(row, self._now() if now is None else now):
             raise UnknownDocument(self.name, document_id)
         return row
+
+    def _is_visible(self, row: int, now: int) -> bool:
+        if self._state.array[row] != LIVE:
+            return False
+        return self._max_age is None or int(self._timestamp.array[row]) >= now - self._max_age
+
+    def _visible_mask(
+        self,
+        rows: Rows,
+        query: Query,
+        stamps: npt.NDArray[np.int64] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Which rows a read may return: LIVE, not past max_age by the clock, within the
+        query's since / until, and, with ``stamps`` (the time of the document each row
+        would match), within the match window of it."""
+        timestamps = self._timestamp.array[rows]
+        keep: npt.NDArray[np.bool_] = self._state.array[rows] == LIVE
+        if self._max_age is not None:
+            keep &= timestamps >= self._now() - self._max_age
+        if query.since is not None:
+            keep &= timestamps >= query.since
+        if query.until is not None:
+            keep &= timestamps <= query.until
+        if stamps is not None and self._window is not None:
+            keep &= np.abs(timestamps - stamps) <= self._window
+        return keep
 
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
         """Documents matching a text, best first; nothing is stored."""
@@ -126,7 +256,7 @@ class Collection:
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
         self._validate(query)
-        row = self._row(document_id)
+        row = self._visible_row(document_id)
         stored = self._stored_fingerprints(np.array([row]))
         pairs = self._match_indexes(stored, query, exclude=np.array([row]))
         return self._matches(pairs, pairs.span(0), query.limit)
@@ -142,14 +272,22 @@ class Collection:
             raise InvalidParameter(f"min_similarity must be 0 to 1, not {query.min_similarity}")
         if query.limit < 1:
             raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
+        _check_range(query.since, query.until)
 
     def stats(self) -> dict[str, Any]:
-        return {
-            "documents": len(self),
-            "duplicates": sum(len(members) for members in self._members.values()),
-            "merges": self.merges,
-            "index_bytes": sum(index.memory_bytes() for index in self._indexes),
-        }
+        with self._write_lock:
+            self._expire_locked(self._now_locked())
+            oldest = self._order.oldest_alive(lambda rows: self._state.array[rows] == LIVE)
+            return {
+                "documents": len(self),
+                "duplicates": self._duplicates,
+                "merges": self.merges,
+                "index_bytes": sum(index.memory_bytes() for index in self._indexes),
+                "evicted": self.evicted,
+                "expiring": self._expiring_count,
+                "oldest_timestamp": None if oldest is None else iso_time_us(oldest[0]),
+                "oldest_seconds": None if oldest is None else oldest[0] / MICROSECONDS,
+            }
 
     def backlogs(self) -> dict[str, Backlog]:
         """Per index (exact, simhash, minhash, ngram): entries not merged yet, tombstones."""
@@ -188,14 +326,26 @@ class Collection:
         return Fingerprints(self._simhash.array[rows], signatures, self._exact.hashes(rows), shorts)
 
     def _match_indexes(
-        self, fingerprints: Fingerprints, query: Query, exclude: Rows | None = None
+        self,
+        fingerprints: Fingerprints,
+        query: Query,
+        exclude: Rows | None = None,
+        stamps: npt.NDArray[np.int64] | None = None,
     ) -> Pairs:
-        """Every indexed document matching each of a batch of documents, by any method:
-        one batched search per index, then scored (see Pairs)."""
+        """Every visible indexed document matching each of a batch of documents, by any
+        method: one batched search per index, filtered (retention, since / until, and
+        with ``stamps``, the times of the batch's documents, the match window), then
+        scored (see Pairs)."""
         found = [(index.search_many(fingerprints, query), index.bit) for index in self._indexes]
         if not any(len(part.rows) for part, _ in found):
             return Pairs.empty()  # the usual answer for a new text: nothing to score
         positions, rows, methods, exact_similarity = _combined(found, exclude)
+        keep = self._visible_mask(rows, query, None if stamps is None else stamps[positions])
+        if not keep.all():
+            positions, rows = positions[keep], rows[keep]
+            methods, exact_similarity = methods[keep], exact_similarity[keep]
+            if not len(rows):
+                return Pairs.empty()
         if self._lsh is not None:
             signatures = self._lsh.signatures(rows)
         else:
@@ -211,12 +361,25 @@ class Collection:
             query,
         )
 
-    def _match_within(self, fingerprints: Fingerprints) -> Pairs:
+    def _match_within(
+        self, fingerprints: Fingerprints, stamps: npt.NDArray[np.int64], query: Query
+    ) -> Pairs:
         """Pairs (later position, earlier position) of one batch matching by the rules the
         indexes apply (MinHash: a whole band in common, then verified), so that a batch
-        answers as the same documents inserted one by one would."""
+        answers as the same documents inserted one by one would: the earlier one within
+        the query's since / until and the match window of the later one."""
         found = [(index.pairs_within(fingerprints), index.bit) for index in self._indexes]
         later, earlier, methods, exact_similarity = _combined(found, None)
+        keep = np.ones(len(later), dtype=np.bool_)
+        if self._window is not None:
+            keep &= np.abs(stamps[later] - stamps[earlier]) <= self._window
+        if query.since is not None:
+            keep &= stamps[earlier] >= query.since
+        if query.until is not None:
+            keep &= stamps[earlier] <= query.until
+        if not keep.all():
+            later, earlier = later[keep], earlier[keep]
+            methods, exact_similarity = methods[keep], exact_similarity[keep]
         return self._scored(
             fingerprints,
             later,
@@ -270,22 +433,24 @@ class Collection:
         pairs: Pairs,
         span: tuple[int, int],
         limit: int,
-        ids: Callable[[int], str] | None = None,
+        ids: Callable[[int], str | None] | None = None,
     ) -> list[Match]:
         start, end = span[0], min(span[1], span[0] + limit)
         if start == end:
             return []  # most inserted documents: nothing to build
         id_of = ids or self._ids.__getitem__
-        return [
-            Match(id_of(row), similarity, distance, METHODS_OF_BITS[bits])
-            for row, similarity, distance, bits in zip(
-                pairs.rows[start:end].tolist(),
-                pairs.similarity[start:end].tolist(),
-                pairs.distances[start:end].tolist(),
-                pairs.methods[start:end].tolist(),
-                strict=True,
-            )
-        ]
+        matches = []
+        for row, similarity, distance, bits in zip(
+            pairs.rows[start:end].tolist(),
+            pairs.similarity[start:end].tolist(),
+            pairs.distances[start:end].tolist(),
+            pairs.methods[start:end].tolist(),
+            strict=True,
+        ):
+            document_id = id_of(row)
+            if document_id is not None:  # None: evicted since the search found it
+                matches.append(Match(document_id, similarity, distance, METHODS_OF_BITS[bits]))
+        return matches
 
     # ------------------------------------------------------------------ writes
 
@@ -296,15 +461,21 @@ class Collection:
         *,
         replace: bool = False,
         html: bool = False,
+        since: int | None = None,
+        until: int | None = None,
     ) -> list[InsertResult | Refused]:
         """Insert documents in order; each is matched against the collection and the
-        earlier accepted documents of its batch. With ``replace``, an existing id is
-        replaced. A document is refused on its own (``Refused`` at its position, nothing
-        of it stored) when its text is empty once normalised, its id came earlier in the
-        batch, or its id exists with other content. An id that exists with the same
-        normalised text and metadata is a retry: answered as a duplicate of itself,
-        nothing changed. Blocks until the documents are committed."""
-        insertion = self._prepare(documents, html)
+        earlier accepted documents of its batch (those with a timestamp from ``since``
+        to ``until`` and within the match window of its own). With ``replace``, an
+        existing id is replaced. A document is refused on its own (``Refused`` at its
+        position, nothing of it stored) when its text is empty once normalised, its id
+        came earlier in the batch, its id exists with other content, or the collection
+        or the service is full (limits). An id that exists with the same normalised text
+        and metadata is a retry: answered as a duplicate of itself, nothing changed. A
+        document already expired by the retention when it arrives is answered (matched)
+        but not stored (``inserted`` false). Blocks until the documents are committed."""
+        _check_range(since, until)
+        insertion = self._prepare(documents, html, since, until)
         with self._write_lock:
             self._apply(insertion, on_duplicate, replace)
         if insertion.committed is not None:
@@ -318,13 +489,20 @@ class Collection:
         return self._settled(insertion)
 
     async def insert_async(
-        self, document: NewDocument, on_duplicate: OnDuplicate = "insert", *, html: bool = False
+        self,
+        document: NewDocument,
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        html: bool = False,
+        since: int | None = None,
+        until: int | None = None,
     ) -> InsertResult | Refused:
         """``insert`` of one document on the event loop, without a hop through the thread
         pool: fingerprinting and matching take a few hundred microseconds of CPU, and the
         commit is awaited, not waited for. When a batch holds the write lock, the insert
         goes to a thread instead of stalling the loop behind it."""
-        insertion = self._prepare([document], html)
+        _check_range(since, until)
+        insertion = self._prepare([document], html, since, until)
         if self._write_lock.acquire(blocking=False):
             try:
                 self._apply(insertion, on_duplicate, replace=False)
@@ -343,14 +521,24 @@ class Collection:
             _retry_committed(insertion.retry_commit.exception())
         return self._settled(insertion)[0]
 
-    def _prepare(self, documents: Sequence[NewDocument], html: bool) -> _Insertion:
-        """What needs no lock: ids, fingerprints, refusals of empty texts and ids repeated
-        within the batch."""
+    def _prepare(
+        self,
+        documents: Sequence[NewDocument],
+        html: bool,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> _Insertion:
+        """What needs no lock: ids, times, fingerprints, refusals of empty texts and ids
+        repeated within the batch."""
         ids = [document.id or uuid.uuid4().hex for document in documents]
         fingerprints, kept = self._fingerprint_nonempty(
             [document.text for document in documents], html
         )
-        insertion = _Insertion(documents, ids, fingerprints, kept)
+        now = self._now()
+        stamps = np.array(
+            [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
+        )
+        insertion = _Insertion(documents, ids, fingerprints, kept, stamps, since, until)
         first_position: dict[str, int] = {}
         for position, document_id in enumerate(ids):
             if insertion.fingerprint_at[position] < 0:
@@ -369,11 +557,13 @@ class Collection:
         """Under the write lock: retries and conflicts of stored ids, then matching,
         recording and publishing of the accepted documents."""
         documents, ids, refused = insertion.documents, insertion.ids, insertion.refused
+        now = self._now_locked()
+        self._expire_locked(now)
         if not replace:
             for position, document_id in enumerate(ids):
                 row = self._row_of.get(document_id)
-                if row is None or position in refused:
-                    continue
+                if row is None or position in refused or self._state.array[row] != LIVE:
+                    continue  # an expired document's id is free again
                 exact = insertion.fingerprints.exact[insertion.fingerprint_at[position]]
                 if self._same_document(row, exact, documents[position].metadata):
                     insertion.retried[position] = row
@@ -386,12 +576,16 @@ class Collection:
             if position not in refused and position not in insertion.retried
         ]
         if accepted:
+            query = Query(limit=INSERT_MATCH_LIMIT, since=insertion.since, until=insertion.until)
             inserted, insertion.committed, insertion.batch = self._insert_locked(
                 insertion.fingerprints.select(insertion.fingerprint_at[accepted]),
                 [documents[position] for position in accepted],
                 [ids[position] for position in accepted],
+                insertion.stamps[accepted],
                 on_duplicate,
                 replace,
+                query,
+                now,
             )
             for position, result in zip(accepted, inserted, strict=True):
                 insertion.results[position] = result
@@ -415,6 +609,8 @@ class Collection:
                 )
         if self.needs_merge():
             self._wake_merger()
+        if self._expiring_count:
+            self._wake_evictor()
         for position, error in insertion.refused.items():
             given = insertion.documents[position].id
             insertion.results[position] = Refused(insertion.ids[position] if given else None, error)
@@ -429,7 +625,7 @@ class Collection:
 
     def _retry_result(self, row: int) -> InsertResult:
         """The answer to a document sent again: a duplicate of itself, nothing changed."""
-        document_id = self._ids[row]
+        document_id = self._ids[row] or ""
         bits = 0
         for index in self._indexes:
             if index.name != "ngram" or self._ngram_holds(row):
@@ -439,8 +635,32 @@ class Collection:
             id=document_id,
             inserted=False,
             duplicate_of=document_id,
-            cluster_id=self._ids[int(self._cluster.array[row])],
+            cluster_id=self._ids[int(self._cluster.array[row])] or document_id,
             matches=[Match(document_id, 1.0, 0, methods)],
+        )
+
+    def _room(self, new_documents: int) -> tuple[int, bool]:
+        """(granted, unlimited) for a batch that may add ``new_documents``: at most
+        ``granted`` may be stored, or any number when ``unlimited`` (the retention
+        evicts one for each past that point, so they add nothing). Reserved from the
+        service's budget: release it once the batch is published."""
+        visible = len(self)
+        adds = new_documents
+        if self._max_kept is not None:
+            adds = max(0, min(new_documents, self._max_kept - visible))
+        wanted = adds if self._limit is None else min(adds, max(0, self._limit - visible))
+        granted = self._budget.reserve(wanted)
+        return granted, granted >= adds
+
+    def _refusal(self) -> InsufficientStorage:
+        if self._limit is not None and len(self) >= self._limit:
+            return InsufficientStorage(
+                f"collection {self.name!r} holds its limit of {self._limit} documents "
+                "(limits.max_documents): delete documents, raise the limit, or set a retention"
+            )
+        return InsufficientStorage(
+            f"the service holds its limit of {self._budget.limit} documents over all "
+            "collections (NEARDUP_MAX_DOCUMENTS): delete documents or collections"
         )
 
     def _insert_locked(
@@ -448,22 +668,41 @@ class Collection:
         fingerprints: Fingerprints,
         documents: Sequence[NewDocument],
         ids: list[str],
+        stamps: npt.NDArray[np.int64],
         on_duplicate: OnDuplicate,
         replace: bool,
-    ) -> tuple[list[InsertResult], Future[None] | None, DocumentBatch]:
+        query: Query,
+        now: int,
+    ) -> tuple[list[InsertResult | Refused], Future[None] | None, DocumentBatch]:
         """Match, record and publish documents that may be inserted (under the write
         lock): the answers, the commit to wait for (outside the lock) and the batch."""
         replaced: list[int] = []
-        pending = _PendingBatch(self, fingerprints, first_row=len(self._ids))
-        old_rows = np.array([self._row_of.get(i, -1) for i in ids], dtype=np.int64)
-        query = Query(limit=INSERT_MATCH_LIMIT)
-        from_index = self._match_indexes(fingerprints, query, exclude=old_rows)
-        within = self._match_within(fingerprints) if len(documents) > 1 else Pairs.empty()
+        pending = _PendingBatch(self, fingerprints, self._next_row, now / MICROSECONDS)
+        old_rows = np.array(
+            [
+                r if (r := self._row_of.get(i, -1)) >= 0 and self._is_visible(r, now) else -1
+                for i in ids
+            ],
+            dtype=np.int64,
+        )
+        from_index = self._match_indexes(fingerprints, query, exclude=old_rows, stamps=stamps)
+        if len(documents) > 1:
+            within = self._match_within(fingerprints, stamps, query)
+        else:
+            within = Pairs.empty()
+        # Already expired when it arrives: matched, answered, not stored. (A new row is
+        # above every row of the mark, so its key is at or below it exactly when its
+        # timestamp is below the mark's.)
+        expired = stamps < self._expired_through[0]
+        if self._max_age is not None:
+            expired |= stamps < now - self._max_age
+        granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
+        added = 0
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
         row_at = np.full(len(documents), -1, dtype=np.int64)
         index_spans = from_index.spans(len(documents))
         batch_spans = within.spans(len(documents))
-        results = []
+        results: list[InsertResult | Refused] = []
         for position, document in enumerate(documents):
             span = index_spans[position]
             matches = self._matches(from_index, span, INSERT_MATCH_LIMIT)
@@ -472,14 +711,29 @@ class Collection:
                 matches, best_row = self._with_batch_matches(
                     from_index, span, within, batch_spans[position], row_at, pending
                 )
-            cluster_row = self._cluster_of_row(best_row, pending) if matches else None
-            skipped = bool(matches) and on_duplicate == "skip"
             old_row = int(old_rows[position])
+            adds = (
+                old_row < 0 and not expired[position] and not (matches and on_duplicate == "skip")
+            )
+            if adds and not unlimited and added >= granted:
+                results.append(Refused(document.id, self._refusal()))
+                continue
+            cluster_row = self._cluster_of_row(best_row, pending) if matches else None
+            skipped = (bool(matches) and on_duplicate == "skip") or bool(expired[position])
             if not skipped:
                 if old_row >= 0:
                     replaced.append(old_row)
+                else:
+                    added += 1
                 text = document.text if self.config.store_text else None
-                row = pending.add(position, ids[position], cluster_row, document.metadata, text)
+                row = pending.add(
+                    position,
+                    ids[position],
+                    cluster_row,
+                    document.metadata,
+                    text,
+                    int(stamps[position]),
+                )
                 row_at[position] = row
                 cluster_row = row if cluster_row is None else cluster_row
             assert cluster_row is not None or skipped
@@ -488,29 +742,44 @@ class Collection:
                     id=ids[position],
                     inserted=not skipped,
                     duplicate_of=self._oldest_member(cluster_row, pending) if matches else None,
-                    cluster_id=self._id_of(cluster_row, pending)
-                    if cluster_row is not None
-                    else ids[position],
+                    cluster_id=(
+                        self._id_of(cluster_row, pending) if cluster_row is not None else None
+                    )
+                    or ids[position],
                     matches=matches,
                     replaced=old_row >= 0 and not skipped,
                 )
             )
         batch = pending.batch()
         committed: Future[None] | None = None
-        if replaced:
-            # A replacement commits before anything changes in memory: undoing it
-            # would mean bringing back the replaced document.
-            self._store.delete_documents(self.name, replaced)
-            self._store.add_documents(self.name, batch)
-            self._remove(replaced)
-        elif len(batch):
-            # Plain inserts are queued for the next group commit and published at
-            # once, so that the next writer of this collection matches against them
-            # without waiting for this fsync. The answer waits for the commit (after
-            # the lock); a failed commit takes the documents out again.
-            committed = self._store.begin_add_documents(self.name, batch)
-            self._last_commit = committed
-        self._publish(batch)
+        try:
+            if replaced:
+                # A replacement commits before anything changes in memory: undoing it
+                # would mean bringing back the replaced document.
+                self._store.delete_documents(self.name, replaced)
+                self._store.add_documents(self.name, batch)
+                self._remove(replaced)
+                self._publish(batch)
+                self._expire_locked(now)
+                mark = self._mark_to_record()
+                if mark is not None:
+                    self._store.begin_evict(
+                        self.name, Eviction([], [], mark, self._next_row)
+                    ).result()
+            elif len(batch):
+                # Plain inserts are published at once and queued for the next group
+                # commit, so that the next writer of this collection matches against
+                # them without waiting for this fsync; the retention mark they moved
+                # commits with them. The answer waits for the commit (after the lock); a
+                # failed commit takes the documents out again.
+                self._publish(batch)
+                self._expire_locked(now)
+                committed = self._store.begin_add_documents(
+                    self.name, batch, self._mark_to_record()
+                )
+                self._last_commit = committed
+        finally:
+            self._budget.release(granted)
         return results, committed, batch
 
     def _with_batch_matches(
@@ -549,37 +818,190 @@ class Collection:
             return int(self._cluster.array[row])
         return pending.clusters[row - pending.first_row]
 
-    def _id_of(self, row: int, pending: _PendingBatch) -> str:
-        return self._ids[row] if row < len(self._ids) else pending.ids[row - pending.first_row]
+    def _id_of(self, row: int, pending: _PendingBatch) -> str | None:
+        if row < pending.first_row:
+            return self._ids[row]
+        return pending.ids[row - pending.first_row]
 
     def _oldest_member(self, cluster_row: int | None, pending: _PendingBatch) -> str | None:
         if cluster_row is None:
             return None
-        root_is_live = (
-            cluster_row >= len(self._ids) or self._row_of.get(self._ids[cluster_row]) == cluster_row
-        )
-        if root_is_live:
+        if cluster_row >= pending.first_row or self._state.array[cluster_row] == LIVE:
             return self._id_of(cluster_row, pending)
-        members = self._members.get(cluster_row, []) + pending.members(cluster_row)
-        return self._id_of(members[0], pending) if members else None
+        members = self._members.get(cluster_row)
+        oldest = members.first_live(self._state.array) if members is not None else None
+        if oldest is None:
+            joined = pending.members(cluster_row)
+            oldest = joined[0] if joined else None
+        return None if oldest is None else self._id_of(oldest, pending)
 
     def delete(self, document_id: str) -> None:
         with self._write_lock:
-            row = self._row(document_id)
+            now = self._now_locked()
+            self._expire_locked(now)
+            row = self._visible_row(document_id, now)
             self._store.delete_documents(self.name, [row])
             self._remove([row])
 
-    def _remove(self, rows: list[int]) -> None:
-        if not rows:
+    # ------------------------------------------------------------------ retention
+
+    def _expire_locked(self, now: int) -> None:
+        """Hide what the retention expires now (under the write lock): documents older
+        than max_age, then the oldest past max_documents. O(expired x log) each."""
+        if self._max_age is not None:
+            self._expired(*self._order.take_before(now - self._max_age))
+        if self._max_kept is not None:
+            while len(self) > self._max_kept:
+                stamps, rows = self._order.take_oldest(len(self) - self._max_kept)
+                if not len(rows):
+                    break
+                self._expired(stamps, rows)
+        if self._order_gone > len(self._order) // 2 + 4096:
+            self._order.compact(lambda rows: self._state.array[rows] != GONE)
+            self._order_gone = 0
+
+    def _expired(self, stamps: npt.NDArray[np.int64], rows: Rows) -> None:
+        """Entries taken off the time order, oldest first: LIVE rows turn HIDDEN and wait
+        for eviction; the mark moves to the last."""
+        if not len(rows):
             return
+        self._expired_through = max(self._expired_through, (int(stamps[-1]), int(rows[-1])))
+        state = self._state.array
+        live = rows[state[rows] == LIVE]
+        self._order_gone -= len(rows) - len(live)
+        if not len(live):
+            return
+        state[live] = HIDDEN
+        self._visible -= len(live)
+        self._budget.remove(len(live))
+        clusters = self._cluster.array[live]
+        self._duplicates -= int(np.count_nonzero(clusters != live))
+        self._expiring.append(live)
+        self._expiring_count += len(live)
+
+    def _mark_to_record(self) -> tuple[int, int] | None:
+        """The retention mark, when it moved since it was last handed to the store."""
+        if self._expired_through == self._persisted_mark:
+            return None
+        self._persisted_mark = self._expired_through
+        return self._expired_through
+
+    def expiring(self) -> int:
+        """Expired documents not evicted yet."""
+        return self._expiring_count
+
+    def evict(self, limit: int = EVICTION_CHUNK) -> int:
+        """Evict up to ``limit`` expired documents (from memory now, from the store at its
+        next commit), holding the write lock for this chunk only. Returns how many."""
+        started = time.perf_counter()
+        with self._write_lock:
+            self._expire_locked(self._now_locked())
+            rows = self._take_expiring(limit)
+            if not len(rows):
+                return 0
+            removed, named = self._remove(rows.tolist())
+            self.evicted += len(rows)
+            eviction = Eviction(removed, named, self._expired_through, self._next_row)
+            self._persisted_mark = self._expired_through
+            self._last_eviction = self._store.begin_evict(self.name, eviction)
+        self.eviction_seconds += time.perf_counter() - started
+        return len(rows)
+
+    def _take_expiring(self, limit: int) -> Rows:
+        taken: list[Rows] = []
+        count = 0
+        while self._expiring and count < limit:
+            first = self._expiring[0]
+            part, rest = first[: limit - count], first[limit - count :]
+            taken.append(part)
+            count += len(part)
+            if len(rest):
+                self._expiring[0] = rest
+            else:
+                self._expiring.pop(0)
+        self._expiring_count -= count
+        return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+
+    def flush(self) -> None:
+        """Wait until every eviction and insert queued so far is durable (tests)."""
+        for future in (self._last_eviction, self._last_commit):
+            if future is not None:
+                future.exception()
+
+    def reconfigure(self, config: CollectionConfig) -> None:
+        """New time settings (match_window, retention, limits); the others must be equal.
+        What the old retention expired stays expired: it is applied up to now first, and
+        its mark recorded with the new settings."""
+        if config.fixed() != self.config.fixed():
+            raise ValueError("only match_window, retention and limits can change")
+        with self._write_lock:
+            now = self._now_locked()
+            self._expire_locked(now)
+            self._store.update_collection(self.name, config.to_dict(), self._mark_to_record())
+            self.config = config
+            self._use_settings(config)
+            self._expire_locked(now)
+        if self._expiring_count:
+            self._wake_evictor()
+
+    # ------------------------------------------------------------------ memory
+
+    def _remove(self, rows: list[int]) -> tuple[list[int], list[int]]:
+        """Take rows out of memory (deleted, replaced, evicted, or whose commit failed),
+        giving back their per-row memory. Returns what the store may forget:
+        (rows no longer needed at all, rows whose id still names a cluster)."""
+        if not rows:
+            return [], []
         array = np.array(rows, dtype=np.int64)
         for index in self._indexes:
             index.remove(array)
+        state = self._state.array
+        cluster_of = self._cluster.array
+        released: list[int] = []
+        named: list[int] = []
         for row in rows:
-            del self._row_of[self._ids[row]]
-            cluster = int(self._cluster.array[row])
+            was = int(state[row])
+            if was == GONE:
+                continue
+            cluster = int(cluster_of[row])
+            if was == LIVE:
+                self._visible -= 1
+                self._budget.remove(1)
+                self._order_gone += 1  # its entry is still in the time order
+                if cluster != row:
+                    self._duplicates -= 1
+            state[row] = GONE
+            document_id = self._ids[row]
+            if document_id is not None and self._row_of.get(document_id) == row:
+                del self._row_of[document_id]
             if cluster != row:
-                self._members[cluster].remove(row)
+                members = self._members[cluster]
+                members.leave(state)
+                if members.count == 0:
+                    del self._members[cluster]
+                    if state[cluster] == GONE:  # the name of a cluster nobody is in now
+                        released.append(cluster)
+            if cluster == row and row in self._members:
+                named.append(row)  # its id names a cluster that lives on
+            else:
+                released.append(row)
+        self._release(array, np.array(released, dtype=np.int64))
+        return released, named
+
+    def _release(self, rows: Rows, ids: Rows) -> None:
+        """Give back the per-row memory of GONE rows (ids: of those naming no cluster)."""
+        self._ids.release(ids)
+        self._metadata.release(rows)
+        self._texts.release(rows)
+
+        def gone(at: Rows) -> npt.NDArray[np.bool_]:
+            dead: npt.NDArray[np.bool_] = self._state.array[at] == GONE
+            return dead
+
+        for column in (self._created, self._timestamp, self._cluster, self._simhash):
+            column.release(rows, gone)
+        for index in self._indexes:
+            index.release(rows)
 
     def _ngram_holds(self, row: int) -> bool:
         return self._ngram is not None and self._ngram.stored_texts(np.array([row]))[0] is not None
@@ -589,72 +1011,120 @@ class Collection:
         if len(batch) == 0:
             return
         size = int(batch.rows[-1]) + 1
-        first = len(self._ids)
+        first = self._next_row
         if int(batch.rows[0]) < first:
             raise AssertionError("rows are appended in ascending order, never reused")
-        # Columns, not a loop per row: a restart publishes millions of rows at once. Rows
-        # of documents deleted before a restart leave gaps that stay empty.
-        offsets = batch.rows - first
-        ids: list[Any] = [""] * (size - first)
-        metadata: list[Any] = [None] * (size - first)
-        texts: list[Any] = [None] * (size - first)
-        if len(batch) == size - first:
-            ids, metadata, texts = list(batch.ids), list(batch.metadata), batch.text_column()
-        else:
-            id_column, metadata_column = np.array(ids, dtype=object), np.array(metadata)
-            id_column[offsets] = batch.ids
-            metadata_column[offsets] = batch.metadata
-            text_column = np.array(texts, dtype=object)
-            text_column[offsets] = batch.text_column()
-            ids, metadata = id_column.tolist(), metadata_column.tolist()
-            texts = text_column.tolist()
-        self._ids += ids
-        self._metadata += metadata
-        self._texts += texts
-        for column in (self._created, self._cluster):
+        rows = batch.rows
+        self._ids.assign(rows, batch.ids)
+        self._metadata.assign(rows, batch.metadata)
+        if batch.texts is not None:
+            self._texts.assign(rows, batch.texts)
+        for column in (self._created, self._timestamp, self._cluster, self._state):
             column.ensure(size)
-        self._created.array[batch.rows] = batch.created_at
-        self._cluster.array[batch.rows] = batch.clusters
-        joined = batch.clusters != batch.rows
-        for root, row in zip(
-            batch.clusters[joined].tolist(), batch.rows[joined].tolist(), strict=True
-        ):
-            self._members.setdefault(root, []).append(row)
+        # Rows of documents deleted before a restart leave gaps: GONE from the start.
+        self._state.array[first:size] = GONE
+        self._state.array[rows] = LIVE
+        self._next_row = size
+        timestamps = batch.timestamp_column()
+        self._created.array[rows] = batch.created_at
+        self._timestamp.array[rows] = timestamps
+        self._cluster.array[rows] = batch.clusters
+        joined = batch.clusters != rows
+        for root, row in zip(batch.clusters[joined].tolist(), rows[joined].tolist(), strict=True):
+            members = self._members.get(root)
+            if members is None:
+                members = self._members[root] = _Members()
+            members.add(row)
+        self._visible += len(batch)
+        self._duplicates += int(np.count_nonzero(joined))
+        self._budget.add(len(batch))
+        self._order.insert(timestamps, rows)
         # What scoring reads of a row found by any index is written before the row enters
         # any index: its SimHash here, its signature by the LSH index (which stores it
         # before its own tables take the row). A search running now sees none or all.
         self._simhash.ensure(size)
-        self._simhash.array[batch.rows] = batch.simhash
+        self._simhash.array[rows] = batch.simhash
         for index in self._indexes:  # MinHash first: it holds the signatures
-            index.insert(batch, batch.rows)
-        self._row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
+            index.insert(batch, rows)
+        self._row_of.update(zip(batch.ids, rows.tolist(), strict=True))
 
     def restore(self, stored: StoredCollection) -> None:
-        """Rebuild from the store (live documents, rows ascending), then merge the indexes."""
+        """Rebuild from the store (live documents, rows ascending), apply the retention
+        (what was expired stays so), then merge the indexes."""
         with self._write_lock:
             self._publish(stored.documents)
-            gap = stored.next_row - len(self._ids)
-            self._ids += [""] * gap
-            self._metadata += [None] * gap
-            self._texts += [None] * gap
-            self._created.ensure(stored.next_row)
-            self._cluster.ensure(stored.next_row)
-            for row, name in stored.names.items():
-                self._ids[row] = name
+            size = max(stored.next_row, self._next_row)
+            for column in (self._created, self._timestamp, self._cluster, self._state):
+                column.ensure(size)
+            self._state.array[self._next_row : size] = GONE
+            self._next_row = size
+            names = sorted(stored.names.items())
+            self._ids.assign(
+                np.array([row for row, _ in names], dtype=np.int64), [n for _, n in names]
+            )
+            if stored.expired_through is not None:
+                mark = (int(stored.expired_through[0]), int(stored.expired_through[1]))
+                self._expired_through = self._persisted_mark = mark
+                self._expired(*self._order.take_through(*mark))
+            self._expire_locked(self._now_locked())
             self.merge(force=True)
+        if self._expiring_count:
+            self._wake_evictor()
 
     def merge(self, *, force: bool = False) -> bool:
-        """Merge every index whose buffer has grown enough (all of them with ``force``)."""
+        """Merge every index whose buffer, or count of tombstones, has grown enough (all
+        of them with ``force``)."""
         merged = False
         for index in self._indexes:
-            if force or index.needs_merge():
+            if force or self._index_needs_merge(index):
                 merged = index.merge() or merged
         if merged:
             self.merges += 1
         return merged
 
+    def _index_needs_merge(self, index: Any) -> bool:
+        if index.needs_merge():
+            return True
+        tombstones: int = index.backlog().tombstones
+        return tombstones >= max(TOMBSTONE_MERGE_MIN, len(self) // 8)
+
     def needs_merge(self) -> bool:
-        return any(index.needs_merge() for index in self._indexes)
+        return any(self._index_needs_merge(index) for index in self._indexes)
+
+    def _check(self) -> None:
+        """Assert the bookkeeping (tests): states, counts, ids, clusters, the time order."""
+        with self._write_lock:
+            state = self._state.array[: self._next_row]
+            live = np.flatnonzero(state == LIVE)
+            hidden = np.flatnonzero(state == HIDDEN)
+            assert self._visible == len(live), f"visible {self._visible} != {len(live)}"
+            assert self._expiring_count == len(hidden) == sum(map(len, self._expiring))
+            held = {row: self._ids[row] for row in np.concatenate([live, hidden]).tolist()}
+            assert all(document_id is not None for document_id in held.values())
+            for document_id, row in self._row_of.items():
+                assert state[row] != GONE and held[row] == document_id, (document_id, row)
+            assert {row for row in held if self._row_of.get(held[row] or "") == row} <= set(
+                self._row_of.values()
+            )
+            clusters = self._cluster.array[live]
+            assert self._duplicates == int(np.count_nonzero(clusters != live))
+            for row, cluster in zip(live.tolist(), clusters.tolist(), strict=True):
+                if cluster != row:
+                    assert row in self._members[cluster].rows, (row, cluster)
+                    assert self._ids[cluster] is not None, f"cluster {cluster} lost its name"
+            for cluster, members in self._members.items():
+                counted = [r for r in members.rows[members.head :] if state[r] != GONE]
+                assert members.count == len(counted) > 0, (cluster, members.count, counted)
+            self._order._check()
+            assert len(self._order) - self._order_gone == len(live)
+            mark = self._expired_through
+            for row in live.tolist():
+                assert (int(self._timestamp.array[row]), row) > mark, (row, mark)
+
+
+def _check_range(since: int | None, until: int | None) -> None:
+    if since is not None and until is not None and since > until:
+        raise InvalidParameter("since must not be later than until")
 
 
 def _combined(
@@ -698,6 +1168,9 @@ class _Insertion:
     ids: list[str]
     fingerprints: Fingerprints  # of the documents not empty once normalised
     kept: npt.NDArray[np.int64]  # their positions
+    stamps: npt.NDArray[np.int64]  # each document's time, microseconds
+    since: int | None = None  # the matching of the batch: from since to until
+    until: int | None = None
     refused: dict[int, NeardupError] = field(default_factory=dict)
     retried: dict[int, int] = field(default_factory=dict)  # position -> its stored row
     results: list[InsertResult | Refused | None] = field(default_factory=list)
@@ -717,10 +1190,14 @@ class _PendingBatch:
     """Documents of a batch accepted so far, not yet committed: matched by brute force
     (a batch is small), under provisional rows that continue the collection's."""
 
-    def __init__(self, collection: Collection, fingerprints: Fingerprints, first_row: int) -> None:
+    def __init__(
+        self, collection: Collection, fingerprints: Fingerprints, first_row: int, now: float
+    ) -> None:
         self.collection = collection
         self.fingerprints = fingerprints
         self.first_row = first_row
+        self.now = now  # the insert time, Unix seconds
+        self.timestamps: list[int] = []
         self.ids: list[str] = []
         self.positions: list[int] = []
         self.clusters: list[int] = []
@@ -735,14 +1212,16 @@ class _PendingBatch:
         cluster: int | None,
         metadata: dict[str, Any] | None,
         text: str | None,
+        timestamp: int,
     ) -> int:
         row = self.first_row + len(self.ids)
+        self.timestamps.append(timestamp)
         self.ids.append(document_id)
         self.positions.append(position)
         self.clusters.append(row if cluster is None else cluster)
         self.metadata.append(metadata)
         self.texts.append(text)
-        self.created.append(time.time())
+        self.created.append(self.now)
         return row
 
     def members(self, cluster_row: int) -> list[int]:
@@ -768,4 +1247,5 @@ class _PendingBatch:
             shorts=chosen.shorts
             if chosen.shorts is not None and any(s is not None for s in chosen.shorts)
             else None,
+            timestamps=np.array(self.timestamps, dtype=np.int64),
         )

@@ -71,6 +71,9 @@ class DocumentIndex(Protocol):
     def remove(self, rows: Rows) -> None:
         """Hide rows from every later search at once (tombstones, dropped by merges)."""
 
+    def release(self, rows: Rows) -> None:
+        """Give back the per-row memory of removed rows (whole pages of them)."""
+
     def search_many(self, queries: Documents, query: Query) -> Found:
         """Live rows matching each query by this index's rule."""
 
@@ -97,6 +100,9 @@ class ExactMatcher:
 
     def remove(self, rows: Rows) -> None:
         self.index.delete(rows)
+
+    def release(self, rows: Rows) -> None:
+        self.index.release(rows)
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         positions, rows = self.index.search_many(queries.exact)
@@ -136,6 +142,9 @@ class SimHashMatcher:
 
     def remove(self, rows: Rows) -> None:
         self.index.delete(rows)
+
+    def release(self, rows: Rows) -> None:
+        pass  # no per-row arrays: the tables alone, which merges free
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         ends, rows, _ = self.index.search_many(queries.simhash, query.max_distance)
@@ -177,6 +186,9 @@ class MinHashMatcher:
 
     def remove(self, rows: Rows) -> None:
         self.index.delete(rows)
+
+    def release(self, rows: Rows) -> None:
+        self.index.release(rows)  # the signatures: 4 K bytes a row
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         threshold = self.threshold if query.min_similarity is None else query.min_similarity
@@ -223,6 +235,11 @@ class NgramMatcher:
         # Rows that were never short are not in the index: tombstoning them is harmless
         # (a row number is never reused) and cheaper than asking which were.
         self.index.delete(rows)
+
+    def release(self, rows: Rows) -> None:
+        # NgramIndex keeps its per-row arrays and packed texts (about 20 bytes and the
+        # text's characters a short document): it has no release of its own yet.
+        pass
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         short, texts = _shorts(queries)

@@ -1,4 +1,5 @@
-"""The Registry of a service's collections, and the background merger that keeps them fast."""
+"""The Registry of a service's collections, and the background threads that keep them
+fast (the merger) and within their retention (the evictor)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ import time
 from app.collection_config import CollectionConfig, ShingleConfig
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import release_free_memory
+from app.service.budget import DocumentBudget
 from app.service.collection import Collection
+from app.service.times import Clock
 from app.service.types import MergeObserver, NewDocument, Query
 from app.storage.base import Store
 from app.storage.memory import MemoryStore
 
 # The merger wakes when a writer asks, and at least this often to catch up after bursts.
 MERGE_POLL_SECONDS = 1.0
+# The evictor wakes when a writer expired documents, and this often to catch a max_age
+# passing while nothing is written.
+EVICT_POLL_SECONDS = 1.0
+# Give freed memory back to the system after this many evicted documents.
+EVICTIONS_PER_TRIM = 50_000
 DEFAULT_COLLECTION = "default"
 
 
@@ -33,22 +41,44 @@ def warm_up() -> None:
 class Registry:
     """Every collection of a service, and the background merger that keeps them fast."""
 
-    def __init__(self, store: Store, max_collections: int = 1000) -> None:
+    def __init__(
+        self,
+        store: Store,
+        max_collections: int = 1000,
+        *,
+        clock: Clock = time.time,
+        max_documents: int | None = None,
+    ) -> None:
         self._store = store
         self._max_collections = max_collections
+        self._clock = clock
+        self.budget = DocumentBudget(max_documents)
         self._collections: dict[str, Collection] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._wake_evictions = threading.Event()
         self._stopping = threading.Event()
         self._merger: threading.Thread | None = None
+        self._evictor: threading.Thread | None = None
         self._observe_merge: MergeObserver = lambda collection, seconds: None
+
+    def _new(self, name: str, config: CollectionConfig) -> Collection:
+        return Collection(
+            name,
+            config,
+            self._store,
+            self.wake_merger,
+            clock=self._clock,
+            budget=self.budget,
+            wake_evictor=self.wake_evictor,
+        )
 
     def open(self) -> None:
         """Rebuild every stored collection, create ``default`` if it is missing, and
         compile the kernels, so that the first request after /readyz is not slow."""
         for stored in self._store.load():
             config = CollectionConfig.from_dict(stored.config)
-            collection = Collection(stored.name, config, self._store, self.wake_merger)
+            collection = self._new(stored.name, config)
             collection.restore(stored)
             self._collections[stored.name] = collection
         if DEFAULT_COLLECTION not in self._collections:
@@ -56,24 +86,41 @@ class Registry:
         warm_up()
 
     def create(self, name: str, config: CollectionConfig) -> tuple[Collection, bool]:
-        """(collection, created): the same settings again is fine, different ones conflict."""
+        """(collection, created). An existing collection with the same fixed settings takes
+        the new time settings (match_window, retention, limits); other fixed settings
+        conflict."""
         with self._lock:
             existing = self._collections.get(name)
             if existing is not None:
-                if existing.config != config:
-                    raise SettingsConflict(
-                        f"collection {name!r} exists with other settings: "
-                        f"{existing.config.to_dict()}; settings cannot change once created"
-                    )
+                self._change(existing, config)
                 return existing, False
             if len(self._collections) >= self._max_collections:
                 raise TooManyCollections(
                     f"at most {self._max_collections} collections; delete one first"
                 )
             self._store.create_collection(name, config.to_dict())
-            collection = Collection(name, config, self._store, self.wake_merger)
+            collection = self._new(name, config)
             self._collections[name] = collection
             return collection, True
+
+    def update(self, name: str, config: CollectionConfig) -> Collection:
+        """New settings for an existing collection (PATCH): its fixed settings must be
+        those it has; the time settings (match_window, retention, limits) may differ."""
+        with self._lock:
+            collection = self.get(name)
+            self._change(collection, config)
+            return collection
+
+    def _change(self, collection: Collection, config: CollectionConfig) -> None:
+        differences = collection.config.fixed_differences(config)
+        if differences:
+            raise SettingsConflict(
+                f"collection {collection.name!r} exists with other settings that cannot "
+                f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
+                "retention and limits can change (PATCH)"
+            )
+        if config != collection.config:
+            collection.reconfigure(config)
 
     def get(self, name: str) -> Collection:
         collection = self._collections.get(name)
@@ -86,9 +133,10 @@ class Registry:
 
     def drop(self, name: str) -> None:
         with self._lock:
-            self.get(name)
+            collection = self.get(name)
             self._store.drop_collection(name)
             del self._collections[name]
+            self.budget.remove(len(collection))
 
     def observe_merges(self, observer: MergeObserver) -> None:
         """Call ``observer(collection name, seconds)`` after each background merge."""
@@ -97,9 +145,39 @@ class Registry:
     def wake_merger(self) -> None:
         self._wake.set()
 
+    def wake_evictor(self) -> None:
+        self._wake_evictions.set()
+
     def start_merger(self) -> None:
+        """Start the background threads: the merger and the evictor."""
         self._merger = threading.Thread(target=self._merge_loop, name="merger", daemon=True)
         self._merger.start()
+        self._evictor = threading.Thread(target=self._evict_loop, name="evictor", daemon=True)
+        self._evictor.start()
+
+    def evict(self) -> int:
+        """Evict every expired document of every collection, a chunk at a time (the
+        evictor's work; tests call it to evict at a moment of their choosing)."""
+        evicted = 0
+        for collection in list(self._collections.values()):
+            while not self._stopping.is_set():
+                count = collection.evict()
+                if not count:
+                    break
+                evicted += count
+            if collection.needs_merge():
+                self.wake_merger()
+        return evicted
+
+    def _evict_loop(self) -> None:
+        since_trim = 0
+        while not self._stopping.is_set():
+            self._wake_evictions.wait(EVICT_POLL_SECONDS)
+            self._wake_evictions.clear()
+            since_trim += self.evict()
+            if since_trim >= EVICTIONS_PER_TRIM:
+                release_free_memory()
+                since_trim = 0
 
     def _merge_loop(self) -> None:
         while not self._stopping.is_set():
@@ -116,6 +194,8 @@ class Registry:
     def close(self) -> None:
         self._stopping.set()
         self._wake.set()
-        if self._merger is not None:
-            self._merger.join()
+        self._wake_evictions.set()
+        for thread in (self._merger, self._evictor):
+            if thread is not None:
+                thread.join()
         self._store.close()

@@ -49,6 +49,7 @@ class NewDocument:
     text: str
     id: str | None = None
     metadata: dict[str, Any] | None = None
+    timestamp: int | None = None  # microseconds since the epoch; None: the insert time
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +60,20 @@ class StoredDocument:
     cluster_id: str
     simhash: str
     text: str | None = None
+    timestamp: str = ""  # ISO 8601, UTC
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
     """How a search filters: Hamming distance at most ``max_distance`` (default the
-    collection's k), similarity at least ``min_similarity`` (default: any that matched)."""
+    collection's k), similarity at least ``min_similarity`` (default: any that matched),
+    timestamp from ``since`` to ``until`` (microseconds, both included; None: unbounded)."""
 
     limit: int = 10
     max_distance: int | None = None
     min_similarity: float | None = None
+    since: int | None = None
+    until: int | None = None
 
 
 def iso_time(timestamp: float) -> str:

@@ -30,9 +30,17 @@ class DocumentBatch:
     # The normalised text of each short document, what the n-gram index holds (None: no
     # short document in this batch, or no n-gram index).
     shorts: list[str | None] | None = None
+    # Each document's time, int64 microseconds since the epoch (None: the insert times).
+    timestamps: npt.NDArray[np.int64] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def timestamp_column(self) -> npt.NDArray[np.int64]:
+        """The documents' times in microseconds: given, else their insert times."""
+        if self.timestamps is not None:
+            return self.timestamps
+        return np.round(np.asarray(self.created_at, dtype=np.float64) * 1e6).astype(np.int64)
 
     def text_column(self) -> list[str | None]:
         return list(self.texts) if self.texts is not None else [None] * len(self.ids)
@@ -52,6 +60,7 @@ class DocumentBatch:
             exact=self.exact[positions],
             texts=None if self.texts is None else [self.texts[i] for i in positions.tolist()],
             shorts=None if self.shorts is None else [self.shorts[i] for i in positions.tolist()],
+            timestamps=None if self.timestamps is None else self.timestamps[positions],
         )
 
     @staticmethod
@@ -66,6 +75,7 @@ class DocumentBatch:
                 np.zeros(0, np.uint64),
                 np.zeros((0, num_perm), np.uint32),
                 np.zeros((0, 2), np.uint64),
+                timestamps=np.zeros(0, np.int64),
             )
         return DocumentBatch(
             ids=[i for batch in batches for i in batch.ids],
@@ -78,6 +88,7 @@ class DocumentBatch:
             exact=np.concatenate([batch.exact for batch in batches]),
             texts=[text for batch in batches for text in batch.text_column()],
             shorts=[short for batch in batches for short in batch.short_column()],
+            timestamps=np.concatenate([batch.timestamp_column() for batch in batches]),
         )
 
 
@@ -90,6 +101,18 @@ class StoredCollection:
     names: dict[int, str] = field(default_factory=dict)
     # One past the highest row ever used: rows are never reused, deleted ones included.
     next_row: int = 0
+    # Retention: every document with (timestamp, row) at or below this expired (None: none).
+    expired_through: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Expired documents taken out of the durable record, in one transaction."""
+
+    removed: list[int]  # rows deleted outright
+    named: list[int]  # rows kept, fingerprints dropped, because their id names a cluster
+    expired_through: tuple[int, int]  # the collection's retention mark (see StoredCollection)
+    next_row: int  # one past the highest row ever used, which the deletes may have removed
 
 
 # Told after each commit: (changes in it, documents added by it, seconds it took).
@@ -108,11 +131,32 @@ class Store(Protocol):
 
     def drop_collection(self, name: str) -> None: ...
 
-    def add_documents(self, name: str, documents: DocumentBatch) -> None: ...
+    def update_collection(
+        self, name: str, config: dict[str, Any], expired_through: tuple[int, int] | None
+    ) -> None:
+        """Record new settings, and the retention mark reached under the old ones."""
+        ...
 
-    def begin_add_documents(self, name: str, documents: DocumentBatch) -> Future[None]:
+    def add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> None: ...
+
+    def begin_add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> Future[None]:
         """Queue documents for commit without waiting: the future ends when they are
-        durable, or fails with StorageUnavailable."""
+        durable, or fails with StorageUnavailable. ``expired_through``, when given, is
+        the retention mark their insert moved, recorded in the same transaction."""
+        ...
+
+    def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
+        """Queue expired documents for removal; the future ends when it is durable."""
         ...
 
     def delete_documents(self, name: str, rows: list[int]) -> None:

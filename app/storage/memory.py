@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from app.storage.base import CommitObserver, DocumentBatch, StoredCollection
+from app.storage.base import CommitObserver, DocumentBatch, Eviction, StoredCollection
 
 
 class MemoryStore:
@@ -19,6 +20,9 @@ class MemoryStore:
         self._configs: dict[str, dict[str, Any]] = {}
         self._batches: dict[str, list[DocumentBatch]] = {}
         self._deleted: dict[str, set[int]] = {}
+        self._removed: dict[str, set[int]] = {}
+        self._marks: dict[str, tuple[int, int] | None] = {}
+        self._next_rows: dict[str, int] = {}
 
     def load(self) -> list[StoredCollection]:
         with self._lock:
@@ -26,6 +30,9 @@ class MemoryStore:
             for name, config in self._configs.items():
                 num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
                 everything = DocumentBatch.concatenate(self._batches[name], num_perm)
+                everything = everything.select(
+                    np.flatnonzero(~np.isin(everything.rows, list(self._removed[name])))
+                )
                 keep = ~np.isin(everything.rows, list(self._deleted[name]))
                 live = everything.select(np.flatnonzero(keep))
                 id_of = dict(zip(everything.rows.tolist(), everything.ids, strict=True))
@@ -33,7 +40,10 @@ class MemoryStore:
                     row: id_of[row] for row in set(live.clusters.tolist()) & self._deleted[name]
                 }
                 next_row = int(everything.rows.max()) + 1 if len(everything) else 0
-                loaded.append(StoredCollection(name, config, live, names, next_row))
+                next_row = max(next_row, self._next_rows[name])
+                loaded.append(
+                    StoredCollection(name, config, live, names, next_row, self._marks[name])
+                )
             return loaded
 
     def create_collection(self, name: str, config: dict[str, Any]) -> None:
@@ -41,25 +51,61 @@ class MemoryStore:
             self._configs[name] = config
             self._batches[name] = []
             self._deleted[name] = set()
+            self._removed[name] = set()
+            self._marks[name] = None
+            self._next_rows[name] = 0
 
     def drop_collection(self, name: str) -> None:
         with self._lock:
-            for table in (self._configs, self._batches, self._deleted):
+            for table in (
+                self._configs,
+                self._batches,
+                self._deleted,
+                self._removed,
+                self._marks,
+                self._next_rows,
+            ):
                 table.pop(name, None)
 
-    def add_documents(self, name: str, documents: DocumentBatch) -> None:
+    def update_collection(
+        self, name: str, config: dict[str, Any], expired_through: tuple[int, int] | None
+    ) -> None:
+        with self._lock:
+            self._configs[name] = config
+            if expired_through is not None:
+                self._marks[name] = expired_through
+
+    def add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> None:
         with self._lock:
             self._batches[name].append(documents)
+            if expired_through is not None:
+                self._marks[name] = expired_through
 
-    def begin_add_documents(self, name: str, documents: DocumentBatch) -> Future[None]:
-        done: Future[None] = Future()
-        try:
-            self.add_documents(name, documents)
-        except Exception as error:
-            done.set_exception(error)
-        else:
-            done.set_result(None)
-        return done
+    def begin_add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> Future[None]:
+        return _done(lambda: self.add_documents(name, documents, expired_through))
+
+    def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
+        def evict() -> None:
+            with self._lock:
+                if name not in self._configs:
+                    return
+                self._removed[name].update(eviction.removed)
+                self._deleted[name].difference_update(eviction.removed)
+                self._deleted[name].update(eviction.named)
+                self._marks[name] = eviction.expired_through
+                self._next_rows[name] = max(self._next_rows[name], eviction.next_row)
+
+        return _done(evict)
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         with self._lock:
@@ -70,3 +116,15 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+def _done(change: Callable[[], None]) -> Future[None]:
+    """A future of a change made now."""
+    done: Future[None] = Future()
+    try:
+        change()
+    except Exception as error:
+        done.set_exception(error)
+    else:
+        done.set_result(None)
+    return done

@@ -21,15 +21,25 @@ from typing import Any, Literal
 import numpy as np
 
 from app.errors import StorageUnavailable, StoreDamaged
-from app.storage.base import CommitObserver, DocumentBatch, StoredCollection
+from app.storage.base import CommitObserver, DocumentBatch, Eviction, StoredCollection
 
-SCHEMA_VERSION = 2
-# The statement that brings a database of version v - 1 to version v, applied in order at
+SCHEMA_VERSION = 3
+# The statements that bring a database of version v - 1 to version v, applied in order at
 # start-up inside one transaction.
-MIGRATIONS: dict[int, str] = {
+MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: the normalised text of short documents, for the n-gram index (older documents
     # have none: their collections were created without the n-gram index).
-    2: "ALTER TABLE documents ADD COLUMN short TEXT",
+    2: ("ALTER TABLE documents ADD COLUMN short TEXT",),
+    # 3: document time (microseconds since the epoch; older documents read their
+    # created_at instead), and per collection the retention mark (every document with
+    # (timestamp, row) at or below it expired) and the next row, which evictions may
+    # otherwise take away with the highest rows.
+    3: (
+        "ALTER TABLE documents ADD COLUMN timestamp INTEGER",
+        "ALTER TABLE collections ADD COLUMN expired_timestamp INTEGER",
+        "ALTER TABLE collections ADD COLUMN expired_row INTEGER",
+        "ALTER TABLE collections ADD COLUMN next_row INTEGER NOT NULL DEFAULT 0",
+    ),
 }
 # Changes of at most this many callers share a transaction: large enough that a burst of
 # small inserts costs one fsync, small enough that one transaction never holds the writer
@@ -41,7 +51,10 @@ Change = Callable[[sqlite3.Connection], object]
 _SCHEMA = """
 CREATE TABLE collections (
     name TEXT PRIMARY KEY,
-    config TEXT NOT NULL
+    config TEXT NOT NULL,
+    expired_timestamp INTEGER,
+    expired_row INTEGER,
+    next_row INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE documents (
     collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
@@ -56,13 +69,27 @@ CREATE TABLE documents (
     text TEXT,
     deleted INTEGER NOT NULL DEFAULT 0,
     short TEXT,
+    timestamp INTEGER,
     PRIMARY KEY (collection, row)
 ) WITHOUT ROWID;
 """
 
 
+_MARK_DELETED = (
+    "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL, text = NULL, "
+    "short = NULL WHERE collection = ? AND row = ?"
+)
+
+
 def _ignore_commit(changes: int, documents: int, seconds: float) -> None:
     pass
+
+
+def _set_mark(db: sqlite3.Connection, name: str, mark: tuple[int, int]) -> None:
+    db.execute(
+        "UPDATE collections SET expired_timestamp = ?, expired_row = ? WHERE name = ?",
+        (mark[0], mark[1], name),
+    )
 
 
 def _signed(values: np.ndarray) -> list[int]:
@@ -108,7 +135,8 @@ class SQLiteStore:
                 for target in range(version + 1, SCHEMA_VERSION + 1):
                     # One statement each, with execute: executescript would commit the
                     # transaction first, and a failed migration must change nothing.
-                    connection.execute(MIGRATIONS[target])
+                    for statement in MIGRATIONS[target]:
+                        connection.execute(statement)
                 connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 connection.execute("COMMIT")
             check = connection.execute("PRAGMA quick_check").fetchone()[0]
@@ -200,10 +228,32 @@ class SQLiteStore:
 
         self._submit(drop)
 
-    def add_documents(self, name: str, documents: DocumentBatch) -> None:
-        self.begin_add_documents(name, documents).result()
+    def update_collection(
+        self, name: str, config: dict[str, Any], expired_through: tuple[int, int] | None
+    ) -> None:
+        text = json.dumps(config, sort_keys=True)
 
-    def begin_add_documents(self, name: str, documents: DocumentBatch) -> Future[None]:
+        def update(db: sqlite3.Connection) -> None:
+            db.execute("UPDATE collections SET config = ? WHERE name = ?", (text, name))
+            if expired_through is not None:
+                _set_mark(db, name, expired_through)
+
+        self._submit(update)
+
+    def add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> None:
+        self.begin_add_documents(name, documents, expired_through).result()
+
+    def begin_add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> Future[None]:
         """Queue the documents for the next group commit; the future ends with it."""
         rows = list(
             zip(
@@ -218,45 +268,65 @@ class SQLiteStore:
                 [pair.tobytes() for pair in np.ascontiguousarray(documents.exact)],
                 documents.text_column(),
                 documents.short_column(),
+                documents.timestamp_column().tolist(),
                 strict=True,
             )
         )
-        return self._enqueue(
-            lambda db: db.executemany(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)", rows
-            ),
-            len(rows),
-        )
+
+        def add(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT INTO documents (collection, row, id, created_at, cluster, metadata, "
+                "simhash, minhash, exact, text, deleted, short, timestamp) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                rows,
+            )
+            if expired_through is not None:
+                _set_mark(db, name, expired_through)
+
+        return self._enqueue(add, len(rows))
+
+    def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
+        """Queue expired documents for removal (deleted, or kept as a cluster's name)."""
+        removed = [(name, row) for row in eviction.removed]
+        named = [(name, row) for row in eviction.named]
+
+        def evict(db: sqlite3.Connection) -> None:
+            db.executemany("DELETE FROM documents WHERE collection = ? AND row = ?", removed)
+            db.executemany(_MARK_DELETED, named)
+            _set_mark(db, name, eviction.expired_through)
+            db.execute(
+                "UPDATE collections SET next_row = max(next_row, ?) WHERE name = ?",
+                (eviction.next_row, name),
+            )
+
+        return self._enqueue(evict)
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         pairs = [(name, row) for row in rows]
-        self._submit(
-            lambda db: db.executemany(
-                # The row stays, without its fingerprints: its id may name a cluster.
-                "UPDATE documents SET deleted = 1, minhash = x'', metadata = NULL, text = NULL, "
-                "short = NULL "
-                "WHERE collection = ? AND row = ?",
-                pairs,
-            )
-        )
+        # The row stays, without its fingerprints: its id may name a cluster.
+        self._submit(lambda db: db.executemany(_MARK_DELETED, pairs))
 
     # ------------------------------------------------------------------ reads
 
     def load(self) -> list[StoredCollection]:
         """Every collection and its documents, columns built with numpy, not row by row."""
         connection = self._connection
-        collections = connection.execute("SELECT name, config FROM collections ORDER BY name")
+        collections = connection.execute(
+            "SELECT name, config, expired_timestamp, expired_row, next_row FROM collections "
+            "ORDER BY name"
+        )
         loaded = []
-        for name, config_text in collections.fetchall():
+        for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
             config = json.loads(config_text)
             num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
             cursor = connection.execute(
                 "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
-                "short FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
+                "short, coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER)) "
+                "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
                 (name,),
             )
             records = cursor.fetchall()
-            columns = list(zip(*records, strict=True)) if records else [()] * 10
+            columns = list(zip(*records, strict=True)) if records else [()] * 11
             count = len(records)
             documents = DocumentBatch(
                 ids=list(columns[1]),
@@ -271,6 +341,7 @@ class SQLiteStore:
                 exact=np.frombuffer(b"".join(columns[7]), dtype=np.uint64).reshape(count, 2),
                 texts=list(columns[8]) if any(t is not None for t in columns[8]) else None,
                 shorts=list(columns[9]) if any(t is not None for t in columns[9]) else None,
+                timestamps=np.array(columns[10], dtype=np.int64),
             )
             # Clusters named by a row that is not live: few, looked up by primary key.
             orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()
@@ -289,8 +360,9 @@ class SQLiteStore:
             last = connection.execute(
                 "SELECT max(row) FROM documents WHERE collection = ?", (name,)
             ).fetchone()[0]
-            next_row = 0 if last is None else int(last) + 1
-            loaded.append(StoredCollection(name, config, documents, names, next_row))
+            next_row = max(0 if last is None else int(last) + 1, int(next_floor))
+            mark = None if expired_timestamp is None else (expired_timestamp, expired_row)
+            loaded.append(StoredCollection(name, config, documents, names, next_row, mark))
         return loaded
 
     def close(self) -> None:
