@@ -30,6 +30,7 @@ import csv
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,10 +73,12 @@ def tree_rss(root: int) -> int:
 class Run:
     seconds: float
     peak_bytes: int
+    cpu_seconds: float  # user + system of the process tree (its reaped descendants)
 
 
 def timed(command: list[str]) -> Run:
     """Run a command to its end; its wall time and peak memory (process tree)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT
@@ -96,7 +99,9 @@ def timed(command: list[str]) -> Run:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{errors.decode()[-2000:]}")
-    return Run(seconds, peak)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(seconds, peak, cpu)
 
 
 def read_pairs(path: Path) -> set[tuple[str, str]]:
@@ -216,10 +221,12 @@ class Row:
     def cells(self) -> list[str]:
         seconds = statistics.median(r.seconds for r in self.runs)
         peak = statistics.median(r.peak_bytes for r in self.runs)
+        cpu = statistics.median(r.cpu_seconds for r in self.runs)
         cells = [
             self.name,
             f"{seconds:,.1f}",
             f"{self.documents / seconds:,.0f}",
+            f"{cpu / self.documents * 1e6:,.0f}",
             f"{peak / 2**20:,.0f}",
             f"{self.pairs:,}",
         ]
@@ -287,7 +294,7 @@ def bench_corpus(
 
 
 def table(rows: list[Row], scored: bool) -> str:
-    header = ["", "seconds", "documents/s", "peak MB", "pairs"]
+    header = ["", "seconds", "documents/s", "CPU µs/document", "peak MB", "pairs"]
     if scored:
         header += ["precision", "recall", "F1"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -341,10 +348,11 @@ def main() -> None:
         if line.startswith("model name"):
             model = line.split(":", 1)[1].strip()
             break
+    load = os.getloadavg()[2]
     report = (
         f"## neardup dedup ({time.strftime('%Y-%m-%d')}, {model}, {os.cpu_count()} cores; "
-        f"medians of {arguments.runs} runs, Spark and datasketch of {max(1, arguments.runs - 1)})"
-        "\n\n" + "\n\n".join(sections) + "\n"
+        f"medians of {arguments.runs} runs, Spark and datasketch of {max(1, arguments.runs - 1)}; "
+        f"load average {load:.1f} at the end)\n\n" + "\n\n".join(sections) + "\n"
     )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(report, encoding="utf-8")

@@ -17,7 +17,6 @@ import json
 import math
 import random
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -496,6 +495,48 @@ def test_parser_is_registered() -> None:
     assert arguments.engine == "local" and arguments.inputs == ["a.jsonl"]
 
 
-def corpus_records(seed: int, stories: int) -> Iterator[dict[str, Any]]:
-    """For the Spark test: the same corpus generator."""
-    yield from make_corpus(seed, stories)
+REUTERS_DIR = Path(__file__).resolve().parents[1].parent / "shared/data/reuters21578"
+
+
+@pytest.mark.data
+def test_reuters_pairs_score_as_the_replay(tmp_path: Path) -> None:
+    """Reuters-21578 de-duplicated at once finds the pairs the service's replay finds
+    (tests/test_reuters_replay.py: F1 0.978 against the labelled pairs with word 5-gram
+    Jaccard >= 0.8, every identical pair found), with the replay's methods (no n-gram
+    index: the labels know nothing of short texts). With the defaults, the n-gram index
+    only adds pairs of short texts."""
+    stories = REUTERS_DIR / "reuters21578.jsonl"
+    labels_path = REUTERS_DIR / "reuters21578.near_dup_pairs.tsv"
+    if not (stories.is_file() and labels_path.is_file()):
+        pytest.skip("../shared/data/reuters21578 not found: the Reuters test needs it")
+    positives: set[tuple[int, int]] = set()
+    identical: set[tuple[int, int]] = set()
+    with labels_path.open(encoding="utf-8") as handle:
+        for line in itertools.islice(handle, 1, None):
+            a, b, jaccard = line.split("\t")[:3]
+            pair = (min(int(a), int(b)), max(int(a), int(b)))
+            if float(jaccard) >= 0.8:
+                positives.add(pair)
+            if float(jaccard) == 1.0:
+                identical.add(pair)
+    fields = Fields("id", ("title", "body"))
+    config = CollectionConfig(ngram=NgramConfig(enabled=False))
+    output, summary = run_local([stories], tmp_path / "replay", config, fields=fields, workers=0)
+    found = {(min(p["a"], p["b"]), max(p["a"], p["b"])) for p in output.pairs}
+    precision = len(found & positives) / len(found)
+    recall = len(found & positives) / len(positives)
+    f1 = 2 * precision * recall / (precision + recall)
+    assert f1 >= 0.968, (f1, precision, recall)
+    assert summary.documents == 21_578 and summary.empty == 1
+    # Identical once normalised: every such labelled pair (the labels' tokens drop
+    # punctuation, so a few J = 1.0 pairs differ in it and are found as near-duplicates).
+    exact = {
+        (min(p["a"], p["b"]), max(p["a"], p["b"])) for p in output.pairs if "exact" in p["methods"]
+    }
+    assert identical - found == set()
+    assert exact <= identical | positives
+    defaults, _ = run_local([stories], tmp_path / "defaults", CollectionConfig(), fields=fields)
+    with_ngram = {(min(p["a"], p["b"]), max(p["a"], p["b"])): p for p in defaults.pairs}
+    assert found <= set(with_ngram)
+    for pair in set(with_ngram) - found:
+        assert "ngram" in with_ngram[pair]["methods"], with_ngram[pair]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from app.batch.readers import Fields
+from app.batch.readers import Fields, InputError
 from app.collection_config import CollectionConfig
 from tests.test_dedup import _write_parquet, make_corpus, read_output, run_local, write_jsonl
 
@@ -122,3 +122,20 @@ def test_spark_engine_writes_what_the_local_engine_writes(
     assert local_summary.pairs > 1000 and local_summary.clusters < len(records)
     methods = {m for line in local_output.pairs for m in line["methods"]}
     assert methods == {"exact", "simhash", "minhash", "ngram"}
+    # An input error raised on an executor reaches the caller as the local engine's.
+    duplicate = write_jsonl(tmp_path / "dup.jsonl", [{"id": "a", "text": "x"}] * 2)
+    with pytest.raises(InputError, match="'a' is used twice"):
+        spark.run(
+            [str(duplicate)],
+            config,
+            spark.SparkOptions(out=tmp_path / "dup", progress=False),
+            spark_session,  # type: ignore[arg-type]
+        )
+    bad_id = write_jsonl(tmp_path / "bad.jsonl", [{"id": [1], "text": "x"}])
+    with pytest.raises(InputError, match="an id is a string or an integer"):
+        spark.run(
+            [str(bad_id)],
+            config,
+            spark.SparkOptions(out=tmp_path / "bad", progress=False),
+            spark_session,  # type: ignore[arg-type]
+        )
