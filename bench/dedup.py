@@ -6,7 +6,8 @@ Run from the repository root::
 
 Contenders, each in a process of its own, timed from its start to its exit (reading the
 input and writing the output included), its peak memory the largest sum of the resident
-memory of its process tree (sampled every 0.1 s: worker processes and Spark's JVM count):
+memory of its process tree and its CPU time the sum over that tree (both sampled from
+/proc every 0.1 s: worker processes and Spark's JVM count):
 
 - ``neardup dedup`` local engine, every core (2 here) and one worker;
 - ``neardup dedup --engine spark`` at ``local[1]`` and ``local[2]``;
@@ -30,7 +31,6 @@ import csv
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -47,10 +47,13 @@ NEARDUP = [sys.executable, "-m", "app.cli"]
 NO_NGRAM = '{"ngram": {"enabled": false}}'
 
 
-def tree_rss(root: int) -> int:
-    """Resident bytes of a process and all its descendants, from /proc."""
+def tree_sample(root: int, cpu: dict[int, float]) -> int:
+    """Resident bytes of a process and all its descendants, from /proc; records the CPU
+    seconds (user + system) each of them has used so far in ``cpu``."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    used: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -61,10 +64,12 @@ def tree_rss(root: int) -> int:
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
         rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
     total, stack = 0, [root]
     while stack:
         pid = stack.pop()
         total += rss.get(pid, 0)
+        cpu[pid] = max(cpu.get(pid, 0.0), used.get(pid, 0.0))
         stack += children.get(pid, [])
     return total
 
@@ -73,23 +78,23 @@ def tree_rss(root: int) -> int:
 class Run:
     seconds: float
     peak_bytes: int
-    cpu_seconds: float  # user + system of the process tree (its reaped descendants)
+    cpu_seconds: float  # user + system of the process tree (sampled, see tree_sample)
 
 
 def timed(command: list[str]) -> Run:
     """Run a command to its end; its wall time and peak memory (process tree)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO_ROOT
     )
     peak = 0
     stop = threading.Event()
+    cpu: dict[int, float] = {}
 
     def sample() -> None:
         nonlocal peak
         while not stop.wait(0.1):
-            peak = max(peak, tree_rss(process.pid))
+            peak = max(peak, tree_sample(process.pid, cpu))
 
     sampler = threading.Thread(target=sample)
     sampler.start()
@@ -99,9 +104,7 @@ def timed(command: list[str]) -> Run:
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{errors.decode()[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(seconds, peak, cpu)
+    return Run(seconds, peak, sum(cpu.values()))
 
 
 def read_pairs(path: Path) -> set[tuple[str, str]]:
@@ -254,11 +257,13 @@ def bench_corpus(
     scratch: Path,
 ) -> list[Row]:
     contenders: list[tuple[str, list[str], int]] = [
-        ("neardup dedup, local, 2 workers", ["--settings", NO_NGRAM], runs),
+        ("neardup dedup, local, 2 workers", ["--settings", NO_NGRAM, "--workers", "2"], runs),
         ("neardup dedup, local, 1 worker", ["--settings", NO_NGRAM, "--workers", "1"], runs),
     ]
     if positives is not None:
-        contenders.append(("neardup dedup, local, 2 workers, defaults (n-grams on)", [], runs))
+        contenders.append(
+            ("neardup dedup, local, 1 worker, defaults (n-grams on)", ["--workers", "1"], runs)
+        )
     if spark:
         for master in ("local[1]", "local[2]"):
             contenders.append(

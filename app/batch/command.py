@@ -53,7 +53,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--html", action="store_true", help="strip HTML before fingerprinting")
     parser.add_argument("--engine", choices=ENGINES, default="local", help="default local")
     parser.add_argument(
-        "--workers", type=int, default=0, help="local engine: processes (default: every core)"
+        "--workers",
+        type=int,
+        default=0,
+        help="local engine: processes (default: every core, one per 64 MB of input at most)",
     )
     parser.add_argument(
         "--chunk-size", type=int, default=4096, help="local engine: documents per chunk"

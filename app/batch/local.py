@@ -49,6 +49,7 @@ from app.batch.readers import (
     InputError,
     Split,
     document_id,
+    input_bytes,
     plan_splits,
     read_documents,
     read_records,
@@ -61,6 +62,9 @@ from app.service.matching import positions_of
 
 Rows = npt.NDArray[np.int64]
 DEFAULT_CHUNK_SIZE = 4096
+# Input bytes per worker process when --workers is not given: below it, the process's
+# start costs more than it saves (Reuters-21578, 21 MB: one process is faster).
+WORKER_BYTES = 64 << 20
 # Short texts searched in the n-gram index at a time (one task of the thread pool).
 NGRAM_SEARCH_BATCH = 4096
 
@@ -73,15 +77,21 @@ class Options:
     fields: Fields = field(default_factory=Fields)
     format: Format | None = None
     html: bool = False
-    workers: int = 0  # 0: every core
+    workers: int = 0  # 0: every core for inputs of WORKER_BYTES or more, fewer below
     chunk_size: int = DEFAULT_CHUNK_SIZE
     progress: bool = True
     simhash_blocks: int | None = None
     temp_dir: Path | None = None  # where the signature file goes (default: out)
 
-    @property
-    def worker_count(self) -> int:
-        return self.workers or len(os.sched_getaffinity(0))
+    def worker_count(self, input_bytes: int | None = None) -> int:
+        """Worker processes: as asked, else every core, but no more than one per
+        WORKER_BYTES of input (a process costs its start and its imports, ~0.5 s)."""
+        if self.workers:
+            return self.workers
+        cores = len(os.sched_getaffinity(0))
+        if input_bytes is None:
+            return cores
+        return max(1, min(cores, input_bytes // WORKER_BYTES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +187,7 @@ def fingerprint_corpus(
 ) -> Corpus:
     """Read and fingerprint every document, chunks in worker processes."""
     rule = MatchRule(config)
-    workers = options.worker_count
+    workers = options.worker_count(input_bytes([split.path for split in splits]))
     ids: list[DocumentId] = []
     parts: list[ChunkFingerprints] = []
     position_parts: list[Rows] = []
@@ -401,7 +411,7 @@ def match_representatives(
     found_b: list[Rows] = []
     ngram: tuple[Rows, Rows, npt.NDArray[np.float64]] | None = None
     with (
-        ThreadPoolExecutor(options.worker_count) as pool,
+        ThreadPoolExecutor(options.worker_count()) as pool,
         _progress(options, desc="pairs", unit=" tables", total=steps) as bar,
     ):
         futures: list[Future[tuple[Rows, Rows]]] = []

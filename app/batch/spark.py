@@ -35,6 +35,7 @@ from spark-submit; the executors need the ``neardup`` package installed).
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 import time
@@ -322,6 +323,7 @@ def connected_components(edges: RDD[tuple[int, int]], partitions: int) -> RDD[tu
     """(node, smallest node of its component) for every node of ``edges``, by alternating
     large-star and small-star until a round changes no edge (Kiveris et al. 2014)."""
     current = edges.map(lambda e: (max(e), min(e))).distinct(partitions).persist()
+    rounds = 0
     while True:
         large = (
             current.flatMap(lambda e: [e, (e[1], e[0])]).groupByKey(partitions).flatMap(_large_star)
@@ -341,10 +343,12 @@ def connected_components(edges: RDD[tuple[int, int]], partitions: int) -> RDD[tu
             .filter(lambda kv: kv[1] != 3)
         )
         done = changed.isEmpty()
+        rounds += 1
         current.unpersist()
         current = small
         if done:
             break
+    logging.getLogger(__name__).info("connected components: %d rounds", rounds)
     return current.flatMap(lambda e: [e, (e[1], e[1])]).reduceByKey(min, partitions)
 
 
@@ -358,6 +362,22 @@ def _write_lines(path: Path, lines: RDD[bytes]) -> int:
             handle.write(line)
             count += 1
     return count
+
+
+class _Steps:
+    """Seconds of each step of the job, on stderr when progress is shown."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = now - self.last
+        self.last = now
+        if self.show:
+            print(f"neardup dedup (spark): {name} in {self.seconds[name]:.1f} s", file=sys.stderr)
 
 
 def _input_error(error: Exception) -> InputError | None:
@@ -408,7 +428,9 @@ def _run(
     rule = MatchRule(config, options.simhash_blocks)
     options.out.mkdir(parents=True, exist_ok=True)
     splits = plan_splits(paths, options.format, options.split_bytes)
+    steps = _Steps(options.progress)
     counts = sc.parallelize(splits, max(1, len(splits))).map(count_records).collect()
+    steps.done(f"{len(splits)} splits counted")
     firsts = [0, *itertools.accumulate(counts)]
     documents_total = firsts[-1]
 
@@ -429,6 +451,7 @@ def _run(
     )
     if twice:
         raise InputError(f"the id {twice[0][0]!r} is used twice; ids must be unique")
+    steps.done("fingerprints")
 
     # Identical documents by one shuffle on the exact hash: each group as (its first
     # document, its representative: (position, id, fingerprints), [(position, id)]).
@@ -501,9 +524,12 @@ def _run(
         .map(lambda kv: pair_line(kv[1][0], kv[1][1], kv[1][2], kv[1][3]))
     )
     pair_count = _write_lines(options.out / "pairs.jsonl", pair_lines)
+    steps.done("pairs.jsonl")
 
     # Clusters: the component of each representative, named by its smallest position.
-    labels = connected_components(verified.map(lambda p: (p[0], p[1])), partitions)
+    labels = connected_components(verified.map(lambda p: (p[0], p[1])), partitions).persist()
+    labels.count()
+    steps.done("connected components")
     rep_ids = reps.mapValues(lambda value: value[0])
     named = (
         labels.map(lambda kv: (kv[1], kv[0]))
@@ -525,6 +551,7 @@ def _run(
         options.out / "clusters.jsonl",
         clusters.map(lambda kv: cluster_line(kv[1][0], kv[1][1][1])),
     )
+    steps.done("clusters.jsonl")
 
     kept_by_split = (
         clusters.filter(lambda kv: kv[0] == kv[1][1][0])
@@ -539,8 +566,9 @@ def _run(
         .map(lambda kv: kv[1] + b"\n")
     )
     cluster_count = _write_lines(options.out / "kept.jsonl", kept_lines)
+    steps.done("kept.jsonl")
     empty = documents.filter(lambda d: d[2] is None).count()
-    for rdd in (documents, identical, multi, verified, clusters):
+    for rdd in (documents, identical, multi, verified, clusters, labels):
         rdd.unpersist()
     return Summary(
         engine=f"spark {sc.master}",
