@@ -58,6 +58,7 @@ def create_app(
             store, settings.max_collections, clock=clock, max_documents=settings.max_documents
         )
         registry.observe_merges(app.state.metrics.record_merge)
+        registry.observe_evictions(app.state.metrics.record_eviction)
 
         def rebuild() -> None:
             # Off the event loop so that /healthz answers while the indexes are rebuilt.

@@ -58,6 +58,7 @@ from _common import (
     cpu_model_name,
     load_reuters,
     markdown_table,
+    reuters_date,
     reuters_text,
     write_result,
 )
@@ -141,6 +142,8 @@ class Corpus:
     sent: list[str]  # every story, date order: what the replay posts
     labelled: dict[Pair, float]  # every labelled pair (J >= 0.5) -> labelled Jaccard
     clusters: list[list[str]]  # connected components of the pairs with J >= 0.8
+    # id -> the story's `date` as ISO 8601 (read as UTC), for replays that send it
+    dates: dict[str, str] = field(default_factory=dict)
 
     def positives(self) -> set[Pair]:
         return {p for p, j in self.labelled.items() if j >= NEAR_DUP_J}
@@ -168,7 +171,11 @@ def load_corpus() -> Corpus | None:
     with CLUSTERS_PATH.open(encoding="utf-8") as lines:
         clusters = [json.loads(line)["ids"] for line in lines if line.strip()]
     sent = [str(story["id"]) for story in stories]
-    return Corpus(len(stories), ids, texts, skipped, sent, labelled, clusters)
+    dates = {
+        str(story["id"]): reuters_date(story["date"]).isoformat(timespec="microseconds") + "Z"
+        for story in stories
+    }
+    return Corpus(len(stories), ids, texts, skipped, sent, labelled, clusters, dates)
 
 
 # ---------------------------------------------------------------------------- replay
@@ -212,19 +219,23 @@ def replay_http(
     name: str = COLLECTION,
     batch_size: int = BATCH_SIZE,
     settings: dict[str, Any] | None = None,
+    timestamps: dict[str, str] | None = None,
 ) -> Replay:
     """POST every story in date order, ``batch_size`` to a batch, on_duplicate insert,
-    the empty one too: the service refuses it at its position and stores the others."""
+    the empty one too: the service refuses it at its position and stores the others.
+    With ``timestamps`` (id -> ISO 8601, e.g. ``corpus.dates``), each story is sent with
+    its own time."""
     create_collection(client, name, settings)
     replay = Replay()
     url = f"/v1/collections/{name}/documents/batch"
     clock = time.perf_counter
     for start in range(0, len(corpus.sent), batch_size):
         ids = corpus.sent[start : start + batch_size]
-        body = {
-            "documents": [{"id": i, "text": corpus.texts[i]} for i in ids],
-            "on_duplicate": "insert",
-        }
+        documents: list[dict[str, Any]] = [{"id": i, "text": corpus.texts[i]} for i in ids]
+        if timestamps is not None:
+            for document in documents:
+                document["timestamp"] = timestamps[document["id"]]
+        body = {"documents": documents, "on_duplicate": "insert"}
         began = clock()
         response = client.post(url, json=body)
         replay.seconds += clock() - began

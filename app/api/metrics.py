@@ -14,6 +14,7 @@ from app.service import Registry
 
 MERGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 COMMIT_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+EVICTION_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 
@@ -68,9 +69,13 @@ class IndexCollector:
             labels=["collection"],
         )
         eviction_seconds = CounterMetricFamily(
-            "neardup_eviction_seconds",
-            "Time spent evicting expired documents from memory, under the write lock",
+            "neardup_eviction_cpu_seconds",
+            "CPU time spent evicting expired documents from memory",
             labels=["collection"],
+        )
+        store_eviction = CounterMetricFamily(
+            "neardup_eviction_store_cpu_seconds",
+            "CPU time the store spent removing evicted documents",
         )
         if registry is not None:
             for collection in registry.list():
@@ -85,10 +90,11 @@ class IndexCollector:
                 if stats["oldest_seconds"] is not None:
                     oldest.add_metric([collection.name], stats["oldest_seconds"])
                 eviction_seconds.add_metric([collection.name], collection.eviction_seconds)
+            store_eviction.add_metric([], registry.store_eviction_seconds())
         yield from families.values()
         yield unmerged
         yield tombstones
-        yield from (evicted, expiring, oldest, eviction_seconds)
+        yield from (evicted, expiring, oldest, eviction_seconds, store_eviction)
 
 
 class Metrics:
@@ -126,6 +132,13 @@ class Metrics:
             buckets=COMMIT_SIZE_BUCKETS,
             registry=self.registry,
         )
+        self.eviction_lock_seconds = Histogram(
+            "neardup_eviction_lock_seconds",
+            "How long one eviction chunk held its collection's write lock",
+            ["collection"],
+            buckets=EVICTION_BUCKETS,
+            registry=self.registry,
+        )
         self.commit_seconds = Histogram(
             "neardup_commit_seconds",
             "Duration of one commit, fsync included",
@@ -136,6 +149,9 @@ class Metrics:
 
     def record_merge(self, collection: str, seconds: float) -> None:
         self.merge_seconds.labels(collection).observe(seconds)
+
+    def record_eviction(self, collection: str, documents: int, seconds: float) -> None:
+        self.eviction_lock_seconds.labels(collection).observe(seconds)
 
     def record_commit(self, changes: int, documents: int, seconds: float) -> None:
         self.commit_changes.observe(changes)

@@ -10,7 +10,7 @@ the durable record name documents by them), the storage of dead ones is.
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -30,6 +30,18 @@ MAPPED_MIN_BYTES = 1 << 20
 _CAN_RELEASE = hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_PRIVATE")
 
 DeadRows = Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]
+
+
+def sorted_unique(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Distinct values, ascending: a sort (fast on the nearly sorted rows of an eviction)
+    and a comparison of neighbours, instead of np.unique's hash table."""
+    ordered = np.sort(np.asarray(values, dtype=np.int64).reshape(-1))
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _allocate(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], Any]:
@@ -116,7 +128,7 @@ class RowArray:
         rows = np.asarray(rows, dtype=np.int64)
         if PAGE_BYTES % row_bytes == 0:
             per_page = PAGE_BYTES // row_bytes
-            pages = np.unique(rows // per_page)
+            pages = sorted_unique(rows // per_page)
             pages = pages[(pages + 1) * per_page <= self.size]  # only pages wholly in use
             if not len(pages):
                 return 0
@@ -184,7 +196,17 @@ class PagedList(Generic[T]):
         page = self._pages[page_number]
         return None if page is None else page[row & (self.PAGE_ROWS - 1)]
 
-    def get_many(self, rows: Iterable[int]) -> list[T | None]:
+    def get_many(self, rows: Sequence[int]) -> list[T | None]:
+        """The objects of rows; a run of consecutive rows in one page is one slice."""
+        if len(rows) > 1 and rows[-1] - rows[0] == len(rows) - 1:
+            first, last = rows[0], rows[-1]
+            if first >> self._SHIFT == last >> self._SHIFT:
+                number = first >> self._SHIFT
+                page = self._pages[number] if number < len(self._pages) else None
+                mask = self.PAGE_ROWS - 1
+                if page is None:
+                    return [None] * len(rows)
+                return page[first & mask : (last & mask) + 1]
         return [self[row] for row in rows]
 
     def assign(self, rows: npt.NDArray[np.integer], values: Sequence[T | None]) -> None:
@@ -206,21 +228,35 @@ class PagedList(Generic[T]):
             page[row & mask] = value
 
     def release(self, rows: npt.NDArray[np.integer]) -> int:
-        """Forget the objects of rows; returns how many were held."""
+        """Forget the objects of rows; returns how many were held. A run of consecutive
+        rows in one page is cleared with one slice assignment."""
+        rows = sorted_unique(rows)
+        if not len(rows):
+            return 0
         mask = self.PAGE_ROWS - 1
         pages, held = self._pages, self._held
+        numbers = rows >> self._SHIFT
+        bounds = np.flatnonzero(np.diff(numbers)) + 1
         released = 0
-        for row in np.asarray(rows).tolist():
-            number = row >> self._SHIFT
-            if number >= len(pages):
+        for group in np.split(rows, bounds):
+            number = int(group[0]) >> self._SHIFT
+            if number >= len(pages) or pages[number] is None:
                 continue
             page = pages[number]
-            if page is None or page[row & mask] is None:
-                continue
-            page[row & mask] = None
-            released += 1
-            held[number] -= 1
-            if held[number] == 0:
+            assert page is not None
+            first, last = int(group[0]) & mask, int(group[-1]) & mask
+            if last - first + 1 == len(group):  # consecutive: one slice
+                count = len(group) - page[first : last + 1].count(None)
+                page[first : last + 1] = [None] * len(group)
+            else:
+                count = 0
+                for row in group.tolist():
+                    if page[row & mask] is not None:
+                        page[row & mask] = None
+                        count += 1
+            released += count
+            held[number] -= count
+            if count and held[number] == 0:
                 pages[number] = None  # readers holding the page still read it safely
         return released
 
@@ -275,7 +311,7 @@ def tombstone_rows(rows: npt.NDArray[np.integer], present: RowArray, deleted: Ro
     """Mark stored, live rows deleted; returns how many were newly deleted."""
     rows = np.asarray(rows, dtype=np.int64).reshape(-1)
     rows = rows[(rows >= 0) & (rows < present.array.shape[0])]
-    rows = np.unique(rows[present.array[rows] & ~deleted.array[rows]])
+    rows = sorted_unique(rows[present.array[rows] & ~deleted.array[rows]])
     deleted.array[rows] = True
     return len(rows)
 

@@ -12,7 +12,7 @@ from app.memory import release_free_memory
 from app.service.budget import DocumentBudget
 from app.service.collection import Collection
 from app.service.times import Clock
-from app.service.types import MergeObserver, NewDocument, Query
+from app.service.types import EvictionObserver, MergeObserver, NewDocument, Query
 from app.storage.base import Store
 from app.storage.memory import MemoryStore
 
@@ -61,6 +61,7 @@ class Registry:
         self._merger: threading.Thread | None = None
         self._evictor: threading.Thread | None = None
         self._observe_merge: MergeObserver = lambda collection, seconds: None
+        self._observe_eviction: EvictionObserver = lambda collection, rows, seconds: None
 
     def _new(self, name: str, config: CollectionConfig) -> Collection:
         return Collection(
@@ -145,6 +146,17 @@ class Registry:
     def wake_merger(self) -> None:
         self._wake.set()
 
+    def observe_evictions(self, observer: EvictionObserver) -> None:
+        """Call ``observer(collection name, documents, seconds the write lock was held)``
+        after each chunk the evictor evicts."""
+        self._observe_eviction = observer
+
+    def store_eviction_seconds(self) -> float:
+        """CPU time the store spent removing evicted documents (0 for a store that does
+        not measure it)."""
+        seconds: float = getattr(self._store, "eviction_seconds", 0.0)
+        return seconds
+
     def wake_evictor(self) -> None:
         self._wake_evictions.set()
 
@@ -165,6 +177,7 @@ class Registry:
                 if not count:
                     break
                 evicted += count
+                self._observe_eviction(collection.name, count, collection.last_eviction_hold)
             if collection.needs_merge():
                 self.wake_merger()
         return evicted

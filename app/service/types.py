@@ -11,6 +11,7 @@ from app.errors import NeardupError
 
 OnDuplicate = Literal["insert", "skip"]
 MergeObserver = Callable[[str, float], None]
+EvictionObserver = Callable[[str, int, float], None]  # collection, documents, lock seconds
 Method = Literal["exact", "simhash", "minhash", "ngram"]
 
 # An insert answers with its best matches only; a search asks for as many as it wants.

@@ -109,6 +109,7 @@ class SQLiteStore:
         self._connection = self._open()
         self._changes: queue.Queue[tuple[Change, Future[None], int] | None] = queue.Queue()
         self._observe_commit: CommitObserver = _ignore_commit
+        self.eviction_seconds = 0.0  # CPU time of the evictions' changes (writer thread)
         self._writer = threading.Thread(target=self._write_loop, name="sqlite-writer", daemon=True)
         self._writer.start()
 
@@ -287,17 +288,25 @@ class SQLiteStore:
 
     def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
         """Queue expired documents for removal (deleted, or kept as a cluster's name)."""
-        removed = [(name, row) for row in eviction.removed]
+        # Runs of consecutive rows (what expiring the oldest first gives) go in one range
+        # delete each, cheaper than a delete per row.
+        rows = np.unique(np.asarray(eviction.removed, dtype=np.int64))
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        runs = [(name, int(run[0]), int(run[-1])) for run in np.split(rows, breaks) if len(run)]
         named = [(name, row) for row in eviction.named]
 
         def evict(db: sqlite3.Connection) -> None:
-            db.executemany("DELETE FROM documents WHERE collection = ? AND row = ?", removed)
+            started = time.thread_time()
+            db.executemany(
+                "DELETE FROM documents WHERE collection = ? AND row BETWEEN ? AND ?", runs
+            )
             db.executemany(_MARK_DELETED, named)
             _set_mark(db, name, eviction.expired_through)
             db.execute(
                 "UPDATE collections SET next_row = max(next_row, ?) WHERE name = ?",
                 (eviction.next_row, name),
             )
+            self.eviction_seconds += time.thread_time() - started
 
         return self._enqueue(evict)
 
