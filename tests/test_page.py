@@ -14,6 +14,7 @@ import base64
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ FLAGS = (
     "--window-size=1280,900",
 )
 WAIT_SECONDS = 15
+POLL_SECONDS = 0.02
 WRITER_KEY = "page-test-writer-key-0001"
 READER_KEY = "page-test-reader-key-0001"
 
@@ -88,25 +90,39 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with Server(tmp_path_factory.mktemp("page") / "data", NEARDUP_LOG_LEVEL="warning") as s:
-        yield s
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server]]:
+    """An open server and one with API keys, started side by side (a start is mostly
+    imports: two take about the time of one)."""
+    open_server = Server(tmp_path_factory.mktemp("page") / "data", NEARDUP_LOG_LEVEL="warning")
+    keyed = Server(
+        tmp_path_factory.mktemp("keyed") / "data",
+        NEARDUP_LOG_LEVEL="warning",
+        NEARDUP_API_KEYS=f"{WRITER_KEY}:write,{READER_KEY}:read",
+    )
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            for started in [pool.submit(s.start) for s in (open_server, keyed)]:
+                started.result()
+        yield open_server, keyed
+    finally:
+        open_server.kill()
+        keyed.kill()
 
 
 @pytest.fixture(scope="module")
-def keyed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    keys = f"{WRITER_KEY}:write,{READER_KEY}:read"
-    with Server(
-        tmp_path_factory.mktemp("keyed") / "data",
-        NEARDUP_LOG_LEVEL="warning",
-        NEARDUP_API_KEYS=keys,
-    ) as s:
-        yield s
+def server(servers: tuple[Server, Server]) -> Server:
+    return servers[0]
+
+
+@pytest.fixture(scope="module")
+def keyed_server(servers: tuple[Server, Server]) -> Server:
+    return servers[1]
 
 
 def until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
     """Wait for a condition of the page (selenium polls it), failing with what it was."""
-    return WebDriverWait(driver, WAIT_SECONDS).until(condition, f"waited for {what}")
+    wait = WebDriverWait(driver, WAIT_SECONDS, poll_frequency=POLL_SECONDS)
+    return wait.until(condition, f"waited for {what}")
 
 
 def by_id(driver: Any, name: str) -> Any:
@@ -211,14 +227,13 @@ def test_insert_two_near_duplicates_search_and_see_the_shared_passages(
     assert sum(len(passage) for passage in right) > 0.8 * len(STORY)
     assert "% of your text's words" in text_of(browser, "compare-summary")
 
-    stats = text_of(browser, "stats")
-    assert "documents\n2" in stats
+    until(browser, lambda d: "documents\n2" in text_of(d, "stats"), "the stats after the inserts")
+    until(browser, lambda d: text_of(d, "health-note").startswith("2 documents"), "health")
     indexes = {
         row.get_attribute("data-index"): row.text
         for row in browser.find_elements(By.CSS_SELECTOR, "#health tbody tr")
     }
     assert set(indexes) == {"exact", "simhash", "minhash", "ngram"}
-    assert text_of(browser, "health-note").startswith("2 documents")
 
     desktop = screenshot(browser, "desktop")
     # At 360 px wide: one column, nothing wider than the screen.
@@ -287,8 +302,12 @@ def test_the_key_prompt_when_the_service_has_keys(browser: Any, keyed_server: Se
     until(browser, lambda d: "401 unauthorized" in text_of(d, "error"), "401 again")
     by_id(browser, "api-key").send_keys(READER_KEY)
     by_id(browser, "key-form").submit()
-    until(browser, lambda d: len(Select(by_id(d, "collection")).options) == 1, "collections")
-    assert not by_id(browser, "key-prompt").is_displayed() and text_of(browser, "status") == "ready"
+    until(
+        browser,
+        lambda d: not by_id(d, "key-prompt").is_displayed() and text_of(d, "status") == "ready",
+        "the prompt gone",
+    )
+    assert [o.text for o in Select(by_id(browser, "collection")).options] == ["default"]
     stored = browser.execute_script("return sessionStorage.getItem('neardup.apiKey')")
     assert stored == READER_KEY
     type_text(browser, STORY)

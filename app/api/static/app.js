@@ -11,8 +11,10 @@
   const state = {
     collection: null, // the selected collection's description (GET /v1/collections/{name})
     text: '', // the text the matches shown were found for
+    matchesIn: '', // and the collection they were found in
     documents: new Map(), // id -> Promise of the stored document, for the matches shown
     readyTimer: null,
+    loads: 0, // loadCollections calls: only the latest one's answer is shown
   };
 
   // ------------------------------------------------------------------ the API
@@ -59,7 +61,8 @@
       detail ? detail.message : String(payload || response.statusText).slice(0, 300),
       Number.isFinite(retryAfter) ? retryAfter : null,
     );
-    if (response.status === 401) askForKey();
+    // An answer to a key the user has replaced since (a slow request) asks for nothing.
+    if (response.status === 401 && key === apiKey()) askForKey();
     if (response.status === 503) watchReadiness(retryAfter);
     throw error;
   }
@@ -151,10 +154,7 @@
     sessionStorage.setItem(KEY_STORAGE, key);
     $('api-key').value = '';
     clearError();
-    if (await loadCollections()) {
-      $('key-prompt').hidden = true;
-      setStatus('ready', 'ready');
-    }
+    await loadCollections();
   }
 
   function forgetKey() {
@@ -166,14 +166,20 @@
   // ------------------------------------------------------------------ collections
 
   async function loadCollections() {
+    state.loads += 1;
+    const load = state.loads;
     let listing;
     try {
       listing = await api('GET', 'v1/collections');
     } catch (error) {
-      showError(error);
+      if (load === state.loads) showError(error);
       return false;
     }
+    if (load !== state.loads) return false;
     clearError();
+    // Answered: the key (or no key) is good.
+    $('key-prompt').hidden = true;
+    setStatus('ready', 'ready');
     const select = $('collection');
     const wanted = select.value || sessionStorage.getItem(COLLECTION_STORAGE) || 'default';
     select.replaceChildren();
@@ -348,7 +354,7 @@
     busy(true);
     try {
       const answer = await api('POST', `${collectionPath(name)}/search`, request(text));
-      showMatches(text, answer.matches, 'Matches');
+      showMatches(name, text, answer.matches, 'Matches');
     } catch (error) {
       showError(error);
     } finally {
@@ -390,8 +396,8 @@
         ` — ${verdict}, cluster ${answer.cluster_id}.`,
       ]);
       $('doc-id').value = '';
-      showMatches(text, answer.matches, `Matches of ${answer.id}`);
-      await loadCollection();
+      showMatches(name, text, answer.matches, `Matches of ${answer.id}`);
+      loadCollection(); // the stats and index health, in the background
     } catch (error) {
       showError(error);
     } finally {
@@ -401,16 +407,16 @@
 
   function storedDocument(id) {
     if (!state.documents.has(id)) {
-      const name = $('collection').value;
-      const promise = api('GET', documentPath(name, id));
+      const promise = api('GET', documentPath(state.matchesIn, id));
       promise.catch(() => state.documents.delete(id));
       state.documents.set(id, promise);
     }
     return state.documents.get(id);
   }
 
-  function showMatches(text, matches, title) {
+  function showMatches(name, text, matches, title) {
     state.text = text;
+    state.matchesIn = name;
     state.documents = new Map();
     $('compare').hidden = true;
     $('results').hidden = false;
