@@ -311,6 +311,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--synthetic", type=int, default=0, help="documents (0: none)")
+    parser.add_argument("--no-reuters", action="store_true")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--no-datasketch", action="store_true")
     parser.add_argument("--datasketch-job", nargs="+", help=argparse.SUPPRESS)
@@ -323,7 +324,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="neardup-bench-dedup-") as scratch_name:
         scratch = Path(scratch_name)
         reuters = REUTERS / "reuters21578.jsonl"
-        if reuters.is_file():
+        if arguments.no_reuters:
+            pass
+        elif reuters.is_file():
             documents = sum(1 for line in reuters.open(encoding="utf-8") if line.strip())
             rows = bench_corpus(
                 "reuters", reuters, documents, ["title", "body"], arguments.runs,
@@ -341,7 +344,7 @@ def main() -> None:
             size = path.stat().st_size
             rows = bench_corpus(
                 "synthetic", path, arguments.synthetic, ["text"], arguments.runs,
-                False, False, None, scratch,
+                not arguments.no_spark, False, None, scratch,
             )  # fmt: skip
             sections.append(
                 f"### Synthetic, {arguments.synthetic:,} documents of "
@@ -359,8 +362,11 @@ def main() -> None:
         f"medians of {arguments.runs} runs, Spark and datasketch of {max(1, arguments.runs - 1)}; "
         f"load average {load:.1f} at the end)\n\n" + "\n\n".join(sections) + "\n"
     )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(report, encoding="utf-8")
+    results = RESULTS
+    if arguments.no_reuters:
+        results = RESULTS.with_name(f"dedup-synthetic-{arguments.synthetic}.md")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(report, encoding="utf-8")
     print(report)
 
 
