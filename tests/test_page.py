@@ -40,7 +40,7 @@ FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1280,900",
 )
-WAIT_SECONDS = 15
+WAIT_SECONDS = 30  # condition waits: only a loaded machine ever needs this long
 POLL_SECONDS = 0.02
 WRITER_KEY = "page-test-writer-key-0001"
 READER_KEY = "page-test-reader-key-0001"
