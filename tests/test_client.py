@@ -189,6 +189,36 @@ def test_operations(client: Client) -> None:
     assert "/v1/collections/{name}/search" in client.openapi()["paths"]
 
 
+def test_document_times_windows_and_limits(client: Client) -> None:
+    client.create_collection("c-times", {"store_text": True, "match_window": "48h"})
+    original, copy = story(170), near_copy(story(170), 171)
+    client.insert("c-times", text=original, id="a", timestamp="2024-05-01T12:00:00Z")
+    late = client.insert("c-times", text=copy, id="b", timestamp=datetime(2024, 5, 5, tzinfo=UTC))
+    assert late.inserted and late.duplicate_of is None  # four days later: outside the window
+    near = client.insert("c-times", text=copy, id="c", timestamp=1714568400)  # 13:00 that day
+    assert near.duplicate_of == "a"
+    assert client.get("c-times", "a").timestamp == "2024-05-01T12:00:00Z"
+    since = client.search("c-times", text=original, since="2024-05-02T00:00:00Z")
+    assert [m.id for m in since] == ["b"]
+    until = client.search(
+        "c-times", text=original, until=datetime(2024, 5, 2, tzinfo=UTC), method="GET"
+    )
+    assert [m.id for m in until] == ["a", "c"]
+    assert [m.id for m in client.similar("c-times", "c", since=1714564801)] == ["b"]
+
+    patched = client.update_collection("c-times", {"limits": {"max_documents": 3}})
+    assert patched.settings.limits.max_documents == 3 and patched.settings.match_window == "48h"
+    assert patched.stats.oldest_timestamp == "2024-05-01T12:00:00Z"
+    with pytest.raises(InsufficientStorage) as full:
+        client.insert("c-times", text=story(172))
+    assert full.value.status == 507
+    refused = client.insert_batch("c-times", [NewDocument(story(173), id="d")])
+    assert [(e.id, e.code) for e in refused.errors] == [("d", "insufficient_storage")]
+    with pytest.raises(Conflict) as fixed:
+        client.update_collection("c-times", {"store_text": False})
+    assert fixed.value.code == "settings_conflict"
+
+
 # ---------------------------------------------------------------- batches
 
 
@@ -692,6 +722,7 @@ def test_an_export_is_read_and_posted_again_under_other_settings(
     documents = [r for r in records if isinstance(r, ExportedDocument)]
     assert {d.id: d.text for d in documents} == texts
     assert all(d.metadata == {"n": 1} and d.cluster_id == d.id for d in documents)
+    assert all(d.timestamp and d.timestamp.endswith("Z") for d in documents)
     with export.open("rb") as stream:  # a binary stream, and one collection's documents
         assert [d.id for d in exported_documents(stream, "c-export")] == list(texts)
     assert list(read_export(export, collection="other")) == []
@@ -701,7 +732,8 @@ def test_an_export_is_read_and_posted_again_under_other_settings(
         "c-reindexed", (d.to_new_document() for d in exported_documents(export))
     ).raise_for_errors()
     assert [r.id for r in reinserted.inserted] == list(texts)
-    assert client.get("c-reindexed", "e2").text == texts["e2"]
+    again = client.get("c-reindexed", "e2")
+    assert again.text == texts["e2"] and again.timestamp == client.get("c-export", "e2").timestamp
 
 
 def test_a_line_that_is_not_an_export_record_is_named(tmp_path: Path) -> None:
