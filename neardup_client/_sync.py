@@ -54,7 +54,8 @@ class Client:
             matches = neardup.search("news", text="...")
 
     Errors raise APIError subclasses (NotFound, Conflict...) with the contract's code and
-    message; 503 and 429 answers and connection errors are retried (see Retry).
+    message; 503 and 429 answers and connection errors are retried (see Retry; the
+    default ``Retry()``, ``retry=NO_RETRY`` for none).
     Documents sent without an id get one here (a UUID, as the service would make), so
     that an insert whose answer was lost can be sent again safely: the service answers
     it as a retry. ``generate_ids=False`` leaves ids to the service (and such inserts are
