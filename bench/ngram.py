@@ -45,6 +45,7 @@ os.environ.update(THREAD_LIMITS)
 import argparse
 import collections
 import functools
+import re
 import statistics
 import sys
 import time
@@ -132,6 +133,25 @@ def english_vocabulary(rng: np.random.Generator) -> tuple[Vocabulary, str]:
     return Vocabulary(words, zipf_weights(len(words)), LATIN, " "), source
 
 
+def wordfreq_vocabulary(language: str) -> Vocabulary | None:
+    """Every word of wordfreq's large list for ``language`` (English: 316K words of
+    lowercase letters, digits and ' . -; Chinese: 297K words of CJK characters) with its
+    frequency in real text: a long tail, so that the vocabulary of a sample keeps growing
+    with its size as that of real titles does. None when wordfreq is absent."""
+    try:
+        import wordfreq
+    except ImportError:
+        return None
+    frequencies = wordfreq.get_frequency_dict(language, wordlist="large")
+    english = language == "en"
+    pattern = re.compile(r"[a-z0-9][a-z0-9'.-]*\Z" if english else r"[\u4e00-\u9fff]+\Z")
+    kept = [(word, value) for word, value in frequencies.items() if pattern.match(word)]
+    weights = np.array([value for _, value in kept], dtype=np.float64)
+    words = [word for word, _ in kept]
+    alphabet = LATIN if english else "".join(sorted({c for word in words[:3000] for c in word}))
+    return Vocabulary(words, weights / weights.sum(), alphabet, " " if english else "")
+
+
 def chinese_vocabulary(rng: np.random.Generator) -> Vocabulary:
     """30,000 words of 1-4 characters over 3,500 CJK characters, both Zipf-distributed."""
     characters = np.array(
@@ -184,10 +204,25 @@ class Corpus:
     chinese_alphabet: str
 
 
-def make_corpus(size: int, seed: int) -> Corpus:
+# The corpora: "reuters", words of the 20K-word Reuters title vocabulary (which every
+# title of a large corpus then reuses) and made-up Chinese; "wordfreq", the long-tail
+# vocabularies of real English and Chinese text.
+CORPORA = ("reuters", "wordfreq")
+
+
+def make_corpus(size: int, seed: int, kind: str = "reuters") -> Corpus:
     rng = np.random.default_rng(seed)
     english_words, source = english_vocabulary(rng)
     chinese_words = chinese_vocabulary(rng)
+    if kind == "wordfreq":
+        english_long, chinese_long = wordfreq_vocabulary("en"), wordfreq_vocabulary("zh")
+        if english_long is None or chinese_long is None:
+            raise SystemExit("the wordfreq corpus needs wordfreq (pip install -e '.[bench]')")
+        english_words, chinese_words = english_long, chinese_long
+        source = (
+            f"wordfreq's {len(english_words.words):,} English words with their frequencies"
+            f" (Chinese: its {len(chinese_words.words):,} words)"
+        )
     half = size // 2
     english = with_near_duplicates(
         rng, sentences(rng, english_words, half, 40, 80), english_words.alphabet
@@ -544,13 +579,300 @@ def against_brute_force(corpus: Corpus, report: list[str]) -> None:
     )
 
 
+# ---------------------------------------------------------------- peers
+
+
+@dataclass
+class PeerRow:
+    """One peer at one size: build seconds, query latencies, recall of the exact answer."""
+
+    name: str
+    size: int
+    build_s: float
+    p50: float
+    p99: float
+    recall: float
+    extra: float  # answers per query that are not in the exact answer
+    bytes_per_text: float
+    queries: int
+    note: str = ""
+
+
+def _recall(exact: Sequence[set[object]], found: Sequence[set[object]]) -> tuple[float, float]:
+    """(share of the exact answers found, answers per query outside the exact answer)."""
+    wanted = sum(len(e) for e in exact)
+    hit = sum(len(e & f) for e, f in zip(exact, found, strict=True))
+    outside = sum(len(f - e) for e, f in zip(exact, found, strict=True))
+    return (hit / wanted if wanted else 1.0), outside / max(1, len(exact))
+
+
+def _timed_answers(
+    search: Callable[[str], set[object]], queries: Sequence[str], runs: int
+) -> tuple[float, float, list[set[object]]]:
+    """(median over runs of p50, of p99, answers of the first run)."""
+    p50s, p99s = [], []
+    answers: list[set[object]] = []
+    for run in range(runs):
+        found: list[set[object]] = []
+
+        def one(text: str, found: list[set[object]] = found) -> None:
+            found.append(search(text))
+
+        timings = latencies_us(one, queries)
+        p50s.append(percentile(timings, 50))
+        p99s.append(percentile(timings, 99))
+        if run == 0:
+            answers = found
+    return statistics.median(p50s), statistics.median(p99s), answers
+
+
+def _rss_delta(build: Callable[[], object]) -> tuple[object, float, float]:
+    """(what ``build`` returned, seconds, RSS growth in bytes)."""
+    release_memory()
+    before = rss_bytes()
+    start = time.perf_counter()
+    built = build()
+    seconds = time.perf_counter() - start
+    release_memory()
+    return built, seconds, float(rss_bytes() - before)
+
+
+def peers_at(
+    corpus: Corpus, size: int, peers: set[str], runs: int, queries_per_script: int
+) -> list[PeerRow]:
+    """The n-gram index and the peers asked for, on the first ``size`` texts of the corpus,
+    with the same near-duplicate queries (half English, half Chinese-like), threshold
+    THRESHOLD; recall against the exact answer (the index's, checked against brute force
+    on a sample here and everywhere by the tests)."""
+    texts = corpus.texts[:size]
+    sub = Corpus(texts, corpus.english[:size], corpus.english_source, corpus.chinese_alphabet)
+    english, chinese = near_queries(np.random.default_rng(17), sub, queries_per_script)
+    queries = [q for pair in zip(english, chinese, strict=True) for q in pair]
+    row, exact_rows = _ours(texts, queries, runs)
+    out = [row]
+    exact_texts: list[set[object]] = [{texts[int(r)] for r in rows} for rows in exact_rows]  # type: ignore[call-overload]
+    release_memory()
+    if "setsimilaritysearch" in peers:
+        out.append(_setsimilaritysearch(texts, queries, exact_rows, runs))
+    if "datasketch" in peers:
+        out.append(_datasketch(texts, queries, exact_rows, runs))
+    if "simstring" in peers:
+        out.append(_simstring(texts, queries, exact_texts, runs))
+    if "rapidfuzz" in peers:
+        out.append(_rapidfuzz(texts, queries[:40], exact_rows[:40]))
+    return out
+
+
+def _ours(
+    texts: Sequence[str], queries: Sequence[str], runs: int
+) -> tuple[PeerRow, list[set[object]]]:
+    """The index's row and answers, checked against brute force on 10 queries."""
+    index, seconds = build(texts, threshold=THRESHOLD)
+
+    def search(text: str) -> set[object]:
+        return set(index.search(text, THRESHOLD)[0].tolist())
+
+    p50, p99, exact = _timed_answers(search, queries, runs)
+    sets = [qgram_set(text, index.size) for text in texts]
+    for query, rows in zip(queries[:10], exact, strict=False):
+        assert rows == {row for row, _ in brute_force(sets, query, index.size, THRESHOLD)}
+    row = PeerRow(
+        "neardup NgramIndex", len(texts), seconds, p50, p99, 1.0, 0.0,
+        index.memory_bytes() / len(texts), len(queries), "exact; inserts and deletes",
+    )  # fmt: skip
+    return row, exact
+
+
+def _setsimilaritysearch(
+    texts: Sequence[str], queries: Sequence[str], exact: list[set[object]], runs: int
+) -> PeerRow:
+    from SetSimilaritySearch import SearchIndex
+
+    size = ngram.DEFAULT_SIZE
+    built, seconds, grown = _rss_delta(
+        lambda: SearchIndex(
+            [list(qgram_set(text, size)) for text in texts],
+            similarity_func_name="jaccard",
+            similarity_threshold=THRESHOLD,
+        )
+    )
+
+    def search(text: str) -> set[object]:
+        return {row for row, _ in built.query(list(qgram_set(text, size)))}  # type: ignore[attr-defined]
+
+    p50, p99, found = _timed_answers(search, queries, runs)
+    recall, extra = _recall(exact, found)
+    return PeerRow(
+        "SetSimilaritySearch 1.0.1", len(texts), seconds, p50, p99, recall, extra,
+        grown / len(texts), len(queries), "static: no inserts after the build",
+    )  # fmt: skip
+
+
+def _datasketch(
+    texts: Sequence[str], queries: Sequence[str], exact: list[set[object]], runs: int
+) -> PeerRow:
+    from datasketch import MinHash, MinHashLSH
+
+    size = ngram.DEFAULT_SIZE
+    permutations = 128
+
+    def encoded(text: str) -> list[bytes]:
+        return [gram.encode("utf-8") for gram in qgram_set(text, size)]
+
+    def make() -> MinHashLSH:
+        lsh = MinHashLSH(threshold=THRESHOLD, num_perm=permutations)
+        with lsh.insertion_session() as session:
+            for begin in range(0, len(texts), BATCH):
+                chunk = texts[begin : begin + BATCH]
+                hashes = MinHash.bulk([encoded(text) for text in chunk], num_perm=permutations)
+                for row, minhash in enumerate(hashes, start=begin):
+                    session.insert(row, minhash, check_duplication=False)
+        return lsh
+
+    built, seconds, grown = _rss_delta(make)
+
+    def search(text: str) -> set[object]:
+        minhash = MinHash(num_perm=permutations)
+        minhash.update_batch(encoded(text))
+        return set(built.query(minhash))  # type: ignore[attr-defined]
+
+    p50, p99, found = _timed_answers(search, queries, runs)
+    recall, extra = _recall(exact, found)
+    return PeerRow(f"datasketch MinHashLSH ({permutations} perm.)", len(texts), seconds, p50,
+                   p99, recall, extra, grown / len(texts), len(queries),
+                   "candidates, not verified")  # fmt: skip
+
+
+def _simstring(
+    texts: Sequence[str], queries: Sequence[str], exact: list[set[object]], runs: int
+) -> PeerRow:
+    from simstring.database.dict import DictDatabase
+    from simstring.feature_extractor.character_ngram import (
+        CharacterNgramFeatureExtractor,
+    )
+    from simstring.measure.jaccard import JaccardMeasure
+    from simstring.searcher import Searcher
+
+    def make() -> Searcher:
+        # No end markers: the q-grams of the text itself, as ours (numbered repeats: a
+        # multiset Jaccard, SimString's own measure).
+        database = DictDatabase(CharacterNgramFeatureExtractor(ngram.DEFAULT_SIZE, endmarker=""))
+        for text in texts:
+            database.add(text)
+        return Searcher(database, JaccardMeasure())
+
+    built, seconds, grown = _rss_delta(make)
+
+    def search(text: str) -> set[object]:
+        return set(built.search(text, THRESHOLD))  # type: ignore[attr-defined]
+
+    p50, p99, found = _timed_answers(search, queries, runs)
+    recall, extra = _recall(exact, found)
+    return PeerRow("simstring-fast 0.6 (CPMerge)", len(texts), seconds, p50, p99, recall,
+                   extra, grown / len(texts), len(queries), "multiset Jaccard")  # fmt: skip
+
+
+def _rapidfuzz(texts: Sequence[str], queries: Sequence[str], exact: list[set[object]]) -> PeerRow:
+    from rapidfuzz import fuzz, process
+
+    choices = list(texts)
+
+    def search(text: str) -> set[object]:
+        found = process.extract(
+            text, choices, scorer=fuzz.ratio, score_cutoff=RAPIDFUZZ_CUTOFF, limit=None
+        )
+        return {row for _, _, row in found}
+
+    p50, p99, found = _timed_answers(search, queries, 1)
+    recall, extra = _recall(exact, found)
+    return PeerRow(f"rapidfuzz process.extract (ratio >= {RAPIDFUZZ_CUTOFF})", len(texts), 0.0,
+                   p50, p99, recall, extra, 0.0, len(queries), "brute force")  # fmt: skip
+
+
+# fuzz.ratio (normalised InDel similarity, 0-100) at which rapidfuzz keeps a text: a
+# 1-2 character edit of a 20-80-character text scores 95-99, a q-gram Jaccard of 0.7 is
+# near 90.
+RAPIDFUZZ_CUTOFF = 85
+PEERS = ("setsimilaritysearch", "datasketch", "simstring", "rapidfuzz")
+
+
+def against_peers(
+    corpus: Corpus, sizes: Sequence[tuple[int, set[str]]], runs: int, report: list[str]
+) -> list[PeerRow]:
+    """Section 5: the peers on the same texts and queries, in the same run."""
+    rows: list[PeerRow] = []
+    for size, peers in sizes:
+        rows += peers_at(corpus, size, peers, runs, 250)
+        print(f"peers done {size}", file=sys.stderr, flush=True)
+    report.append(
+        f"\n### 5. Against peers, t = {THRESHOLD}, q = {ngram.DEFAULT_SIZE}, same texts and "
+        "near-duplicate queries (1-2 character edits of a stored text, half English, half "
+        "Chinese-like)\n"
+    )
+    report.append(
+        "Recall: share of the exact answers (every stored text with q-gram Jaccard >= t) "
+        "returned; extra: answers per query outside them. Latency p50 / p99: medians over "
+        f"{runs} passes over the queries.\n"
+    )
+    ours = {row.size: row for row in rows if row.name.startswith("neardup")}
+    table = []
+    for row in rows:
+        base = ours[row.size]
+        table.append([
+            f"{row.size:,}", row.name, f"{row.build_s:,.1f}" if row.build_s else "-",
+            format_us(row.p50), format_us(row.p99),
+            f"{row.p50 / base.p50:,.1f}x" if row is not base else "1x",
+            f"{100 * row.recall:.1f}%", f"{row.extra:.2g}",
+            f"{row.bytes_per_text:,.0f}" if row.bytes_per_text else "-",
+            str(row.queries), row.note,
+        ])  # fmt: skip
+    report.append(
+        markdown_table(
+            [
+                "texts",
+                "",
+                "build s",
+                "p50 us",
+                "p99 us",
+                "p50 / ours",
+                "recall",
+                "extra",
+                "bytes/text",
+                "queries",
+                "note",
+            ],
+            table,
+            [
+                "right",
+                "left",
+                "right",
+                "right",
+                "right",
+                "right",
+                "right",
+                "right",
+                "right",
+                "right",
+                "left",
+            ],
+        )
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="10K and 50K texts, one run")
-    parser.add_argument("--sections", default="1,2,3,4")
+    parser.add_argument("--sections", default="1,2,3,4,5")
+    parser.add_argument("--corpus", choices=CORPORA, default="reuters")
+    parser.add_argument(
+        "--peers",
+        default="100000:all,1000000:rapidfuzz",
+        help="section 5: size:peer+peer,... ('all': every peer)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     runs = args.runs
@@ -559,7 +881,15 @@ def main() -> None:
     sections = set(args.sections.split(","))
     cpu = pin_to_one_core()
     warm_up()
-    corpus = make_corpus(max(*sizes, 100_000), args.seed)
+    peer_sizes = []
+    for part in args.peers.split(","):
+        count, names = part.split(":")
+        chosen = set(PEERS) if names == "all" else set(names.split("+"))
+        peer_sizes.append((int(count), chosen))
+    if args.quick:
+        peer_sizes = [(20_000, set(PEERS))]
+    largest = max(*sizes, *(count for count, _ in peer_sizes), 100_000)
+    corpus = make_corpus(largest, args.seed, args.corpus)
     report = [
         "## NgramIndex (bench/ngram.py)\n",
         f"{machine_summary(cpu)}; load average {os.getloadavg()[0]:.1f} at the start.",
@@ -577,6 +907,8 @@ def main() -> None:
             print(f"done {size}", file=sys.stderr, flush=True)
     if "4" in sections:
         against_brute_force(corpus, report)
+    if "5" in sections:
+        against_peers(corpus, peer_sizes, runs, report)
     text = "\n".join(report) + "\n"
     print(text)
     print(f"written to {write_result('ngram.md', text)}", file=sys.stderr)

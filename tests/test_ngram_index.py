@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from app.core import ngram
 from app.core.ngram import NgramIndex
-from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, Run
+from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, Run, SortedTable
 
 # ---------------------------------------------------------------- brute force
 
@@ -226,8 +226,8 @@ def test_long_texts_cap_sizes_and_positions_in_keys_without_losing_matches() -> 
 
 
 def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
-    """Main (with its directory), a frozen run, the buffer and the tail, each holding
-    tombstoned rows: answers stay brute force's."""
+    """Main (with its directory), a frozen run, the buffer and the tail (a large one, read
+    in one pass), each holding tombstoned rows: answers stay brute force's."""
     rng = np.random.default_rng(11)
     alphabet = "abcdefghij 的一是不了"
     bases = ["".join(rng.choice(list(alphabet), int(n))) for n in rng.integers(20, 60, 300)]
@@ -255,9 +255,12 @@ def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
     state = table.snapshot()
     table._snapshot = dataclasses.replace(state, frozen=state.buffer, buffer=Run.empty(1))
     add(300)
-    add(8, single=True)
+    add(120, single=True)
     state = table.snapshot()
-    assert len(state.frozen) and len(state.buffer) and 0 < state.tail_count < TAIL_CAPACITY
+    # The index's tail holds many single inserts (several entries each), past the default.
+    assert table.tail_capacity == ngram.TAIL_ENTRIES > TAIL_CAPACITY
+    assert len(state.frozen) and len(state.buffer)
+    assert TAIL_CAPACITY < state.tail_count <= table.tail_capacity
     deleted = set(rng.choice(len(texts), 400, replace=False).tolist())
     index.delete(list(deleted))
     index._check()
@@ -423,3 +426,20 @@ def test_readers_see_every_text_during_inserts_merges_and_rebuilds() -> None:
     assert index.order.learned_rows >= 1_000
     index.merge()
     index._check()
+
+
+def test_a_table_with_its_own_tail_capacity_flushes_when_that_is_full() -> None:
+    """SortedTable(tail_capacity=c): inserts stay in the tail up to c entries, then the
+    tail and the batch are sorted into the buffer; lookups see every entry throughout."""
+    table = SortedTable(lanes=1, tail_capacity=10)
+    keys = np.arange(25, dtype=np.uint64)[::-1].copy()
+    for row, key in enumerate(keys.tolist()):
+        table.insert(np.array([[key]], dtype=np.uint64), np.array([row]))
+        state = table.snapshot()
+        assert state.tail_count == (row + 1) % 11 or len(state.buffer) > 0
+        assert state.tail_count <= 10
+        table._check()
+        assert table.lookup_equal(0, key).tolist() == [row]
+    assert sorted(table.lookup_range(0, 0, 24).tolist()) == list(range(25))
+    with pytest.raises(ValueError):
+        SortedTable(lanes=1, tail_capacity=0)

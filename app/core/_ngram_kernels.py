@@ -40,6 +40,11 @@ ORDER_CLASS_SHIFT = 48  # order key: frequency class (16 bits) above 48 bits of 
 MAX_CLASS = (1 << (64 - ORDER_CLASS_SHIFT)) - 1
 # Ranges of up to this many tokens are sorted by insertion, larger ones by quicksort.
 SORT_INSERTION_MAX = 16
+# A candidate entry that can only be a later meeting of a row, never its first, is
+# stored as LATER - row (negative): it counts for a row met before, and adds none.
+LATER = -1
+# Candidates are verified in blocks of this many, the memory of each block fetched at once.
+VERIFY_BLOCK = 32
 # Relative slack of the bounds computed from a float threshold: a bound may only ever be
 # loosened by it, never tightened, so rounding cannot drop a match (the final decision
 # is the exact float comparison ``inter / union >= threshold``).
@@ -451,16 +456,31 @@ def _grow(values: np.ndarray, needed: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _counted(
-    values: np.ndarray, end: int, least: int, deleted: np.ndarray, table: np.ndarray
+    values: np.ndarray,
+    end: int,
+    least: int,
+    deleted: np.ndarray,
+    table: np.ndarray,
+    first_seen_end: int,
 ) -> tuple:  # type: ignore[type-arg]
     """Keep, once and in ascending order, the live rows found at least ``least`` times in
-    values[:end]; returns (table, their number), the rows now at values[:number].
+    values[:end]; returns (table, their number), the rows now at values[:number]. A row
+    first met at ``first_seen_end`` or later cannot get there (it was found by the last
+    least - 1 probes only, each of which holds a row once): those entries only count
+    rows already met, and are never added to the table.
 
     Counts go to an open-addressing table (row + 1 in the high 44 bits, the count in the
     low 20; 0 marks an empty slot) twice the size of the entries: O(end) instead of the
     O(end log end) of sorting every entry, then only the survivors are sorted.
     """
     if least <= 1 or end <= 1:
+        # One meeting is enough: the first one, so later-only entries add nothing.
+        live = 0
+        for i in range(end):
+            if values[i] >= 0:
+                values[live] = values[i]
+                live += 1
+        end = live
         kept = 0
         if end > 32:
             values[:end].sort()
@@ -478,7 +498,10 @@ def _counted(
                 kept += 1
         return table, kept
     capacity = 64
-    while capacity < 2 * end:
+    firsts = 0
+    for i in range(first_seen_end):
+        firsts += values[i] >= 0
+    while capacity < 2 * firsts:
         capacity *= 2
     if table.shape[0] < capacity:
         table = np.zeros(capacity, dtype=np.uint64)
@@ -488,17 +511,23 @@ def _counted(
     count_mask = _U64((1 << 20) - 1)
     kept = 0
     for i in range(end):
-        name = _U64(values[i] + 1)
+        row = values[i]
+        later = row < 0 or i >= first_seen_end
+        if row < 0:
+            row = LATER - row
+        name = _U64(row + 1)
         tag = name << _U64(20)
         slot = ((name * _U64(0x9E3779B97F4A7C15)) >> _U64(32)) & mask
         while table[slot] != 0 and (table[slot] & ~count_mask) != tag:
             slot = (slot + _U64(1)) & mask
         if table[slot] == 0:
+            if later:
+                continue
             table[slot] = tag
         table[slot] += _U64(1)
         reached = (table[slot] & count_mask) == _U64(least)
-        if reached and not is_deleted(values[i], deleted):  # kept once, when it gets there
-            values[kept] = values[i]
+        if reached and not is_deleted(row, deleted):  # kept once, when it gets there
+            values[kept] = row
             kept += 1
     if kept > 32:
         values[:kept].sort()
@@ -651,6 +680,59 @@ def _scan(
 
 
 @njit(cache=True, nogil=True)
+def _scan_groups(
+    keys: np.ndarray,
+    run_rows: np.ndarray,
+    e: int,
+    high: np.uint64,
+    position: int,
+    query_size: int,
+    overlaps: np.ndarray,
+    slack: int,
+    candidates: np.ndarray,
+    found: int,
+) -> tuple:  # type: ignore[type-arg]
+    """``_scan`` for keys whose set sizes are all below FIELD_MAX (the uncapped part of a
+    token's range), a (token, size) group at a time: the entries of a group are sorted by
+    position, so those that pass the positional filter are the group's first ones, found
+    by one gallop and copied without a test per entry, and a second gallop skips the
+    rest of the group. O(groups x log(group) + entries admitted)."""
+    end = keys.shape[0]
+    while e < end and keys[e] <= high:
+        key = keys[e]
+        group = key & ~_U64(FIELD_MAX)  # token | size << FIELD_BITS
+        set_size = int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX))
+        overlap = int(overlaps[set_size])
+        bound = set_size - overlap + slack  # the largest stored position admitted
+        admitted = e
+        if position <= query_size - overlap + slack and bound >= 0:
+            admitted = _gallop(keys, e, end, e, _past(group, bound))
+            # The first shared token of a match sits at positions <= |x| - o and <= |y| - o
+            # (slack 0): entries past either bound can only be a later meeting.
+            first = e
+            if position <= query_size - overlap:
+                first = _gallop(keys, e, admitted, e, _past(group, set_size - overlap))
+            count = admitted - e
+            if found + count > candidates.shape[0]:
+                candidates = _grow(candidates, found + count)
+            for i in range(first - e):
+                candidates[found + i] = run_rows[e + i]
+            for i in range(first - e, count):
+                candidates[found + i] = LATER - np.int64(run_rows[e + i])
+            found += count
+        e = _gallop(keys, admitted, end, admitted, group + _U64(FIELD_MAX + 1))
+    return candidates, found
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _past(group: np.uint64, bound: int) -> np.uint64:
+    """The first key after the entries of a (token, size) group at positions <= bound."""
+    if bound < 0:
+        return group
+    return group + _U64(bound + 1 if bound < FIELD_MAX else FIELD_MAX + 1)
+
+
+@njit(cache=True, nogil=True)
 def _shared_tokens(
     data: np.ndarray,
     start: int,
@@ -753,6 +835,11 @@ def ngram_search(
     query_ends = np.empty(queries, dtype=np.int64)
     verified = np.zeros(queries, dtype=np.int64)
     use_directory = main_directory.shape[0] > 0
+    starts_2d = starts.reshape((1, starts.shape[0]))
+    chars_2d = chars.reshape((1, chars.shape[0]))
+    widths_2d = widths.reshape((1, widths.shape[0]))
+    sizes_2d = sizes.reshape((1, sizes.shape[0]))
+    data_2d = data.reshape((1, data.shape[0]))
     main_lane, frozen_lane, buffer_lane = main_keys[0], frozen_keys[0], buffer_keys[0]
     main_row_lane, frozen_row_lane, buffer_row_lane = main_rows[0], frozen_rows[0], buffer_rows[0]
     for qi in range(queries):
@@ -814,7 +901,45 @@ def ngram_search(
         elif main_size > 0:
             for position in range(probes):
                 main_starts[position] = lower_bound(main_lane, tokens[position])
+        # The tail, unsorted, in one pass before the sorted runs: each entry's token is
+        # looked up among the probes' (a small open-addressing table). Its entries are
+        # all counted as possible first meetings, which only loosens the filter.
+        if tail_count > 0:
+            probe_capacity = 16
+            while probe_capacity < 2 * probes:
+                probe_capacity *= 2
+            probe_mask = _U64(probe_capacity - 1)
+            probe_slots = np.full(probe_capacity, -1, dtype=np.int64)
+            for position in range(probes):
+                slot = (tokens[position] >> _U64(2 * FIELD_BITS)) & probe_mask
+                while probe_slots[slot] >= 0:
+                    slot = (slot + _U64(1)) & probe_mask
+                probe_slots[slot] = position
+            for e in range(tail_count):
+                key = tail_keys[0, e]
+                token = key & _U64(TOKEN_MASK)
+                field = key & ~_U64(TOKEN_MASK)
+                if field < low_field or field > high_field:
+                    continue  # no admissible size
+                slot = (token >> _U64(2 * FIELD_BITS)) & probe_mask
+                while probe_slots[slot] >= 0:
+                    position = probe_slots[slot]
+                    slot = (slot + _U64(1)) & probe_mask
+                    if tokens[position] != token:
+                        continue
+                    row = np.int64(tail_rows[e])
+                    if _admit(
+                        key, row, position, n, low_size, high_size, overlaps, threshold,
+                        slack, sizes, deleted,
+                    ):  # fmt: skip
+                        candidates = _grow(candidates, found + 1)
+                        candidates[found] = row
+                        found += 1
+        # Rows first met by the last meetings - 1 probes cannot meet the query enough.
+        first_seen_end = -1
         for position in range(probes):
+            if position == probes - meetings + 1:
+                first_seen_end = found
             while top >= low_size and position > n - int(overlaps[top]) + slack:
                 top -= 1
             if top < low_size and not capped:
@@ -832,37 +957,32 @@ def ngram_search(
                         continue
                     low = token | _U64(FIELD_MAX << FIELD_BITS)
                     high = token | _U64((FIELD_MAX << FIELD_BITS) | FIELD_MAX)
-                if main_size > 0:
-                    start = main_starts[position]
-                    candidates, found = _scan(
-                        main_lane, main_row_lane, _gallop(main_lane, start, main_size, start, low),
-                        high, position, n, low_size, high_size, overlaps, threshold, slack,
-                        sizes, deleted, candidates, found,
-                    )  # fmt: skip
-                for run in range(2):
-                    lane = frozen_lane if run == 0 else buffer_lane
-                    row_lane = frozen_row_lane if run == 0 else buffer_row_lane
-                    if lane.shape[0] == 0:
-                        continue
-                    candidates, found = _scan(
-                        lane, row_lane, lower_bound(lane, low),
-                        high, position, n, low_size, high_size, overlaps, threshold, slack,
-                        sizes, deleted, candidates, found,
-                    )  # fmt: skip
-            low, high = token | low_field, token | high_field
-            candidates = _grow(candidates, found + tail_count)
-            for e in range(tail_count):
-                key = tail_keys[0, e]
-                row = np.int64(tail_rows[e])
-                if not low <= key <= high:
-                    continue
-                if _admit(
-                    key, row, position, n, low_size, high_size, overlaps, threshold, slack,
-                    sizes, deleted,
-                ):  # fmt: skip
-                    candidates[found] = row
-                    found += 1
-        counts, found = _counted(candidates, found, meetings, deleted, counts)
+                for run in range(3):
+                    if run == 0:
+                        lane, row_lane = main_lane, main_row_lane
+                        if main_size == 0:
+                            continue
+                        start = main_starts[position]
+                        e = _gallop(main_lane, start, main_size, start, low)
+                    else:
+                        lane = frozen_lane if run == 1 else buffer_lane
+                        row_lane = frozen_row_lane if run == 1 else buffer_row_lane
+                        if lane.shape[0] == 0:
+                            continue
+                        e = lower_bound(lane, low)
+                    if part == 0:
+                        candidates, found = _scan_groups(
+                            lane, row_lane, e, high, position, n, overlaps, slack,
+                            candidates, found,
+                        )  # fmt: skip
+                    else:
+                        candidates, found = _scan(
+                            lane, row_lane, e, high, position, n, low_size, high_size,
+                            overlaps, threshold, slack, sizes, deleted, candidates, found,
+                        )  # fmt: skip
+        if first_seen_end < 0:
+            first_seen_end = found
+        counts, found = _counted(candidates, found, meetings, deleted, counts, first_seen_end)
         verified[qi] = found
         start = count
         if found > 0:
@@ -874,6 +994,20 @@ def ngram_search(
                 set_codes[slot] = codes[g]
                 slots[g] = np.int64(slot)
         for c in range(found):
+            if c % VERIFY_BLOCK == 0:
+                # A candidate's per-row values and text are cache misses: start those of
+                # the next block together, so that they overlap instead of queueing.
+                block_end = min(found, c + VERIFY_BLOCK)
+                for b in range(c, block_end):
+                    row = candidates[b]
+                    prefetch(starts_2d, 0, row)
+                    prefetch(chars_2d, 0, row)
+                    prefetch(widths_2d, 0, row)
+                    prefetch(sizes_2d, 0, row)
+                for b in range(c, block_end):
+                    row = candidates[b]
+                    prefetch(data_2d, 0, starts[row])
+                    prefetch(data_2d, 0, starts[row] + 64)
             row = candidates[c]
             set_size = int(sizes[row])
             needed = min_overlap(threshold, n, set_size)

@@ -7,7 +7,8 @@ the b bands of an LSHIndex. The entries live in four places, newest last::
     main    sorted per lane, the bulk of the entries           (rebuilt by merge)
     frozen  sorted per lane, the buffer a running merge is folding into main
     buffer  sorted per lane, every entry since the last merge began
-    tail    unsorted, at most TAIL_CAPACITY entries, appended in place
+    tail    unsorted, at most ``tail_capacity`` entries (TAIL_CAPACITY unless the table
+            was made with another), appended in place
 
 A reader takes ``snapshot()``, one immutable object, and searches all four; an entry
 inserted before the snapshot was taken is in exactly one of them, also in the middle of a
@@ -16,7 +17,9 @@ merge. Writers build new arrays and publish a new snapshot with one reference as
 
 Costs, for N entries in main, B in buffer and L lanes: insert of m entries
 O(L (B + m log m)) once per TAIL_CAPACITY single inserts (amortised O(L B / 256)); lookup
-O(L log N + TAIL_CAPACITY); merge O(L (N + B)) off the query path.
+O(L log N + TAIL_CAPACITY); merge O(L (N + B)) off the query path. An index that stores
+many entries per row (the n-gram index: about 20) gives its table a larger tail, so that
+a full tail still holds a few hundred single inserts.
 """
 
 from __future__ import annotations
@@ -84,8 +87,8 @@ class TableSnapshot:
     main: Run
     frozen: Run
     buffer: Run
-    tail_keys: KeyMatrix  # (lanes, TAIL_CAPACITY); columns [:tail_count] are valid
-    tail_rows: RowVector  # (TAIL_CAPACITY,)
+    tail_keys: KeyMatrix  # (lanes, tail capacity); columns [:tail_count] are valid
+    tail_rows: RowVector  # (tail capacity,)
     tail_count: int
 
     def __len__(self) -> int:
@@ -161,10 +164,13 @@ class SortedTable:
     [1, 2]
     """
 
-    def __init__(self, lanes: int) -> None:
+    def __init__(self, lanes: int, tail_capacity: int = TAIL_CAPACITY) -> None:
         if lanes < 1:
             raise ValueError("a SortedTable needs at least one lane")
+        if tail_capacity < 1:
+            raise ValueError("a SortedTable needs a tail of at least one entry")
         self.lanes = lanes
+        self.tail_capacity = tail_capacity
         self._write_lock = threading.Lock()
         self._merge_lock = threading.Lock()
         self._snapshot = TableSnapshot(
@@ -173,8 +179,8 @@ class SortedTable:
 
     def _new_tail(self) -> tuple[KeyMatrix, RowVector]:
         return (
-            np.zeros((self.lanes, TAIL_CAPACITY), dtype=np.uint64),
-            np.zeros(TAIL_CAPACITY, dtype=np.int32),
+            np.zeros((self.lanes, self.tail_capacity), dtype=np.uint64),
+            np.zeros(self.tail_capacity, dtype=np.int32),
         )
 
     def snapshot(self) -> TableSnapshot:
@@ -199,7 +205,7 @@ class SortedTable:
         with self._write_lock:
             state = self._snapshot
             count = keys.shape[0]
-            if state.tail_count + count <= TAIL_CAPACITY:
+            if state.tail_count + count <= self.tail_capacity:
                 end = state.tail_count + count
                 # Readers of older snapshots never look past their own tail_count, so
                 # writing beyond it in place is invisible to them.
@@ -349,7 +355,8 @@ class SortedTable:
     def _check(self) -> None:
         """Assert every invariant of the current snapshot."""
         state = self._snapshot
-        assert 0 <= state.tail_count <= TAIL_CAPACITY
+        assert 0 <= state.tail_count <= self.tail_capacity
+        assert state.tail_rows.shape == (self.tail_capacity,)
         all_rows = []
         for run in (state.main, state.frozen, state.buffer):
             assert run.keys.shape == run.rows.shape
