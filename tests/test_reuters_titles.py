@@ -57,7 +57,7 @@ def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
         pytest.skip(SKIP_REASON)
     assert evaluation.settings["ngram"] == {
         "enabled": True,
-        "max_chars": 200,
+        "max_chars": 100,
         "size": 3,
         "threshold": 0.7,
     }
