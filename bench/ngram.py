@@ -893,9 +893,15 @@ def main() -> None:
     report = [
         "## NgramIndex (bench/ngram.py)\n",
         f"{machine_summary(cpu)}; load average {os.getloadavg()[0]:.1f} at the start.",
-        f"English titles from {corpus.english_source}; Chinese-like texts from "
-        f"{CJK_WORDS:,} words over {CJK_CHARACTERS:,} characters; "
-        f"q = {ngram.DEFAULT_SIZE}, prefix_matches = {ngram.DEFAULT_PREFIX_MATCHES} unless said.\n",
+        f"English titles from {corpus.english_source}"
+        + (
+            "; "
+            if args.corpus == "wordfreq"
+            else f"; Chinese-like texts from {CJK_WORDS:,} words over {CJK_CHARACTERS:,} "
+            "characters; "
+        )
+        + f"q = {ngram.DEFAULT_SIZE}, prefix_matches = {ngram.DEFAULT_PREFIX_MATCHES} "
+        "unless said.\n",
     ]
     if "1" in sections:
         choice_of_q(corpus, report)
