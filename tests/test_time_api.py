@@ -273,6 +273,34 @@ def test_time_settings_change_and_nothing_expired_comes_back(tmp_path: Path) -> 
         assert {i for i in range(6) if client.get(f"{DOCS}/m{i * 20}").status_code == 200} <= alive
 
 
+def test_expired_on_arrival_is_answered_and_not_stored(tmp_path: Path) -> None:
+    clock = FakeClock(1_714_564_800.0)
+    now = clock.us
+    for client in timed_client(tmp_path, clock):
+        client.put(NEWS, json={"retention": {"max_age": "1d"}, "match_window": "3d"})
+        client.post(DOCS, json={"id": "fresh", "text": STORIES[0], "timestamp": now / 1e6})
+        old = (now - 2 * 24 * HOUR) / 1e6
+        answer = client.post(DOCS, json={"id": "old", "text": STORIES[0], "timestamp": old})
+        assert answer.status_code == 200
+        body = answer.json()
+        assert body["inserted"] is False and body["duplicate_of"] == "fresh"
+        assert [m["id"] for m in body["matches"]] == ["fresh"]
+        error_of(client.get(f"{DOCS}/old"), 404)
+        # A replacement with an expired time changes nothing either.
+        put = client.put(f"{DOCS}/fresh", json={"text": STORIES[1], "timestamp": old})
+        assert put.status_code == 200 and put.json()["inserted"] is False
+        assert client.get(f"{DOCS}/fresh").json()["timestamp"] == iso_time_us(now)
+        stats = client.get(NEWS).json()["stats"]
+        assert stats["documents"] == 1 and stats["oldest_timestamp"] == iso_time_us(now)
+        clock.advance(2 * 86400)
+        stats = client.get(NEWS).json()["stats"]
+        assert stats["documents"] == 0 and stats["oldest_timestamp"] is None
+        error_of(client.get(f"{DOCS}/fresh"), 404)
+        metrics = client.get("/metrics").text
+        assert 'neardup_documents{collection="news"} 0.0' in metrics
+        assert "neardup_evicted_documents_total" in metrics
+
+
 def test_durations_are_parsed_strictly(tmp_path: Path) -> None:
     clock = FakeClock()
     for client in timed_client(tmp_path, clock):

@@ -170,7 +170,10 @@ def put_document(
         [document], "insert", replace=True, html=body.html, since=body.since, until=body.until
     )
     result = _inserted(answer[0])
-    return json_response(insert_json(result), 200 if result.replaced else 201)
+    # 200: replaced, or not stored (expired on arrival); 201: a new document.
+    return json_response(
+        insert_json(result), 201 if result.inserted and not result.replaced else 200
+    )
 
 
 @router.delete("/{document_id}", status_code=204)

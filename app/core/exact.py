@@ -76,8 +76,9 @@ class ExactIndex:
     def needs_merge(self) -> bool:
         return self._table.needs_merge()
 
-    def merge(self) -> bool:
-        return self._rows.merge(self._table)
+    def merge(self, release_below: int = 0) -> bool:
+        # release_below: see RowBook.merge.
+        return self._rows.merge(self._table, release_below)
 
     def memory_bytes(self) -> int:
         return self._table.memory_bytes() + self._hashes.nbytes + self._rows.nbytes

@@ -171,9 +171,10 @@ class LSHIndex:
     def needs_merge(self) -> bool:
         return self._table.needs_merge()
 
-    def merge(self) -> bool:
+    def merge(self, release_below: int = 0) -> bool:
         """Fold the insert buffer into the sorted bands, dropping tombstoned rows."""
-        return self._rows.merge(self._table)
+        # release_below: see RowBook.merge.
+        return self._rows.merge(self._table, release_below)
 
     def memory_bytes(self) -> int:
         return self._table.memory_bytes() + self._signatures.nbytes + self._rows.nbytes

@@ -83,6 +83,7 @@ class RowArray:
         self._mapping: Any = None
         self._released = np.zeros(0, dtype=np.bool_)  # per page of the current mapping
         self.released_pages = 0
+        self._released_below = 0  # pages below this one are all released
         self.size = 0  # rows in use; the capacity beyond is not resident until written
 
     def ensure(self, size: int) -> None:
@@ -99,6 +100,7 @@ class RowArray:
             grown[:capacity] = self.array
             self._released = np.zeros(0, dtype=np.bool_)
             self.released_pages = 0
+            self._released_below = 0
         self.array, self._mapping = grown, mapping
 
     def _copy_held(self, grown: npt.NDArray[Any]) -> None:
@@ -140,6 +142,18 @@ class RowArray:
         else:
             return 0  # rows straddle pages unevenly: keep them (no array here is like that)
         return self._release_pages(pages)
+
+    def release_below(self, row: int) -> int:
+        """Give back every whole page below ``row``: the caller knows that no row below
+        it is read or written again. O(pages released since the last call)."""
+        if self._mapping is None or self._row_bytes == 0:
+            return 0
+        first = self._released_below
+        end = min(row, self.size) * self._row_bytes // PAGE_BYTES
+        if end <= first:
+            return 0
+        self._released_below = end
+        return self._release_pages(np.arange(first, end, dtype=np.int64))
 
     def _release_pages(self, pages: npt.NDArray[np.int64]) -> int:
         if len(self._released) < self.array.nbytes // PAGE_BYTES + 1:
@@ -358,12 +372,18 @@ class RowBook:
         self.live -= newly
         self._deleted_count += newly
 
-    def merge(self, table: SortedTable) -> bool:
-        """Merge the table's buffer, dropping the tombstones set since the last merge."""
+    def merge(self, table: SortedTable, release_below: int = 0) -> bool:
+        """Merge the table's buffer, dropping the tombstones set since the last merge.
+        ``release_below``: every row below it was tombstoned before this call, so once
+        merged none is in the table and their flags are never read again: the flags'
+        pages below it are given back (1 byte a row each, else kept for every row ever)."""
         deleted = self._deleted_count
         merged = table.merge(tombstones_to_drop(self.deleted, deleted, self._dropped_count))
         if merged:
             self._dropped_count = deleted
+            if release_below:
+                self.present.release_below(release_below)
+                self.deleted.release_below(release_below)
         return merged
 
     @property

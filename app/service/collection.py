@@ -75,8 +75,9 @@ EVICTION_CHUNK = 2048
 # A merge is due once an index holds this many tombstones, or an eighth of the documents
 # (evictions alone, with no inserts to fill the buffer, must still free the tables).
 TOMBSTONE_MERGE_MIN = 65_536
-# Row states (one byte per row ever used, the only per-row memory never given back).
-LIVE, HIDDEN, GONE = 0, 1, 2  # HIDDEN: expired, not evicted yet; GONE: out of memory
+# Row states, a byte per row (given back by pages, like the other per-row columns).
+# GONE is 0, what a released page reads as: rows never used are GONE too.
+GONE, LIVE, HIDDEN = 0, 1, 2  # HIDDEN: expired, not evicted yet; GONE: out of memory
 _NO_MARK = (np.iinfo(np.int64).min, -1)
 
 
@@ -160,6 +161,7 @@ class Collection:
         self._simhash = RowArray(np.uint64)
         self._state = RowArray(np.uint8)  # LIVE, HIDDEN or GONE
         self._next_row = 0
+        self._low_row = 0  # every row below is GONE (see _low_row_locked)
         self._row_of: dict[str, int] = {}
         # Cluster row -> the other rows that joined it. The row naming a cluster is not
         # listed: most documents are alone in their cluster and cost nothing here.
@@ -957,13 +959,14 @@ class Collection:
         if not rows:
             return [], []
         array = sorted_unique(rows)
-        for index in self._indexes:
-            index.remove(array)
         state = self._state.array
         was = state[array]
         array, was = array[was != GONE], was[was != GONE]
         if not len(array):
             return [], []
+        # Tombstones first: a row is GONE only once no index returns it (merge relies on it).
+        for index in self._indexes:
+            index.remove(array)
         clusters = self._cluster.array[array]
         joined = clusters != array
         live = int(np.count_nonzero(was == LIVE))
@@ -1005,7 +1008,7 @@ class Collection:
             dead: npt.NDArray[np.bool_] = self._state.array[at] == GONE
             return dead
 
-        for column in (self._created, self._timestamp, self._cluster, self._simhash):
+        for column in (self._created, self._timestamp, self._cluster, self._simhash, self._state):
             column.release(rows, gone)
         for index in self._indexes:
             index.release(rows)
@@ -1028,8 +1031,7 @@ class Collection:
             self._texts.assign(rows, batch.texts)
         for column in (self._created, self._timestamp, self._cluster, self._state):
             column.ensure(size)
-        # Rows of documents deleted before a restart leave gaps: GONE from the start.
-        self._state.array[first:size] = GONE
+        # Rows of documents deleted before a restart leave gaps: GONE (zero) from the start.
         self._state.array[rows] = LIVE
         self._next_row = size
         timestamps = batch.timestamp_column()
@@ -1063,8 +1065,7 @@ class Collection:
             size = max(stored.next_row, self._next_row)
             for column in (self._created, self._timestamp, self._cluster, self._state):
                 column.ensure(size)
-            self._state.array[self._next_row : size] = GONE
-            self._next_row = size
+            self._next_row = size  # the rows in between are GONE (zero)
             names = sorted(stored.names.items())
             self._ids.assign(
                 np.array([row for row, _ in names], dtype=np.int64), [n for _, n in names]
@@ -1074,20 +1075,40 @@ class Collection:
                 self._expired_through = self._persisted_mark = mark
                 self._expired(*self._order.take_through(*mark))
             self._expire_locked(self._now_locked())
-            self.merge(force=True)
+            self._merge(force=True, below=self._low_row_locked())
         if self._expiring_count:
             self._wake_evictor()
 
     def merge(self, *, force: bool = False) -> bool:
         """Merge every index whose buffer, or count of tombstones, has grown enough (all
-        of them with ``force``)."""
+        of them with ``force``), off the write lock."""
+        with self._write_lock:
+            below = self._low_row_locked()
+        return self._merge(force=force, below=below)
+
+    def _merge(self, *, force: bool, below: int) -> bool:
         merged = False
         for index in self._indexes:
             if force or self._index_needs_merge(index):
-                merged = index.merge() or merged
+                merged = index.merge(below) or merged
         if merged:
             self.merges += 1
         return merged
+
+    def _low_row_locked(self) -> int:
+        """The lowest row not GONE (under the write lock): every row below it was
+        tombstoned in every index, so a merge starting now drops them all and the
+        indexes' flags below it can go. O(rows it moves past), amortised O(1) a row."""
+        state, end = self._state.array, min(self._next_row, len(self._state.array))
+        low = self._low_row
+        while low < end:
+            held = np.flatnonzero(state[low : min(end, low + 65_536)])
+            if len(held):
+                low += int(held[0])
+                break
+            low = min(end, low + 65_536)
+        self._low_row = low
+        return low
 
     def _index_needs_merge(self, index: Any) -> bool:
         if index.needs_merge():

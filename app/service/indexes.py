@@ -83,7 +83,9 @@ class DocumentIndex(Protocol):
     def backlog(self) -> Backlog: ...
     def memory_bytes(self) -> int: ...
     def needs_merge(self) -> bool: ...
-    def merge(self) -> bool: ...
+    def merge(self, release_below: int = 0) -> bool:
+        """Merge the buffer, dropping tombstones; every row below ``release_below`` was
+        tombstoned before the call, so its bookkeeping may go once merged."""
 
 
 class ExactMatcher:
@@ -123,8 +125,8 @@ class ExactMatcher:
     def needs_merge(self) -> bool:
         return self.index.needs_merge()
 
-    def merge(self) -> bool:
-        return self.index.merge()
+    def merge(self, release_below: int = 0) -> bool:
+        return self.index.merge(release_below)
 
 
 class SimHashMatcher:
@@ -165,8 +167,8 @@ class SimHashMatcher:
     def needs_merge(self) -> bool:
         return self.index.needs_merge()
 
-    def merge(self) -> bool:
-        return self.index.merge()
+    def merge(self, release_below: int = 0) -> bool:
+        return self.index.merge(release_below)
 
 
 class MinHashMatcher:
@@ -211,8 +213,8 @@ class MinHashMatcher:
     def needs_merge(self) -> bool:
         return self.index.needs_merge()
 
-    def merge(self) -> bool:
-        return self.index.merge()
+    def merge(self, release_below: int = 0) -> bool:
+        return self.index.merge(release_below)
 
 
 class NgramMatcher:
@@ -281,8 +283,8 @@ class NgramMatcher:
     def needs_merge(self) -> bool:
         return self.index.needs_merge()
 
-    def merge(self) -> bool:
-        return self.index.merge()
+    def merge(self, release_below: int = 0) -> bool:
+        return self.index.merge()  # NgramIndex keeps its flags (no release_below yet)
 
 
 def _shorts(documents: Documents) -> tuple[Rows, list[str]]:
