@@ -216,7 +216,7 @@ class MinHashSettings:
 @dataclass(frozen=True, slots=True)
 class NgramSettings:
     enabled: bool = True
-    max_chars: int = 200
+    max_chars: int = 100
     size: int = 3
     threshold: float = 0.7
 
