@@ -79,6 +79,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 FINGERPRINT_CHUNK = 2048
+# Documents per partition of the sorted outputs (clusters.jsonl: some 40 bytes a line).
+OUTPUT_PARTITION_DOCUMENTS = 250_000
 VERIFY_CHUNK = 4096
 
 
@@ -433,6 +435,8 @@ def _run(
     steps.done(f"{len(splits)} splits counted")
     firsts = [0, *itertools.accumulate(counts)]
     documents_total = firsts[-1]
+    # Sorted outputs come to the driver a partition at a time: keep partitions small.
+    output_partitions = max(partitions, -(-documents_total // OUTPUT_PARTITION_DOCUMENTS))
 
     texts = sc.parallelize(list(zip(splits, firsts, strict=False)), max(1, len(splits))).flatMap(
         partial(_read_split, options.fields)
@@ -520,7 +524,7 @@ def _run(
     within = multi.flatMap(partial(_within, config))
     pair_lines = (
         across.union(within)
-        .sortByKey(numPartitions=partitions)
+        .sortByKey(numPartitions=output_partitions)
         .map(lambda kv: pair_line(kv[1][0], kv[1][1], kv[1][2], kv[1][3]))
     )
     pair_count = _write_lines(options.out / "pairs.jsonl", pair_lines)
@@ -544,7 +548,7 @@ def _run(
     empties = documents.filter(lambda d: d[2] is None).map(lambda d: (d[0], (d[1], (d[0], d[1]))))
     clusters: Any = (
         assigned.union(empties)
-        .sortByKey(numPartitions=partitions)
+        .sortByKey(numPartitions=output_partitions)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     _write_lines(
@@ -553,17 +557,13 @@ def _run(
     )
     steps.done("clusters.jsonl")
 
-    kept_by_split = (
+    # Partition i holds the kept records of split i, read by one task in file order:
+    # the output is in input order without a sort, a split's records at a time.
+    kept_lines = (
         clusters.filter(lambda kv: kv[0] == kv[1][1][0])
         .map(partial(_split_of, firsts))
-        .groupByKey(partitions)
-    )
-    numbered = sc.parallelize(list(enumerate(splits)), max(1, len(splits)))
-    kept_lines = (
-        numbered.join(kept_by_split, partitions)
-        .flatMap(_kept_records)
-        .sortByKey(numPartitions=partitions)
-        .map(lambda kv: kv[1] + b"\n")
+        .groupByKey(max(1, len(splits)), partitionFunc=_split_number)
+        .flatMap(partial(_kept_records, splits))
     )
     cluster_count = _write_lines(options.out / "kept.jsonl", kept_lines)
     steps.done("kept.jsonl")
@@ -606,12 +606,14 @@ def _split_of(firsts: Sequence[int], item: tuple[int, Any]) -> tuple[int, int]:
     return number, position - firsts[number]
 
 
-def _kept_records(
-    item: tuple[int, tuple[Split, Iterable[int]]],
-) -> Iterator[tuple[tuple[int, int], bytes]]:
-    number, (split, wanted) = item
-    for index, line in read_records(split, sorted(wanted)):
-        yield (number, index), line
+def _split_number(number: int) -> int:
+    return number
+
+
+def _kept_records(splits: Sequence[Split], item: tuple[int, Iterable[int]]) -> Iterator[bytes]:
+    number, wanted = item
+    for _, line in read_records(splits[number], sorted(wanted)):
+        yield line + b"\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
