@@ -246,3 +246,19 @@ def test_a_single_insert_waits_in_a_thread_while_a_batch_holds_the_lock(
     sender.join(30)
     assert answers == [201]
     assert client.get("/v1/collections/default/documents/late").status_code == 200
+
+
+@pytest.mark.parametrize("seconds", [1.7976931348623155e308, -1e300, 10**30, 253402300800])
+def test_a_timestamp_past_the_year_9999_is_the_documents_error_not_a_crash(
+    client: TestClient, seconds: float
+) -> None:
+    """Schemathesis found a 500 here: seconds x 10^6 overflowed to infinity."""
+    docs = "/v1/collections/default/documents"
+    single = client.post(docs, json={"id": "far", "text": story(50), "timestamp": seconds})
+    assert single.status_code == 422 and single.json()["error"]["code"] == "invalid_body"
+    batch = client.post(
+        f"{docs}/batch",
+        json={"documents": [{"id": "far", "text": story(50), "timestamp": seconds}]},
+    )
+    assert batch.json()["results"][0]["error"]["code"] == "invalid_body"
+    assert client.get(f"{docs}/far").status_code == 404

@@ -41,6 +41,9 @@ def from_seconds(seconds: float) -> int:
         raise BadTime(f"a time is an ISO 8601 string or Unix seconds, not {seconds!r}")
     if isinstance(seconds, float) and not math.isfinite(seconds):
         raise BadTime("a time in Unix seconds must be a finite number")
+    # The range first: a huge float times a million is infinite, and round() of it raises.
+    if not MIN_TIMESTAMP <= seconds * MICROSECONDS <= MAX_TIMESTAMP:
+        raise BadTime(f"{seconds} Unix seconds is outside the years 1 to 9999")
     value = seconds * MICROSECONDS if isinstance(seconds, int) else round(seconds * MICROSECONDS)
     if not MIN_TIMESTAMP <= value <= MAX_TIMESTAMP:
         raise BadTime(f"{seconds} Unix seconds is outside the years 1 to 9999")
