@@ -19,9 +19,10 @@ Clock = Callable[[], float]  # Unix seconds now (time.time, or a test's fake clo
 MICROSECONDS = 1_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Years 1 to 9999, what an ISO 8601 string can say.
-MIN_TIMESTAMP = int((datetime(1, 1, 1, tzinfo=UTC) - EPOCH) / timedelta(microseconds=1))
-MAX_TIMESTAMP = int(
-    (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) / timedelta(microseconds=1)
+MIN_TIMESTAMP = (datetime(1, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
+# Integer division: a float quotient rounds the last microsecond of 9999 up into 10000.
+MAX_TIMESTAMP = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // timedelta(
+    microseconds=1
 )
 # Unix seconds in a query string: an optional sign, digits, an optional fraction.
 _NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
