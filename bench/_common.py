@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmarks: data loading, one-core pinning, timing, tables.
+"""Helpers shared by the benchmarks: data loading, one-core pinning, timing, tables, wrk.
 
 Only the standard library is imported here, so a benchmark can import this module and
 apply ``THREAD_LIMITS`` before numpy, numba or a Rust extension reads them.
@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import textwrap
 import time
@@ -243,6 +244,67 @@ def write_result(name: str, text: str) -> Path:
     path = RESULTS_DIR / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@dataclass
+class WrkRun:
+    """One wrk run: requests/s, latency percentiles (wrk's own histogram), failed requests."""
+
+    requests_per_second: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+def parse_wrk(output: str) -> WrkRun:
+    """The figures of ``wrk --latency`` output; errors are non-2xx/3xx answers and socket
+    errors (connect, read, write, timeout)."""
+
+    def duration_ms(text: str) -> float:
+        value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    p50 = duration_ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    p99 = duration_ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", output))
+    socket_errors = re.search(r"Socket errors: (.*)", output)
+    if socket_errors:
+        errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
+    return WrkRun(rate, p50, p99, errors)
+
+
+def run_wrk(
+    url: str,
+    *,
+    clients: int,
+    duration: float,
+    script: Path | None = None,
+    script_args: Sequence[str] = (),
+    cpu: int | None = None,
+) -> WrkRun:
+    """``wrk -t2`` with ``clients`` connections for ``duration`` seconds, on CPU ``cpu``
+    (taskset) or anywhere (None); ``script_args`` reach the Lua script's ``init(args)``."""
+    command = ["wrk", "-t2", f"-c{clients}", f"-d{duration}s", "--latency"]
+    if script is not None:
+        command += ["-s", str(script)]
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+    command.append(url)
+    if script_args:
+        command += ["--", *script_args]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return parse_wrk(output)
+
+
+def median_run(runs: Sequence[WrkRun]) -> WrkRun:
+    """Medians of each figure over runs (each taken separately) and the errors of all."""
+    return WrkRun(
+        statistics.median(r.requests_per_second for r in runs),
+        statistics.median(r.p50_ms for r in runs),
+        statistics.median(r.p99_ms for r in runs),
+        sum(r.errors for r in runs),
+    )
 
 
 # Width of the running text in the generated markdown documents.

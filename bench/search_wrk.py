@@ -23,10 +23,7 @@ import argparse
 import json
 import os
 import random
-import re
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +34,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "loadtest"))
 
-from _common import machine_summary, markdown_table, write_result  # noqa: E402
+from _common import (  # noqa: E402
+    WrkRun,
+    machine_summary,
+    markdown_table,
+    median_run,
+    run_wrk,
+    write_result,
+)
 from corpus import Corpus, load_corpus  # noqa: E402
 from preload import preload  # noqa: E402
 from service import neardup, peer  # noqa: E402
@@ -62,54 +66,12 @@ end
 
 
 @dataclass
-class WrkRun:
-    requests_per_second: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
-
-
-@dataclass
 class SizePoint:
     documents: int
     rss_bytes_per_document: float
     preload_docs_per_second: float  # batches of 256, 2 clients, durable (FULL)
     search: list[WrkRun]
     healthz: list[WrkRun]
-
-
-def parse_wrk(output: str) -> WrkRun:
-    def duration_ms(text: str) -> float:
-        value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
-    p50 = duration_ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    p99 = duration_ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", output))
-    socket_errors = re.search(r"Socket errors: (.*)", output)
-    if socket_errors:
-        errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
-    return WrkRun(rate, p50, p99, errors)
-
-
-def run_wrk(url: str, arguments: argparse.Namespace, script: Path | None) -> WrkRun:
-    command = ["wrk", "-t2", f"-c{arguments.clients}", f"-d{arguments.duration}s", "--latency"]
-    if script is not None:
-        command += ["-s", str(script)]
-    if arguments.pin:
-        command = ["taskset", "-c", str(CLIENT_CPU), *command]
-    output = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
-    return parse_wrk(output)
-
-
-def median_run(runs: list[WrkRun]) -> WrkRun:
-    return WrkRun(
-        statistics.median(r.requests_per_second for r in runs),
-        statistics.median(r.p50_ms for r in runs),
-        statistics.median(r.p99_ms for r in runs),
-        sum(r.errors for r in runs),
-    )
 
 
 def write_script(root: Path, size: int, corpus: Corpus, rng: random.Random) -> Path:
@@ -195,6 +157,11 @@ def main() -> None:
     options = argparse.Namespace(
         data_dir=None, synchronous="FULL", log_level="warning", peer_hash="default"
     )
+    wrk = {
+        "clients": arguments.clients,
+        "duration": arguments.duration,
+        "cpu": CLIENT_CPU if arguments.pin else None,
+    }
     points: list[SizePoint] = []
     try:
         with launch(options) as server:
@@ -217,8 +184,8 @@ def main() -> None:
                 search, healthz = [], []
                 for run in range(arguments.runs):
                     log(f"wrk at {size:,}: run {run + 1}/{arguments.runs}")
-                    search.append(run_wrk(server.url, arguments, script))
-                    healthz.append(run_wrk(server.url + "/healthz", arguments, None))
+                    search.append(run_wrk(server.url, script=script, **wrk))
+                    healthz.append(run_wrk(server.url + "/healthz", **wrk))
                 points.append(SizePoint(size, rss, loading.per_second, search, healthz))
             server.stop()
     finally:

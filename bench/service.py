@@ -48,8 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -131,17 +131,25 @@ def neardup(arguments: argparse.Namespace) -> Iterator[Running]:
 
 
 @contextmanager
-def peer(arguments: argparse.Namespace) -> Iterator[Running]:
+def uvicorn_app(
+    name: str, target: str, arguments: argparse.Namespace, *options: str, **environment: str
+) -> Iterator[Running]:
+    """``uvicorn <target>`` (module:attribute under the repository root) on a free port,
+    one worker, uvloop and httptools (as ``neardup serve``), ``arguments.log_level``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log_path = Path(tempfile.gettempdir()) / f"peer-{port}.log"
-    command = [sys.executable, "-m", "uvicorn", "bench.peer_app:app", "--app-dir"]
-    command += [str(REPO_ROOT), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--log-level", arguments.log_level]
-    environment = {**os.environ, "PEER_HASH": arguments.peer_hash, "NUMBA_NUM_THREADS": "1"}
+    log_path = Path(tempfile.gettempdir()) / f"{name}-{port}.log"
+    command = [sys.executable, "-m", "uvicorn", target, "--app-dir", str(REPO_ROOT)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command += ["--loop", "uvloop", "--http", "httptools", "--log-level", arguments.log_level]
+    command += options
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
+            command,
+            cwd=REPO_ROOT,
+            env={**os.environ, "NUMBA_NUM_THREADS": "1", **environment},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
     def stop() -> int:
@@ -153,18 +161,22 @@ def peer(arguments: argparse.Namespace) -> Iterator[Running]:
         with httpx.Client(base_url=url, timeout=2, trust_env=False) as client:
             while True:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"peer did not start: {log_path.read_text()[-2000:]}")
+                    raise RuntimeError(f"{name} did not start: {log_path.read_text()[-2000:]}")
                 try:
                     if client.get("/readyz").status_code == 200:
                         break
                 except httpx.TransportError:
                     pass
                 time.sleep(0.05)  # polling another process's readiness
-        yield Running("peer", url, process.pid, stop)
+        yield Running(name, url, process.pid, stop)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def peer(arguments: argparse.Namespace) -> AbstractContextManager[Running]:
+    return uvicorn_app("peer", "bench.peer_app:app", arguments, PEER_HASH=arguments.peer_hash)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -313,19 +325,33 @@ async def measure(
     return phase
 
 
-def py_spy(pid: int, seconds: float, output: Path) -> subprocess.Popen[bytes]:
-    """Sample the server with py-spy while a phase runs: only the thread holding the GIL
-    (--gil), which for a GIL-bound server is where its CPU goes; an SVG flame graph."""
+def py_spy(
+    pid: int,
+    seconds: float,
+    output: Path,
+    flags: Sequence[str] = ("--gil",),
+    output_format: str = "flamegraph",
+    rate: int = 250,
+    messages: Path | None = None,
+    nonblocking: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Sample the server with py-spy while a phase runs: by default only the thread holding
+    the GIL (--gil), which for a GIL-bound server is where its CPU goes; an SVG flame graph
+    (``output_format="raw"``: collapsed stacks, one line per stack with its sample count).
+    ``messages``: a file for py-spy's own output (samples, errors, warnings). Without
+    ``nonblocking`` py-spy pauses the process for each sample: slower, but no stack read
+    half-way through a change (which --nonblocking drops as an error, often a third of the
+    samples of a busy server)."""
     command = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which(
         "py-spy"
     )
     if command is None:
         raise SystemExit("--py-spy needs py-spy: .venv/bin/pip install py-spy")
     arguments = ["record", "--pid", str(pid), "--duration", str(max(1, round(seconds)))]
-    arguments += ["--rate", "250", "--gil", "--nonblocking", "--output", str(output)]
-    return subprocess.Popen(
-        [command, *arguments], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    arguments += ["--rate", str(rate), *(["--nonblocking"] if nonblocking else []), *flags]
+    arguments += ["--format", output_format, "--output", str(output)]
+    with open(messages or os.devnull, "wb") as sink:
+        return subprocess.Popen([command, *arguments], stdout=sink, stderr=subprocess.STDOUT)
 
 
 async def warm_up(server: Running, make: Callable[[], Request], requests: int = 20) -> None:
