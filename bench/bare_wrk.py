@@ -320,7 +320,8 @@ PY_SPY_FLAGS = ("--threads", "--full-filenames")
 # Not a third flavour of the threads on a CPU: while py-spy pauses the process (without
 # --nonblocking) it takes every thread for running.
 PROFILE_FLAVOURS: dict[str, tuple[str, ...]] = {"gil": ("--gil",), "idle": ("--idle",)}
-# Where a thread waits, whatever it waits in: any frame of the stack decides.
+# Where a thread waits, whatever it waits in: any frame of the stack decides (and an
+# executor's worker thread with no task: its innermost frame).
 WAITS: list[tuple[str, str]] = [
     ("concurrent/futures/_base.py:Future.result", "SQLite commit wait (Future.result)"),
     ("queue.py:Queue.get", "waiting for work (Queue.get; on a CPU: waking up)"),
@@ -345,10 +346,11 @@ GROUPS: list[tuple[str, re.Pattern[str]]] = [
         (
             "index search (match, score)",
             r"app/service[^:]*:(Collection\.(search|similar|_validate|_match_indexes|_scored"
-            r"|_matches)\b|_?positions_of|_?Pairs)|app/service/matching",
+            r"|_matches)\b|_?positions_of|_?Pairs)|app/service/matching"
+            r"|app/core/(lsh|hamming|exact)\.py:\w+\.search|sorted_table\.py:SortedTable\.lookup",
         ),
         ("service insert (publish to indexes, clusters, queue the commit)", r"app/service"),
-        ("SQLite writer (execute, commit, fsync)", r"app/storage/|sqlite3/"),
+        ("SQLite (rows for the writer; execute, commit, fsync)", r"app/storage/|sqlite3/"),
         ("handler (app/api)", r"app/api/(documents|search|limits)\.py"),
         (
             "thread-pool hop (anyio to_thread)",
@@ -427,6 +429,8 @@ def read_collapsed(path: Path) -> Counter[Stack]:
 
 
 def own_group(frames: tuple[Frame, ...]) -> str:
+    if frames and frames[-1].key == "concurrent/futures/thread.py:_worker":
+        return "waiting for work (executor queue)"
     if frames and frames[-1].file.startswith("app/service"):
         source = linecache.getline(frames[-1].path, frames[-1].line)
         if "_write_lock" in source:  # blocked in (or taking) Lock.acquire, C code
@@ -447,6 +451,8 @@ def thread_role(name: str) -> str:
         return "event loop thread"
     if name.startswith("AnyIO worker"):
         return "thread-pool workers"
+    if name.startswith(("uvloop_", "asyncio_")):
+        return "event loop's executor (asyncio.to_thread)"
     return name
 
 
