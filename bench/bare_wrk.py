@@ -327,6 +327,9 @@ WAITS: list[tuple[str, str]] = [
     ("queue.py:Queue.get", "waiting for work (Queue.get; on a CPU: waking up)"),
     ("threading.py:Event.wait", "waiting for work (Event.wait)"),
 ]
+INDEX_SEARCH = "index search (match, score)"
+SERVICE_INSERT = "service insert (publish to indexes, clusters, queue the commit)"
+SEARCHING = re.compile(r"app/service[^:]*:Collection\.(search|similar)\b")
 # Otherwise own time goes to the innermost frame that a group claims (regular expressions
 # searched in "file:function"); frames of no group (the index structures of app/core, the
 # standard library's typing, contextlib, functools..., numpy, uuid) pass their time to
@@ -344,12 +347,12 @@ GROUPS: list[tuple[str, re.Pattern[str]]] = [
         ("JSON", r"json/|orjson|app/api/documents\.py:json_response"),
         ("fingerprinting", r"app/core/(fingerprint|text|_kernels)\.py|selectolax/"),
         (
-            "index search (match, score)",
+            INDEX_SEARCH,
             r"app/service[^:]*:(Collection\.(search|similar|_validate|_match_indexes|_scored"
             r"|_matches)\b|_?positions_of|_?Pairs)|app/service/matching"
             r"|app/core/(lsh|hamming|exact)\.py:\w+\.search|sorted_table\.py:SortedTable\.lookup",
         ),
-        ("service insert (publish to indexes, clusters, queue the commit)", r"app/service"),
+        (SERVICE_INSERT, r"app/service"),
         ("SQLite (rows for the writer; execute, commit, fsync)", r"app/storage/|sqlite3/"),
         ("handler (app/api)", r"app/api/(documents|search|limits)\.py"),
         (
@@ -441,6 +444,8 @@ def own_group(frames: tuple[Frame, ...]) -> str:
             return state
     for frame in reversed(frames):
         group = frame.group
+        if group == SERVICE_INSERT and any(SEARCHING.search(key) for key in keys):
+            return INDEX_SEARCH  # a helper of the service's, under a search
         if group is not None:
             return group
     return "other"
@@ -476,7 +481,10 @@ def summarise(stacks: Counter[Stack], flavour: str, seconds: float, sample: Samp
         own_groups[group] += count
         roles[thread_role(name)] += count
         states[thread_role(name)][group] += count
-        for member in {group} | {str(frame.group) for frame in frames if frame.group}:
+        members = {group} | {str(frame.group) for frame in frames if frame.group}
+        if SERVICE_INSERT in members and any(SEARCHING.search(f.key) for f in frames):
+            members = (members - {SERVICE_INSERT}) | {INDEX_SEARCH}
+        for member in members:
             cumulative_groups[member] += count
         if frames:
             own_functions[f"{frames[-1].key} [{group}]"] += count
