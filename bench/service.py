@@ -173,6 +173,7 @@ def uvicorn_app(
         if process.poll() is None:
             process.kill()
             process.wait()
+        log_path.unlink(missing_ok=True)  # a failed start raised with its tail above
 
 
 def peer(arguments: argparse.Namespace) -> AbstractContextManager[Running]:
