@@ -29,7 +29,8 @@ so both write the same files for the same input and settings:
 
 Run it with ``neardup dedup --engine spark --master local[2] ...``, or submit this
 module: ``spark-submit app/batch/spark.py INPUT... --out DIR`` (the master then comes
-from spark-submit; the executors need the ``neardup`` package installed).
+from spark-submit; the Python that runs it and the executors need the ``neardup``
+package installed: with pip's pyspark, put the venv's bin/ first on PATH).
 """
 
 from __future__ import annotations
