@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -366,6 +367,8 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
         "rss_min_mib": float(rss.min()),
         "rss_max_mib": float(rss.max()),
         "rss_mean_mib": float(rss.mean()),
+        "rss_p5_mib": float(np.percentile(rss, 5)),
+        "rss_p95_mib": float(np.percentile(rss, 95)),
         "rss_slope_mib_per_million": float(np.polyfit(sent, rss, 1)[0]),
         "sqlite_spread": spread([s.sqlite_mib for s in after]),
         "sqlite_min_mib": min(s.sqlite_mib for s in after),
@@ -382,49 +385,82 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
     }
 
 
+def per_document_cpu(run: Run) -> list[float]:
+    """Server CPU microseconds per document of each interval."""
+    previous, values = run.first, []
+    for sample in run.samples:
+        values.append(sample.cpu_seconds / max(1, sample.documents - previous) * 1e6)
+        previous = sample.documents
+    return values
+
+
 def plot(soaked: Run, bases: list[Run], keep: int, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    figure, axes = plt.subplots(3, 2, figsize=(11, 10), sharex=True)
     x = [s.documents / 1e6 for s in soaked.samples]
-    panels = [
-        (axes[0][0], "resident memory, MiB", [s.rss_mib for s in soaked.samples], "rss_mib"),
+    pooled = [sample for base in bases for sample in base.samples]
+    base_cpu = [value for base in bases for value in per_document_cpu(base)]
+    panels: list[tuple[Any, str, list[float], list[float]]] = [
+        (
+            axes[0][0],
+            "resident memory, MiB",
+            [s.rss_mib for s in soaked.samples],
+            [s.rss_mib for s in pooled],
+        ),
         (
             axes[0][1],
             "SQLite file + WAL, MiB",
             [s.sqlite_mib for s in soaked.samples],
-            "sqlite_mib",
+            [s.sqlite_mib for s in pooled],
         ),
         (
             axes[1][0],
             "documents inserted per second",
             [s.docs_per_second for s in soaked.samples],
-            "docs_per_second",
+            [s.docs_per_second for s in pooled],
         ),
-        (axes[1][1], "search p99, ms", [s.search_p99_ms for s in soaked.samples], "search_p99_ms"),
+        (
+            axes[1][1],
+            "server CPU per document, us",
+            per_document_cpu(soaked),
+            base_cpu,
+        ),
+        (
+            axes[2][0],
+            "search p99, ms",
+            [s.search_p99_ms for s in soaked.samples],
+            [s.search_p99_ms for s in pooled],
+        ),
+        (
+            axes[2][1],
+            "eviction's share of server CPU, %",
+            [100 * s.eviction_cpu_seconds / max(s.cpu_seconds, 1e-9) for s in soaked.samples],
+            [],
+        ),
     ]
-    for axis, label, values, key in panels:
+    for axis, label, values, reference in panels:
         axis.plot(x, values, marker=".", label=f"retention {keep:,}")
-        pooled = [sample for base in bases for sample in base.samples]
-        if pooled:
-            reference = float(np.median([getattr(s, key) for s in pooled]))
+        if reference:
             axis.axhline(
-                reference, color="grey", linestyle="--", linewidth=1,
-                label=f"{keep:,} documents, no eviction",
+                float(np.median(reference)), color="grey", linestyle="--", linewidth=1,
+                label=f"{keep:,} to {int(keep * 1.1):,} documents, no eviction (median)",
             )  # fmt: skip
         axis.axvline(keep / 1e6, color="black", linewidth=0.6, alpha=0.5)
         axis.set_ylabel(label)
         axis.grid(True, alpha=0.3)
         axis.set_ylim(bottom=0)
-    for axis in axes[1]:
+    for axis in axes[2]:
         axis.set_xlabel("documents sent, millions")
-    axes[0][0].legend(loc="lower right")
+    axes[0][0].legend(loc="lower right", fontsize=8)
     figure.suptitle(
         f"Soak: {soaked.samples[-1].documents:,} documents of ~1 KB, batches of 256, "
-        f"retention of {keep:,}"
+        f"retention of {keep:,} (a shared 2-CPU machine: throughput and latency vary with "
+        "its load)",
+        fontsize=10,
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -476,7 +512,8 @@ FULL. {datetime.now(UTC).strftime("%Y-%m-%d")}, {cpu_model_name()}, shared with 
 After the first window (from {int(arguments.keep * 1.2):,} documents sent on):
 
 - resident memory {f["rss_min_mib"]:,.0f} to {f["rss_max_mib"]:,.0f} MiB (spread
-  {f["rss_spread"]:.1%}, mean {f["rss_mean_mib"]:,.0f} MiB, trend
+  {f["rss_spread"]:.1%}; 5th to 95th percentile {f["rss_p5_mib"]:,.0f} to
+  {f["rss_p95_mib"]:,.0f} MiB, mean {f["rss_mean_mib"]:,.0f} MiB, trend
   {f["rss_slope_mib_per_million"]:+.1f} MiB per million documents sent; the samples fall
   anywhere in the merges' cycle, whose new tables coexist with the old for a moment);
   the SQLite files {f["sqlite_min_mib"]:,.0f} to

@@ -612,7 +612,7 @@ class Collection:
                 )
         if self.needs_merge():
             self._wake_merger()
-        if self._expiring_count:
+        if self._expiring_count >= EVICTION_CHUNK:
             self._wake_evictor()
         for position, error in insertion.refused.items():
             given = insertion.documents[position].id
@@ -892,6 +892,14 @@ class Collection:
     def expiring(self) -> int:
         """Expired documents not evicted yet."""
         return self._expiring_count
+
+    def expire(self) -> None:
+        """Hide what the retention expires by now (the evictor calls it every second, so
+        that documents past max_age are evicted while nothing is written)."""
+        if self._max_age is None:
+            return
+        with self._write_lock:
+            self._expire_locked(self._now_locked())
 
     def evict(self, limit: int = EVICTION_CHUNK) -> int:
         """Evict up to ``limit`` expired documents (from memory now, from the store at its

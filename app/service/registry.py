@@ -10,7 +10,7 @@ from app.collection_config import CollectionConfig, ShingleConfig
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import release_free_memory
 from app.service.budget import DocumentBudget
-from app.service.collection import Collection
+from app.service.collection import EVICTION_CHUNK, Collection
 from app.service.times import Clock
 from app.service.types import EvictionObserver, MergeObserver, NewDocument, Query
 from app.storage.base import Store
@@ -167,12 +167,17 @@ class Registry:
         self._evictor = threading.Thread(target=self._evict_loop, name="evictor", daemon=True)
         self._evictor.start()
 
-    def evict(self) -> int:
-        """Evict every expired document of every collection, a chunk at a time (the
-        evictor's work; tests call it to evict at a moment of their choosing)."""
+    def evict(self, *, everything: bool = True) -> int:
+        """Evict the expired documents of every collection, a chunk at a time (the
+        evictor's work; tests call it to evict at a moment of their choosing). Without
+        ``everything``, only whole chunks: a chunk costs a third less per document than
+        the few hundred one insert expires (1.0 + 2.4 us against 2.5 + 2.9 us)."""
         evicted = 0
+        least = 1 if everything else EVICTION_CHUNK
         for collection in list(self._collections.values()):
-            while not self._stopping.is_set():
+            if everything:
+                collection.expire()
+            while not self._stopping.is_set() and collection.expiring() >= least:
                 count = collection.evict()
                 if not count:
                     break
@@ -183,11 +188,17 @@ class Registry:
         return evicted
 
     def _evict_loop(self) -> None:
+        """Whole chunks when a writer wakes it, everything at least once a second (what
+        max_age expired meanwhile included)."""
         since_trim = 0
+        last_sweep = time.monotonic()
         while not self._stopping.is_set():
             self._wake_evictions.wait(EVICT_POLL_SECONDS)
             self._wake_evictions.clear()
-            since_trim += self.evict()
+            sweep = time.monotonic() - last_sweep >= EVICT_POLL_SECONDS
+            if sweep:
+                last_sweep = time.monotonic()
+            since_trim += self.evict(everything=sweep)
             if since_trim >= EVICTIONS_PER_TRIM:
                 release_free_memory()
                 since_trim = 0
