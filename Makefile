@@ -10,9 +10,10 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # numba compiles each kernel on its first call and caches it on disk (app/core/__pycache__,
-# keyed on the source's contents): the install compiles them all (`neardup warm-up`, some
-# 20 s), so that a start only loads them; $(VENV)/.kernels compiles again after a change.
-KERNEL_SOURCES := $(wildcard app/core/*.py) app/warmup.py
+# app/batch/__pycache__ for neardup dedup's; keyed on the source's contents): the install
+# compiles them all (`neardup warm-up`, some 20 s), so that a start or the first dedup only
+# loads them; $(VENV)/.kernels compiles again after a change.
+KERNEL_SOURCES := $(wildcard app/core/*.py) $(wildcard app/batch/*.py) app/warmup.py
 
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .

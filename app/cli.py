@@ -176,10 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     warm_up_parser = commands.add_parser(
         "warm-up",
         help="compile the numeric kernels into numba's cache (part of the install)",
-        description="Compile every numba kernel the service uses into numba's on-disk cache "
-        "(beside the sources, or NUMBA_CACHE_DIR), so that `neardup serve` starts in about "
-        "a second instead of compiling them for some 20 s. `make run` and the Docker build "
-        "run it; run it again after changing app/core/. Touches no data directory.",
+        description="Compile every numba kernel the service and `neardup dedup` use into "
+        "numba's on-disk cache (beside the sources, or NUMBA_CACHE_DIR), so that `neardup "
+        "serve` starts in about a second and the first dedup starts at once, instead of "
+        "compiling them for some 20 s. `make run` and the Docker build run it; run it again "
+        "after changing app/core/ or app/batch/. Touches no data directory.",
     )
     warm_up_parser.set_defaults(handler=warm_up)
 

@@ -7,11 +7,14 @@ takes some 20 s; ``neardup warm-up`` pays it at set-up (``make run``, the Docker
 so that a start only loads them. The kernels are reached through the service, on the
 paths that requests and the start-up rebuild take, so that each is compiled for the types
 those paths pass: a read-only array (documents read back from SQLite) is a type of its
-own, and so is each kind of text (ASCII, other scripts, HTML).
+own, and so is each kind of text (ASCII, other scripts, HTML). The kernels of
+``neardup dedup``'s local engine (app/batch/_kernels.py) are reached the same way: the
+engine run on a small corpus, with and without a match window.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -66,7 +69,33 @@ def compile_kernels() -> float:
                 _exercise(collection, "again")
         finally:
             registry.close()
+        _dedup(Path(scratch))
     return time.perf_counter() - started
+
+
+def _dedup(scratch: Path) -> None:
+    """``neardup dedup`` (local engine, in this process) on a corpus with every kind of
+    pair: identical copies, near-duplicates, short texts; with and without a window."""
+    from app.batch import local
+    from app.batch.readers import Fields
+
+    corpus = scratch / "corpus.jsonl"
+    texts = [*TEXTS, TEXTS[0], TEXTS[1], TEXTS[2], *BULK[:20]]
+    with corpus.open("w", encoding="utf-8") as handle:
+        for number, text in enumerate(texts):
+            record = {"id": number, "text": text, "time": 1_714_564_800 + 3600 * number}
+            handle.write(json.dumps(record) + "\n")
+    for config, timestamp_field in (
+        (CollectionConfig(), None),
+        (CollectionConfig(match_window="2h"), "time"),
+    ):
+        options = local.Options(
+            out=scratch / "dedup",
+            fields=Fields(timestamp_field=timestamp_field),
+            workers=1,
+            progress=False,
+        )
+        local.run([str(corpus)], config, options)
 
 
 def _exercise(collection: Collection, prefix: str) -> None:

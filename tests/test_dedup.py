@@ -11,6 +11,7 @@ components of its pairs found by a breadth-first search, named by their first do
 
 from __future__ import annotations
 
+import csv
 import gzip
 import itertools
 import json
@@ -18,6 +19,7 @@ import math
 import random
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from app.collection_config import (
     CollectionConfig,
     MinHashConfig,
     NgramConfig,
+    RetentionConfig,
     ShingleConfig,
     SimHashConfig,
 )
@@ -126,7 +129,16 @@ def _qgram_set(text: str, size: int) -> set[str]:
     return {text[i : i + size] for i in range(len(text) - size + 1)}
 
 
-def brute_force(texts: list[str], config: CollectionConfig) -> Reference:
+def brute_force(
+    texts: list[str], config: CollectionConfig, times: list[int] | None = None
+) -> Reference:
+    """Every two documents compared; with ``times`` (microseconds) and the settings'
+    match_window, only those at most the window apart."""
+    window = None
+    if config.match_window is not None:
+        assert times is not None
+        number, unit = int(config.match_window[:-1]), config.match_window[-1]
+        window = number * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit] * 10**6
     normalised = [normalize(text) for text in texts]
     params = config.fingerprint_params
     prints = {i: fingerprint([text], params) for i, text in enumerate(texts) if normalised[i] != ""}
@@ -136,6 +148,8 @@ def brute_force(texts: list[str], config: CollectionConfig) -> Reference:
     ngram = config.ngram
     pairs: dict[tuple[int, int], tuple[float, tuple[str, ...]]] = {}
     for a, b in itertools.combinations(sorted(prints), 2):
+        if window is not None and times is not None and abs(times[a] - times[b]) > window:
+            continue
         fa, fb = prints[a], prints[b]
         methods = set()
         if normalised[a] == normalised[b]:
@@ -349,8 +363,6 @@ def test_service_and_dedup_agree(tmp_path: Path) -> None:
 
 
 def _write_csv(path: Path, records: list[dict[str, Any]], delimiter: str) -> Path:
-    import csv
-
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(
             handle, fieldnames=["id", "title", "body", "n"], delimiter=delimiter
@@ -540,3 +552,143 @@ def test_reuters_pairs_score_as_the_replay(tmp_path: Path) -> None:
     assert found <= set(with_ngram)
     for pair in set(with_ngram) - found:
         assert "ngram" in with_ngram[pair]["methods"], with_ngram[pair]
+
+
+# ---------------------------------------------------------------------------- match window
+
+WINDOW = "36h"
+WINDOW_US = 36 * 3600 * 10**6
+EPOCH_2024 = 1_704_067_200  # 2024-01-01T00:00:00Z in Unix seconds
+
+
+def _time_value(rng: random.Random, microseconds: int) -> Any:
+    """A time as a client may send it: ISO 8601 at some UTC offset (or Z), or Unix
+    seconds, whole or with a fraction (an exact binary fraction, so both read alike)."""
+    seconds, fraction = divmod(microseconds, 10**6)
+    kind = rng.randrange(4)
+    if kind == 0 and fraction in (0, 250_000, 500_000):
+        return seconds + fraction / 10**6 if fraction else seconds
+    hours = rng.choice([0, 2, -5, 9])
+    moment = datetime.fromtimestamp(seconds, timezone(timedelta(hours=hours)))
+    moment = moment.replace(microsecond=fraction)
+    text = moment.isoformat()
+    return text.replace("+00:00", "Z") if kind == 1 else text
+
+
+def timed_corpus(seed: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """make_corpus's records with a "published" time each, over ten days: a window of 36
+    hours keeps some identical copies and near-duplicates together and parts others;
+    some pairs are exactly the window apart (kept) or one microsecond more (parted)."""
+    rng = random.Random(seed)
+    records = make_corpus(seed=seed, stories=120)
+    times = [
+        EPOCH_2024 * 10**6 + rng.choice([0, 250_000, 500_000, rng.randrange(10**6)])
+        + rng.randrange(10 * 86400) * 10**6
+        for _ in records
+    ]  # fmt: skip
+    untimed = brute_force([text_of(r) for r in records], CollectionConfig())
+    edges = sorted(untimed.pairs)
+    rng.shuffle(edges)
+    for a, b in edges[:6]:
+        times[b] = times[a] + WINDOW_US
+    for a, b in edges[6:12]:
+        times[b] = times[a] - WINDOW_US - 1
+    for record, microseconds in zip(records, times, strict=True):
+        record["published"] = _time_value(rng, microseconds)
+    return records, times
+
+
+def test_match_window_equals_brute_force(tmp_path: Path) -> None:
+    """With a match_window, two documents pair only when their times are at most the
+    window apart (as the service's inserts match), and clusters are the components of
+    those pairs: identical copies far apart in time are apart."""
+    config = CollectionConfig(match_window=WINDOW)
+    records, times = timed_corpus(seed=17)
+    texts = [text_of(r) for r in records]
+    reference = brute_force(texts, config, times)
+    untimed = brute_force(texts, CollectionConfig())
+    # What the test is about: pairs exactly the window apart kept, pairs parted by the
+    # window (identical copies among them), clusters that the window splits.
+    assert any(abs(times[a] - times[b]) == WINDOW_US for a, b in reference.pairs)
+    parted = set(untimed.pairs) - set(reference.pairs)
+    assert any("exact" in untimed.pairs[p][1] for p in parted)
+    assert any(abs(times[a] - times[b]) == WINDOW_US + 1 for a, b in parted)
+    assert any("exact" in methods for _, methods in reference.pairs.values())
+    assert reference.cluster != untimed.cluster
+    fields = Fields("id", ("title", "body"), "published")
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+    output, summary = run_local([path], tmp_path / "out", config, fields=fields)
+    assert_matches_reference(output, records, reference)
+    assert summary.pairs == len(reference.pairs)
+    many, _ = run_local([path], tmp_path / "many", config, fields=fields, workers=2, chunk_size=9)
+    assert many.raw == output.raw
+    # CSV: every field is text, and a plain number is Unix seconds; Parquet: a timestamp
+    # column with a time zone.
+    csv_records = [{k: v for k, v in r.items() if k != "n"} for r in records]
+    csv_path = tmp_path / "in.csv"
+    with csv_path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["id", "title", "body", "published"])
+        writer.writeheader()
+        for record in csv_records:
+            writer.writerow({k: "" if v is None else v for k, v in record.items()})
+    from_csv, _ = run_local([csv_path], tmp_path / "csv", config, fields=fields)
+    parquet = _write_parquet(
+        tmp_path / "in.parquet",
+        [
+            {**record, "published": datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=t)}
+            for record, t in zip(records, times, strict=True)
+        ],
+        row_group_size=50,
+    )
+    from_parquet, _ = run_local([parquet], tmp_path / "parquet", config, fields=fields)
+    for other in (from_csv, from_parquet):
+        assert other.raw["pairs.jsonl"] == output.raw["pairs.jsonl"]
+        assert other.raw["clusters.jsonl"] == output.raw["clusters.jsonl"]
+
+
+def test_time_settings_a_corpus_job_cannot_apply_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [
+        {"id": "a", "text": "alpha beta gamma delta epsilon zeta", "t": "2024-05-01T12:00:00Z"},
+        {"id": "b", "text": "alpha beta gamma delta epsilon zeta", "t": 1714564800},
+    ]
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+    timed = Fields("id", ("text",), "t")
+    window = CollectionConfig(match_window="1h")
+    output, _ = run_local([path], tmp_path / "ok", window, fields=timed)
+    assert [(p["a"], p["b"]) for p in output.pairs] == [("a", "b")]  # 0 s apart
+    with pytest.raises(InputError, match="give the field that holds them with --timestamp"):
+        run_local([path], tmp_path / "x1", window, fields=Fields())
+    with pytest.raises(InputError, match="--timestamp-field is used by a match_window only"):
+        run_local([path], tmp_path / "x2", CollectionConfig(), fields=timed)
+    for retention in (RetentionConfig(max_age="7d"), RetentionConfig(max_documents=10)):
+        with pytest.raises(InputError, match="a corpus job holds none"):
+            run_local([path], tmp_path / "x3", CollectionConfig(retention=retention))
+    from app.batch import spark
+
+    with pytest.raises(InputError, match="the Spark engine does not apply a match window"):
+        spark.run([str(path)], window, spark.SparkOptions(out=tmp_path / "x4", fields=timed))
+    for bad, reason in (
+        ({"id": "c", "text": "x"}, "no 't' field"),
+        ({"id": "c", "text": "x", "t": "2024-05-01T12:00:00"}, "has no UTC offset"),
+        ({"id": "c", "text": "x", "t": "1714564800"}, "not an ISO 8601 time"),
+        ({"id": "c", "text": "x", "t": 1e300}, "outside the years 1 to 9999"),
+    ):
+        bad_path = write_jsonl(tmp_path / "bad.jsonl", [*records, bad])
+        with pytest.raises(InputError, match=f"position 2 has no time this reads.*{reason}"):
+            run_local([bad_path], tmp_path / "x5", window, fields=timed)
+    main(
+        [
+            "dedup", str(path), "--out", str(tmp_path / "cli"), "--quiet",
+            "--settings", '{"match_window": "1h"}', "--timestamp-field", "t",
+        ]
+    )  # fmt: skip
+    assert "pairs      1" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="neardup dedup: --settings: a retention"):
+        main(
+            [
+                "dedup", str(path), "--out", str(tmp_path / "cli2"),
+                "--settings", '{"retention": {"max_age": "30d"}}',
+            ]
+        )  # fmt: skip

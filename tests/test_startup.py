@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from fastapi.testclient import TestClient
 
+from app.batch import _kernels as _batch_kernels
 from app.cli import build_parser
 from app.config import Settings
 from app.core import _index_kernels, _kernels
@@ -78,17 +79,19 @@ def test_other_errors_carry_no_retry_after(tmp_path: Path) -> None:
         assert "Retry-After" not in missing.headers
 
 
-KERNEL_MODULES = (_kernels, _index_kernels)
+# The service's kernels and those of neardup dedup's local engine.
+KERNEL_MODULES = (_kernels, _index_kernels, _batch_kernels)
 # Kernels the service never calls: compared against in bench/, or unused.
-NOT_SERVICE_KERNELS = {"_kernels.classic_minhash", "_index_kernels._append"}
+NOT_SERVICE_KERNELS = {"core._kernels.classic_minhash", "core._index_kernels._append"}
 _COMPILED_AFTER_WARM_UP = """
 import json, sys
+from app.batch import _kernels as _batch_kernels
 from app.core import _index_kernels, _kernels
 from app.warmup import compile_kernels
 compile_kernels()
 json.dump([
-    f"{module.__name__.rsplit('.', 1)[1]}.{name}"
-    for module in (_kernels, _index_kernels)
+    f"{module.__name__.removeprefix('app.')}.{name}"
+    for module in (_kernels, _index_kernels, _batch_kernels)
     for name, kernel in vars(module).items()
     if getattr(kernel, "signatures", None)
 ], sys.stdout)
@@ -99,7 +102,7 @@ def _kernels_called_from_python() -> set[str]:
     """Every kernel but those inlined or called only by other kernels: those are compiled
     and cached inside their callers, and not loaded on their own."""
     kernels = {
-        f"{module.__name__.rsplit('.', 1)[1]}.{name}": kernel
+        f"{module.__name__.removeprefix('app.')}.{name}": kernel
         for module in KERNEL_MODULES
         for name, kernel in vars(module).items()
         if getattr(kernel, "py_func", None) is not None
@@ -113,7 +116,7 @@ def _kernels_called_from_python() -> set[str]:
         for name, kernel in kernels.items()
         if kernel.targetoptions.get("inline") != "always"
         and not any(
-            re.search(rf"\b{name.split('.')[1]}\(", body)
+            re.search(rf"\b{name.rsplit('.', 1)[1]}\(", body)
             for caller, body in bodies.items()
             if caller != name
         )
@@ -122,8 +125,9 @@ def _kernels_called_from_python() -> set[str]:
 
 def test_the_warm_up_reaches_every_kernel_of_the_service() -> None:
     """`neardup warm-up` (make, the Docker build) must compile every kernel, or the first
-    start or request compiles the rest. In a new process, so that no other test has
-    compiled anything: after the warm-up, every kernel of the service is loaded."""
+    start or request (or the first `neardup dedup`, some 20 s) compiles the rest. In a new
+    process, so that no other test has compiled anything: after the warm-up, every kernel
+    of the service and of dedup's local engine is loaded."""
     assert build_parser().parse_args(["warm-up"]).handler.__name__ == "warm_up"
     done = subprocess.run(
         [sys.executable, "-c", _COMPILED_AFTER_WARM_UP],

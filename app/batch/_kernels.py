@@ -214,3 +214,64 @@ def expand_pairs(
                 within_y[at] = members[q]
                 within_group[at] = g
                 at += 1
+
+
+@njit(cache=True, nogil=True)
+def expand_pairs_in_window(
+    pair_a: np.ndarray,
+    pair_b: np.ndarray,
+    group_start: np.ndarray,
+    members: np.ndarray,
+    times: np.ndarray,
+    window: int,
+    out_x: np.ndarray,
+    out_y: np.ndarray,
+    out_pair: np.ndarray,
+    within_x: np.ndarray,
+    within_y: np.ndarray,
+    within_group: np.ndarray,
+    fill: bool,
+) -> tuple[int, int]:
+    """``expand_pairs`` for the members whose times are at most ``window`` apart.
+
+    Each group's members are sorted by time (``times[p]`` is member p's), so for member
+    p of a's group the members of b's group in its window are a range that only moves
+    forward as p does. Returns (pairs across groups, pairs within groups); writes them
+    with ``fill`` (the output arrays sized by a first call without).
+    """
+    at = 0
+    for i in range(pair_a.shape[0]):
+        end = group_start[pair_b[i] + 1]
+        lo = group_start[pair_b[i]]
+        hi = lo
+        for p in range(group_start[pair_a[i]], group_start[pair_a[i] + 1]):
+            t = times[p]
+            while lo < end and times[lo] < t - window:
+                lo += 1
+            hi = max(hi, lo)
+            while hi < end and times[hi] <= t + window:
+                hi += 1
+            if not fill:
+                at += hi - lo
+                continue
+            x = members[p]
+            for q in range(lo, hi):
+                y = members[q]
+                out_x[at] = min(x, y)
+                out_y[at] = max(x, y)
+                out_pair[at] = i
+                at += 1
+    across = at
+    at = 0
+    for g in range(group_start.shape[0] - 1):
+        end = group_start[g + 1]
+        for p in range(group_start[g], end):
+            q = p + 1
+            while q < end and times[q] - times[p] <= window:
+                if fill:
+                    within_x[at] = min(members[p], members[q])
+                    within_y[at] = max(members[p], members[q])
+                    within_group[at] = g
+                at += 1
+                q += 1
+    return across, at

@@ -46,6 +46,11 @@ def add_parser(commands: Any) -> None:
         help="field holding text (repeatable: the fields are joined by a newline; default text)",
     )
     parser.add_argument(
+        "--timestamp-field",
+        help="field holding a document's time, for a match_window in --settings: ISO 8601 "
+        "with a UTC offset or Unix seconds, as the service's timestamp (local engine)",
+    )
+    parser.add_argument(
         "--settings",
         help="collection settings as JSON, or @FILE: the body of PUT /v1/collections/{name} "
         "or the answer of GET (default: a new collection's settings)",
@@ -98,7 +103,11 @@ def _settings(value: str | None) -> Any:
 
 def dedup(arguments: argparse.Namespace) -> None:
     config = _settings(arguments.settings)
-    fields = Fields(arguments.id_field, tuple(arguments.text_field or ["text"]))
+    fields = Fields(
+        arguments.id_field,
+        tuple(arguments.text_field or ["text"]),
+        arguments.timestamp_field,
+    )
     progress = not arguments.quiet
     try:
         if arguments.engine == "spark":

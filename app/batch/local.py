@@ -51,10 +51,11 @@ from app.batch.readers import (
     document_id,
     input_bytes,
     plan_splits,
-    read_documents,
     read_records,
+    read_timed_documents,
+    timestamp_us,
 )
-from app.batch.rules import MatchRule, Summary, cluster_line, pair_line
+from app.batch.rules import MatchRule, Summary, check_batch_settings, cluster_line, pair_line
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import fingerprint_nonempty
 from app.core.ngram import NgramIndex
@@ -146,6 +147,7 @@ class Corpus:
     signatures: npt.NDArray[np.uint32]  # memory-mapped
     shorts: dict[int, str]  # row -> normalised text of the short ones
     split_counts: list[int]  # documents of each split
+    times: Rows | None = None  # microseconds, by position (with a timestamp field only)
 
     @property
     def documents(self) -> int:
@@ -154,16 +156,19 @@ class Corpus:
 
 def _chunks(
     splits: Sequence[Split], fields: Fields, chunk_size: int, split_counts: list[int]
-) -> Iterator[tuple[list[DocumentId], list[str]]]:
-    """(ids, texts) of the input's documents, ``chunk_size`` at a time, ids checked;
-    appends each split's number of documents to ``split_counts``."""
+) -> Iterator[tuple[list[DocumentId], list[str], list[int]]]:
+    """(ids, texts, times) of the input's documents, ``chunk_size`` at a time, ids checked
+    (times in microseconds, with a timestamp field; else empty); appends each split's
+    number of documents to ``split_counts``."""
     seen: dict[DocumentId, int] = {}
     ids: list[DocumentId] = []
     texts: list[str] = []
+    times: list[int] = []
+    timed = fields.timestamp_field is not None
     position = 0
     for split in splits:
         split_first = position
-        for value, text in read_documents(split, fields):
+        for value, text, moment in read_timed_documents(split, fields):
             identifier = document_id(value, position, split)
             earlier = seen.setdefault(identifier, position)
             if earlier != position:
@@ -173,13 +178,15 @@ def _chunks(
                 )
             ids.append(identifier)
             texts.append(text)
+            if timed:
+                times.append(timestamp_us(moment, position, split, fields))
             position += 1
             if len(texts) == chunk_size:
-                yield ids, texts
-                ids, texts = [], []
+                yield ids, texts, times
+                ids, texts, times = [], [], []
         split_counts.append(position - split_first)
     if texts:
-        yield ids, texts
+        yield ids, texts, times
 
 
 def fingerprint_corpus(
@@ -193,6 +200,7 @@ def fingerprint_corpus(
     position_parts: list[Rows] = []
     shorts: dict[int, str] = {}
     split_counts: list[int] = []
+    time_parts: list[Rows] = []
     signature_path = scratch / "signatures.u32"
     rows = 0
     executor: Executor | None = None
@@ -230,9 +238,11 @@ def fingerprint_corpus(
                     done = item.result() if isinstance(item, Future) else item
                     collect(first, done)
 
-            for chunk_ids, texts in chunks:
+            for chunk_ids, texts, chunk_times in chunks:
                 first = len(ids)
                 ids += chunk_ids
+                if chunk_times:
+                    time_parts.append(np.array(chunk_times, dtype=np.int64))
                 if executor is None:
                     pending.append((first, fingerprint_chunk(texts, config, options.html)))
                 else:
@@ -252,6 +262,9 @@ def fingerprint_corpus(
     else:
         signatures = np.zeros((rows, width), dtype=np.uint32)
     bands = rule.bands
+    times: Rows | None = None
+    if options.fields.timestamp_field is not None:
+        times = np.concatenate(time_parts) if time_parts else np.zeros(0, np.int64)
 
     def joined(name: str, dtype: Any, shape: tuple[int, ...]) -> Any:
         arrays = [getattr(part, name) for part in parts]
@@ -268,6 +281,7 @@ def fingerprint_corpus(
         signatures=signatures,
         shorts=shorts,
         split_counts=split_counts,
+        times=times,
     )
 
 
@@ -469,7 +483,12 @@ class Result:
 
 
 def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs) -> Result:
-    """Document pairs and clusters from the representatives' pairs."""
+    """Document pairs and clusters from the representatives' pairs (within the match
+    window, with one: ``_expand_in_window``)."""
+    window = rule.config.match_window_us
+    if window is not None:
+        assert corpus.times is not None, "a match window needs the documents' times"
+        return _expand_in_window(rule, corpus, groups, pairs, corpus.times, window)
     sizes = groups.sizes
     members = corpus.positions[groups.members]
     across = int((sizes[pairs.a] * sizes[pairs.b]).sum())
@@ -477,6 +496,59 @@ def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs) -> 
     x, y, source = (np.empty(across, np.int64) for _ in range(3))
     wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
     kernels.expand_pairs(pairs.a, pairs.b, groups.start, members, x, y, source, wx, wy, wgroup)
+    all_x, all_y, bits, similarity = _joined_pairs(
+        rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup)
+    )
+    root = kernels.components(len(groups.rep), pairs.a, pairs.b)
+    cluster = np.arange(corpus.documents, dtype=np.int64)
+    group_of_member = np.repeat(np.arange(len(groups.rep)), sizes)
+    cluster[members] = corpus.positions[groups.rep[root[group_of_member]]]
+    return Result(all_x, all_y, bits, similarity, cluster, corpus.documents - len(corpus.positions))
+
+
+def _expand_in_window(
+    rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs, times: Rows, window: int
+) -> Result:
+    """Document pairs whose times are at most ``window`` apart, and the connected
+    components of those pairs: with a window, two copies of one text may be apart in
+    time, so a group of identical documents is no longer one cluster. Each group's
+    members are sorted by time, and every pair is found by a sliding range of the other
+    group's (or the same group's) members: the cost is the pairs written, not the
+    products of the group sizes."""
+    member_rows = groups.members
+    group_of_member = np.repeat(np.arange(len(groups.rep)), groups.sizes)
+    members = corpus.positions[member_rows]
+    member_times = times[members]
+    by_time = np.lexsort((members, member_times, group_of_member))
+    members, member_times = members[by_time], member_times[by_time]
+    empty = np.zeros(0, np.int64)
+    arguments = (pairs.a, pairs.b, groups.start, members, member_times, window)
+    across, within = kernels.expand_pairs_in_window(
+        *arguments, empty, empty, empty, empty, empty, empty, False
+    )
+    x, y, source = (np.empty(across, np.int64) for _ in range(3))
+    wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
+    kernels.expand_pairs_in_window(*arguments, x, y, source, wx, wy, wgroup, True)
+    all_x, all_y, bits, similarity = _joined_pairs(
+        rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup)
+    )
+    # Positions are in input order, so each component is named by its first document.
+    cluster = kernels.components(corpus.documents, all_x, all_y)
+    return Result(all_x, all_y, bits, similarity, cluster, corpus.documents - len(corpus.positions))
+
+
+def _joined_pairs(
+    rule: MatchRule,
+    corpus: Corpus,
+    groups: Groups,
+    pairs: RepPairs,
+    across: tuple[Rows, Rows, Rows],
+    within: tuple[Rows, Rows, Rows],
+) -> tuple[Rows, Rows, npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
+    """The pairs across groups (x, y, the representatives' pair) and within groups (x,
+    y, the group) as one list sorted by (x, y), with their method bits and similarity."""
+    x, y, source = across
+    wx, wy, wgroup = within
     short = np.array([row in corpus.shorts for row in groups.rep.tolist()], dtype=np.bool_)
     within_bits = np.where(
         short[wgroup], rule.within_group_bits(True), rule.within_group_bits(False)
@@ -484,21 +556,9 @@ def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs) -> 
     all_x = np.concatenate([x, wx])
     all_y = np.concatenate([y, wy])
     bits = np.concatenate([pairs.bits[source], within_bits])
-    similarity = np.concatenate([pairs.similarity[source], np.ones(within)])
+    similarity = np.concatenate([pairs.similarity[source], np.ones(len(wx))])
     order = np.argsort((all_x << 32) | all_y, kind="stable")
-
-    root = kernels.components(len(groups.rep), pairs.a, pairs.b)
-    cluster = np.arange(corpus.documents, dtype=np.int64)
-    group_of_member = np.repeat(np.arange(len(groups.rep)), sizes)
-    cluster[members] = corpus.positions[groups.rep[root[group_of_member]]]
-    return Result(
-        all_x[order],
-        all_y[order],
-        bits[order],
-        similarity[order],
-        cluster,
-        corpus.documents - len(corpus.positions),
-    )
+    return all_x[order], all_y[order], bits[order], similarity[order]
 
 
 # ---------------------------------------------------------------------------- phase 6
@@ -576,6 +636,7 @@ def write_kept(
 def run(paths: Sequence[str], config: CollectionConfig, options: Options) -> Summary:
     """De-duplicate the input files into options.out."""
     started = time.perf_counter()
+    check_batch_settings(config, options.fields.timestamp_field)
     options.out.mkdir(parents=True, exist_ok=True)
     splits = plan_splits(paths, options.format, split_bytes=1 << 62)
     rule = MatchRule(config, options.simhash_blocks)

@@ -11,7 +11,9 @@ documents at the same positions.
 
 A record gives a document: its id is the value of ``id_field`` (a string or an integer;
 a record without one gets its position as id), its text the values of ``text_fields``
-that the record has (not null), joined by a newline. The record itself is what
+that the record has (not null), joined by a newline, and, with a ``timestamp_field``, its
+time: ISO 8601 with a UTC offset or Unix seconds, as the service's API reads them
+(``timestamp_us``). The record itself is what
 ``kept.jsonl`` repeats: a JSON lines record exactly as its line was (white space at its
 ends removed), a CSV or Parquet record as a JSON object of its columns.
 """
@@ -23,11 +25,14 @@ import gzip
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
 import orjson
+
+from app.service.times import BadTime, from_iso, from_seconds, parse_time_parameter
 
 Format = Literal["jsonl", "csv", "tsv", "parquet"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "parquet")
@@ -59,6 +64,7 @@ class Fields:
 
     id_field: str = "id"
     text_fields: tuple[str, ...] = ("text",)
+    timestamp_field: str | None = None  # read only for a match_window
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,30 @@ def document_id(value: Any, position: int, split: Split) -> DocumentId:
     )
 
 
+def timestamp_us(value: Any, position: int, split: Split, fields: Fields) -> int:
+    """A record's time as microseconds since the Unix epoch, as the service reads a
+    document's ``timestamp``: an ISO 8601 string with a UTC offset or ``Z``, or Unix
+    seconds (a number; in CSV and TSV, where every field is text, a plain number is
+    seconds and anything else ISO 8601); a Parquet timestamp with a time zone."""
+    try:
+        if value is None:
+            raise BadTime(f"no {fields.timestamp_field!r} field (or null)")
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise BadTime(f"{value.isoformat()!r} has no time zone")
+            return from_iso(value.isoformat())
+        if isinstance(value, str):
+            if split.format in ("csv", "tsv"):
+                return parse_time_parameter(value.strip())
+            return from_iso(value)
+        return from_seconds(value)
+    except BadTime as error:
+        raise InputError(
+            f"{split.path}: the document at position {position} has no time this reads "
+            f"(--timestamp-field {fields.timestamp_field}): {error}"
+        ) from None
+
+
 def _text_of(values: Sequence[Any]) -> str:
     return "\n".join(value if isinstance(value, str) else str(value) for value in values)
 
@@ -131,12 +161,22 @@ def _text_of(values: Sequence[Any]) -> str:
 
 def read_documents(split: Split, fields: Fields) -> Iterator[tuple[Any, str]]:
     """(id value or None, text) of each record of a split, in order."""
+    for value, text, _ in read_timed_documents(split, fields):
+        yield value, text
+
+
+def read_timed_documents(split: Split, fields: Fields) -> Iterator[tuple[Any, str, Any]]:
+    """(id value or None, text, time value or None) of each record of a split, in order:
+    the time value as the record has it (``timestamp_us`` reads it), None without a
+    ``timestamp_field``."""
     if split.format == "jsonl":
+        timestamp_field = fields.timestamp_field
         for offset, line in _jsonl_lines(split):
             record = _parse_line(line, split, offset)
             yield (
                 record.get(fields.id_field),
                 _text_of([record[f] for f in fields.text_fields if record.get(f) is not None]),
+                None if timestamp_field is None else record.get(timestamp_field),
             )
     else:
         for batch in _arrow_batches(split, fields):
@@ -288,13 +328,20 @@ def _arrow_batches(split: Split, fields: Fields | None) -> Iterator[Any]:
 
 
 def _wanted(fields: Fields) -> list[str]:
-    return list(dict.fromkeys((fields.id_field, *fields.text_fields)))
+    timestamp = () if fields.timestamp_field is None else (fields.timestamp_field,)
+    return list(dict.fromkeys((fields.id_field, *fields.text_fields, *timestamp)))
 
 
-def _documents_of_batch(batch: Any, fields: Fields) -> Iterator[tuple[Any, str]]:
+def _documents_of_batch(batch: Any, fields: Fields) -> Iterator[tuple[Any, str, Any]]:
     names = batch.schema.names
     rows = batch.num_rows
     ids = batch.column(fields.id_field).to_pylist() if fields.id_field in names else [None] * rows
+    timestamp_field = fields.timestamp_field
+    times = (
+        batch.column(timestamp_field).to_pylist()
+        if timestamp_field is not None and timestamp_field in names
+        else [None] * rows
+    )
     columns = [batch.column(f).to_pylist() for f in fields.text_fields if f in names]
     if not columns:
         texts = [""] * rows
@@ -308,7 +355,7 @@ def _documents_of_batch(batch: Any, fields: Fields) -> Iterator[tuple[Any, str]]
             _text_of([value for value in values if value is not None])
             for values in zip(*columns, strict=True)
         ]
-    yield from zip(ids, texts, strict=True)
+    yield from zip(ids, texts, times, strict=True)
 
 
 def input_bytes(paths: Sequence[str]) -> int:

@@ -42,6 +42,31 @@ Bits = npt.NDArray[np.uint8]
 Floats = npt.NDArray[np.float64]
 
 
+def check_batch_settings(config: CollectionConfig, timestamp_field: str | None) -> None:
+    """Settings a corpus job cannot apply are refused, not ignored (InputError): a
+    retention (a batch job keeps nothing, so nothing expires); a match window without the
+    field that holds the documents' times, or that field without a window."""
+    from app.batch.readers import InputError
+
+    if config.retention.enabled:
+        raise InputError(
+            "--settings: a retention (max_age, max_documents) expires documents a collection "
+            "holds; a corpus job holds none, so it has nothing to apply it to: remove "
+            '"retention" from the settings (to de-duplicate only documents near in time, '
+            "use match_window with --timestamp-field)"
+        )
+    if config.match_window is not None and timestamp_field is None:
+        raise InputError(
+            f"--settings: match_window {config.match_window!r} pairs documents by their "
+            "times: give the field that holds them with --timestamp-field"
+        )
+    if config.match_window is None and timestamp_field is not None:
+        raise InputError(
+            "--timestamp-field is used by a match_window only: add one to --settings "
+            '(like {"match_window": "48h"})'
+        )
+
+
 def parse_settings(text: str) -> CollectionConfig:
     """Collection settings as the service takes them (``PUT /v1/collections/{name}``'s
     body, or the ``settings`` of ``GET``'s answer), validated by the same schema."""

@@ -67,6 +67,7 @@ from app.batch.readers import (
 from app.batch.rules import (
     MatchRule,
     Summary,
+    check_batch_settings,
     cluster_line,
     pair_line,
     prefix_length,
@@ -401,6 +402,12 @@ def run(
     """De-duplicate the input files into options.out on Spark (a session of its own,
     stopped at the end, unless one is given)."""
     started = time.perf_counter()
+    check_batch_settings(config, options.fields.timestamp_field)
+    if config.match_window is not None:
+        raise InputError(
+            f"--settings: match_window {config.match_window!r}: the Spark engine does not "
+            "apply a match window; the local engine does (--engine local)"
+        )
     own = spark is None
     spark = spark or session(options)
     try:
