@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from app.api import collections, documents, errors, health, openapi, page, search
 from app.api.auth import ApiKeyMiddleware, load_keys
 from app.api.body_limit import BodyLimitMiddleware
+from app.api.hot import HotRoutes, NeardupApp
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.api.request_id import RequestIdMiddleware
 from app.config import Settings
@@ -40,9 +41,11 @@ def create_app(
     settings: Settings | None = None,
     store_factory: StoreFactory | None = None,
     clock: Callable[[], float] = time.time,
+    hot_routes: bool = True,
 ) -> FastAPI:
     """A new application; nothing is opened until its lifespan starts. ``clock`` (Unix
-    seconds) is what retention measures ages against: tests pass a fake one."""
+    seconds) is what retention measures ages against: tests pass a fake one. Without
+    ``hot_routes`` FastAPI serves every request (tests compare the two)."""
     settings = settings or Settings()
     # Read now: a key file that cannot be read stops the start instead of leaving /v1 open.
     api_keys = load_keys(settings.api_keys, settings.api_key_file)
@@ -81,7 +84,7 @@ def create_app(
             builder.join()
             registry.close()
 
-    app = FastAPI(
+    app = NeardupApp(
         title="neardup",
         version="1",
         summary="Have we seen this document, or one nearly the same?",
@@ -109,4 +112,8 @@ def create_app(
     )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestIdMiddleware)
+    if hot_routes:
+        app.hot_routes = HotRoutes(
+            app, app.full_stack, api_keys, settings.max_body_bytes, app.state.metrics
+        )
     return app

@@ -21,12 +21,16 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-def registry_of(request: Request) -> Registry:
-    """The registry, once the start-up rebuild is done (503 before)."""
-    registry: Registry | None = request.app.state.registry
-    if registry is None or not request.app.state.ready.is_set():
+def ready_registry(app: Any) -> Registry:
+    """The app's registry, once the start-up rebuild is done (503 before)."""
+    registry: Registry | None = app.state.registry
+    if registry is None or not app.state.ready.is_set():
         raise NotReady("the service is starting: indexes are being rebuilt, retry shortly")
     return registry
+
+
+def registry_of(request: Request) -> Registry:
+    return ready_registry(request.app)
 
 
 def collection_of(request: Request, name: str) -> Collection:

@@ -26,7 +26,7 @@ from app.api.schemas import (
 from app.api.times import TimeParameter
 from app.config import Settings
 from app.errors import InvalidBody, NeardupError
-from app.service import InsertResult, NewDocument, Refused
+from app.service import Collection, InsertResult, NewDocument, Refused
 from app.service import Query as SearchQuery
 
 router = APIRouter(
@@ -70,7 +70,15 @@ def _inserted(result: InsertResult | Refused) -> InsertResult:
 async def insert_document(body: DocumentIn, name: CollectionName, request: Request) -> Response:
     """Insert one document (201). A duplicate with `on_duplicate: skip`, or the same id
     with the same text and metadata again (a retry), answers 200 and stores nothing."""
-    collection, settings = collection_of(request, name), settings_of(request)
+    status, answer = await insert_answer(collection_of(request, name), settings_of(request), body)
+    return Response(answer, status, media_type="application/json")
+
+
+async def insert_answer(
+    collection: Collection, settings: Settings, body: DocumentIn
+) -> tuple[int, bytes]:
+    """The status and JSON answer of a one-document insert: for this route and for the
+    hot path (app/api/hot.py)."""
     limits.check_documents(settings, [body])
     document = NewDocument(body.text, body.id, body.metadata, body.timestamp)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
@@ -78,7 +86,7 @@ async def insert_document(body: DocumentIn, name: CollectionName, request: Reque
         document, body.on_duplicate, html=body.html, since=body.since, until=body.until
     )
     result = _inserted(answer)
-    return json_response(insert_json(result), 201 if result.inserted else 200)
+    return 201 if result.inserted else 200, orjson.dumps(insert_json(result))
 
 
 def _checked(raw: dict[str, Any], settings: Settings) -> BatchDocument | Refused:

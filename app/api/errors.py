@@ -52,6 +52,12 @@ def error_response(status: int, code: str, message: str, **headers: str) -> JSON
     )
 
 
+def service_error_response(error: errors.NeardupError) -> JSONResponse:
+    """The answer to an error the service raised: its status, code and message."""
+    status = STATUS_OF.get(type(error), 400)
+    return error_response(status, error.code, str(error), **HEADERS_OF.get(type(error), {}))
+
+
 def _describe(error: dict[str, Any]) -> str:
     where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
     return f"{where or 'body'}: {error.get('msg', 'invalid')}"
@@ -93,12 +99,7 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
 def install(app: FastAPI) -> None:
     @app.exception_handler(errors.NeardupError)
     async def service_error(request: Request, error: errors.NeardupError) -> JSONResponse:
-        return error_response(
-            STATUS_OF.get(type(error), 400),
-            error.code,
-            str(error),
-            **HEADERS_OF.get(type(error), {}),
-        )
+        return service_error_response(error)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -146,6 +146,22 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(IndexCollector(registry_of))
+        # The labelled children, found once: labels() takes a lock and builds a key on
+        # every call (~5 us a request for the two metrics).
+        self._counters: dict[tuple[str, str, int], Any] = {}
+        self._timers: dict[tuple[str, str], Any] = {}
+
+    def record_request(self, template: str, method: str, status: int, seconds: float) -> None:
+        """One HTTP request, counted and timed under its route template."""
+        counter = self._counters.get((template, method, status))
+        if counter is None:
+            counter = self.requests.labels(template, method, str(status))
+            self._counters[(template, method, status)] = counter
+        counter.inc()
+        timer = self._timers.get((template, method))
+        if timer is None:
+            timer = self._timers[(template, method)] = self.latency.labels(template, method)
+        timer.observe(seconds)
 
     def record_merge(self, collection: str, seconds: float) -> None:
         self.merge_seconds.labels(collection).observe(seconds)
@@ -165,10 +181,6 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
-        # The labelled children, found once: labels() takes a lock and builds a key on
-        # every call (~5 us a request for the two metrics).
-        self._counters: dict[tuple[str, str, int], Any] = {}
-        self._timers: dict[tuple[str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -187,15 +199,5 @@ class MetricsMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            method = scope.get("method", "")
-            counter = self._counters.get((template, method, status[0]))
-            if counter is None:
-                counter = self.metrics.requests.labels(template, method, str(status[0]))
-                self._counters[(template, method, status[0])] = counter
-            counter.inc()
-            timer = self._timers.get((template, method))
-            if timer is None:
-                timer = self._timers[(template, method)] = self.metrics.latency.labels(
-                    template, method
-                )
-            timer.observe(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            self.metrics.record_request(template, scope.get("method", ""), status[0], elapsed)

@@ -51,22 +51,23 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             if log.isEnabledFor(logging.INFO):  # at warning, skip building the record
-                self._log(scope, status, started)
+                log_request(scope, status, started)
             logs.request_id.reset(token)
 
-    @staticmethod
-    def _log(scope: Scope, status: int, started: float) -> None:
-        client = scope.get("client")
-        log.info(
-            "%s %s %d",
-            scope["method"],
-            scope["path"],
-            status,
-            extra={
-                "method": scope["method"],
-                "path": scope["path"],
-                "status": status,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                "client": client[0] if client else None,
-            },
-        )
+
+def log_request(scope: Scope, status: int, started: float) -> None:
+    """The request's one access log line (at info)."""
+    client = scope.get("client")
+    log.info(
+        "%s %s %d",
+        scope["method"],
+        scope["path"],
+        status,
+        extra={
+            "method": scope["method"],
+            "path": scope["path"],
+            "status": status,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "client": client[0] if client else None,
+        },
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import orjson
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import AfterValidator
 
@@ -12,6 +13,8 @@ from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, setting
 from app.api.documents import json_response
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.api.times import TimeParameter
+from app.config import Settings
+from app.service import Collection
 from app.service import Query as SearchQuery
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
@@ -26,11 +29,16 @@ router = APIRouter(
 @router.post("", response_model=MatchesOut)
 async def search(body: SearchIn, name: CollectionName, request: Request) -> Response:
     """Documents matching the text, best first. Nothing is stored."""
-    collection, settings = collection_of(request, name), settings_of(request)
+    answer = search_answer(collection_of(request, name), settings_of(request), body)
+    return Response(answer, media_type="application/json")
+
+
+def search_answer(collection: Collection, settings: Settings, body: SearchIn) -> bytes:
+    """The answer to a POST, as JSON: for this route and for the hot path (app/api/hot.py)."""
     limits.check_limit(settings, body.limit)
     limits.check_text(settings, body.text)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
-    return json_response({"matches": collection.search(body.text, query, html=body.html)})
+    return orjson.dumps({"matches": collection.search(body.text, query, html=body.html)})
 
 
 @router.get("", response_model=MatchesOut)
