@@ -84,6 +84,8 @@ def _requests(keys: str | None) -> list[tuple[str, dict[str, Any], bool]]:
     write = {"Authorization": f"Bearer {WRITE_KEY}"} if keys else {}
     read = {"Authorization": f"Bearer {READ_KEY}"} if keys else {}
     as_json = {"Content-Type": "application/json"}
+    charset = {"Content-Type": "application/json; charset=utf-8"}
+    plain = {"Content-Type": "text/plain"}
     near = TEXT.replace("Tuesday", "Wednesday")
 
     def body(document: dict[str, Any]) -> bytes:
@@ -110,12 +112,7 @@ def _requests(keys: str | None) -> list[tuple[str, dict[str, Any], bool]]:
         (search, {"json": {"text": near, "since": "2023-11-14T22:13:20Z"}}, True),
         (search, {"json": {"text": near, "limit": 21}}, True),  # 413: limit
         (search, {"content": body({"text": near}), "headers": as_json | read}, True),
-        (
-            search,
-            {"content": body({"text": TEXT}), "headers": {"Content-Type": "application/json; "
-             "charset=utf-8"} | read},
-            True,
-        ),  # fmt: skip
+        (search, {"content": body({"text": TEXT}), "headers": charset | read}, True),
         (SEARCH.format("nowhere"), {"json": {"text": TEXT}}, True),  # 404
         # Handed on to FastAPI, which says what is wrong.
         (search, {"content": b"{not json", "headers": as_json}, False),
@@ -128,8 +125,7 @@ def _requests(keys: str | None) -> list[tuple[str, dict[str, Any], bool]]:
         (search, {"content": b'{"text": "a", "min_similarity": NaN}', "headers": as_json}, False),
         (search, {"content": b'{"text": "a", "limit": 1e400}', "headers": as_json}, False),
         (search, {"content": b'{"text": "a", "limit": 99999999999999999999}'}, False),
-        (search, {"content": body({"text": near}), "headers": {"Content-Type": "text/plain"}},
-         False),  # fmt: skip
+        (search, {"content": body({"text": near}), "headers": plain}, False),
         (search, {"content": json.dumps({"text": near}).encode("utf-16")}, False),
         (search, {"content": iter([body({"text": near})])}, False),  # chunked: no length
         (search, {"content": body({"text": "y " * 12_000})}, False),  # 413: body
@@ -147,7 +143,7 @@ def _requests(keys: str | None) -> list[tuple[str, dict[str, Any], bool]]:
             (insert, {"json": {"id": "m", "text": TEXT}, "headers": read}, False),  # 403
             (insert, {"json": {"id": "n", "text": TEXT + " more"}, "headers": write}, True),
         ]
-    for path, arguments, hot in cases:
+    for _, arguments, _ in cases:
         arguments.setdefault("headers", write)
     return cases
 
