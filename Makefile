@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint browser bench clean
+.PHONY: run test lint browser redis bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,20 @@ browser:
 			echo "make: chromium could not be installed: the browser tests will skip"; }; \
 	else echo "make: chromium is not installed (needs root and apt-get): the browser tests will skip"; fi
 
-test: lint browser
+# The Redis store's tests (tests/test_redis_store.py) start Debian's redis-server and use
+# redis-cli --cluster: installed here like chromium above; without them those tests skip.
+redis:
+	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing redis-server for the Redis store's tests"; \
+		export TMPDIR=/var/tmp DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get update -q && apt-get install -y -q redis-server; } \
+			>$$TMPDIR/neardup-apt-redis.log 2>&1 \
+		|| { tail -5 $$TMPDIR/neardup-apt-redis.log; \
+			echo "make: redis-server could not be installed: the Redis tests will skip"; }; \
+	else echo "make: redis-server is not installed (needs root and apt-get): the Redis tests will skip"; fi
+
+test: lint browser redis
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-test

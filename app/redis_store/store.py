@@ -1,0 +1,629 @@
+"""RedisStore: one collection's documents and indexes in Redis or a Redis Cluster.
+
+The same searches as the in-process indexes (app/core): SimHash within Hamming distance
+k, exactly (every fingerprint within k found, none farther returned); MinHash LSH
+candidates verified by the signatures' estimated Jaccard (agreeing positions / K at least
+the threshold); equal 128-bit exact hashes. Key layout and member encodings are in
+``layout``, the atomic group writes in ``functions``, the whole design in docs/redis.md.
+
+Round trips, each one pipeline (in a cluster, one request per node, all sent before any
+answer is read, as redis-py's cluster pipeline does):
+
+- a search: (1) ``ZRANGE BYLEX`` on every table and band for every query; (2) ``HMGET``
+  of the fixed fields, signatures and records of every row found, per row group. A row
+  whose fields are gone was removed between the two and is dropped, so (2) is also the
+  liveness check.
+- an insert: (1) one function call per row group: ids claimed, rows numbered, fields and
+  records written, atomically per group; (2) every table entry (``ZADD``); (3) the work
+  marks cleared (``neardup_finish_v1``). A row is in a table only after its fields are
+  written, so every row a search finds can be verified and resolved.
+- a remove: (1) fields and ids dropped, atomically per group (the document is gone for
+  every search from here); (2) the table entries; (3) the work marks.
+
+A writer that dies between (1) and (3) leaves work marks; ``repair()`` finishes them
+(entries are sets: writing or removing one twice is harmless).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core.lsh import min_matches
+from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
+from app.redis_store import functions
+from app.redis_store.layout import (
+    Layout,
+    PrefixTable,
+    exact_extra,
+    group_of,
+    rows_bytes,
+    rows_of,
+)
+from app.redis_store.types import Client
+from app.redis_store.wire import Command, Wire
+
+Entries: TypeAlias = dict[bytes, list[bytes]]
+Floats: TypeAlias = npt.NDArray[np.float64]
+
+
+class LayoutMismatch(Exception):
+    """The collection exists in Redis with other layout settings than those given."""
+
+
+class Status(IntEnum):
+    """What an insert did with one document."""
+
+    INSERTED = 0
+    SAME = 1  # the id is held with the same digest: a retry, nothing changed
+    OTHER = 2  # the id is held with another digest: nothing changed
+    REPLACED = 3  # (replace only) the id's old row is gone, a new row holds it
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocuments:
+    """A batch to insert. ``digests`` decide retries (an id sent again with an equal
+    digest is the same document); ``records`` are the caller's bytes, kept per row."""
+
+    ids: list[str]
+    simhash: SimHashes  # (m,)
+    minhash: MinHashes  # (m, K); (m, 0) with MinHash off
+    exact: ExactHashes  # (m, 2)
+    timestamps: Rows  # (m,) microseconds
+    digests: list[bytes]
+    records: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """Per document of an insert: its status, its row (the held one for SAME and OTHER),
+    the row it replaced (-1 but for REPLACED)."""
+
+    status: npt.NDArray[np.int8]
+    rows: Rows
+    replaced: Rows
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Pairs one index found, sorted by query position then best first: ``positions[i]``
+    (a query) matches ``rows[i]``; ``values[i]`` is the Hamming distance (SimHash), the
+    estimated Jaccard (MinHash) or 1.0 (exact)."""
+
+    positions: Rows
+    rows: Rows
+    values: Floats
+
+    @staticmethod
+    def none() -> Found:
+        empty = np.zeros(0, dtype=np.int64)
+        return Found(empty, empty, np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def where(self, keep: npt.NDArray[np.bool_]) -> Found:
+        return Found(self.positions[keep], self.rows[keep], self.values[keep])
+
+
+@dataclass(frozen=True, slots=True)
+class RowData:
+    """What is stored of some rows, sorted by row: fixed fields, signatures, records."""
+
+    rows: Rows
+    simhash: SimHashes
+    exact: ExactHashes
+    timestamps: Rows
+    signatures: MinHashes
+    ids: list[str]
+    records: list[bytes]
+
+    def index(self, rows: Rows) -> Rows:
+        """Positions of rows (each one present) in this data."""
+        positions: Rows = np.searchsorted(self.rows, rows).astype(np.int64)
+        return positions
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    exact: Found
+    simhash: Found
+    minhash: Found
+    rows: RowData  # every row found by any method
+
+
+METHODS = ("exact", "simhash", "minhash")
+
+
+def _entries_of(
+    layout: Layout,
+    rows: Rows,
+    simhash: SimHashes,
+    exact: ExactHashes,
+    minhash: MinHashes | None,
+) -> Entries:
+    """Members of every table entry of rows, by sorted set."""
+    out: Entries = defaultdict(list)
+    if not len(rows):
+        return out
+
+    def add(table: PrefixTable, keys: npt.NDArray[np.uint64], extra: Any) -> None:
+        shards, members = table.encode(keys, extra, rows)
+        order = np.argsort(shards, kind="stable")
+        ordered = shards[order]
+        cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()
+        order_list = order.tolist()
+        for start, end in itertools.pairwise([0, *cuts, len(order_list)]):
+            target = out[table.key(int(ordered[start]))]
+            target.extend(members[i] for i in order_list[start:end])
+
+    add(layout.exact_table, np.ascontiguousarray(exact[:, 0]), exact_extra(exact))
+    if layout.simhash:
+        permuted = layout.permute(simhash)
+        for t, table in enumerate(layout.simhash_tables):
+            add(table, np.ascontiguousarray(permuted[:, t]), None)
+    if layout.minhash:
+        assert minhash is not None
+        band_keys = layout.band_keys(minhash)
+        for band, table in enumerate(layout.band_tables):
+            add(table, np.ascontiguousarray(band_keys[:, band]), None)
+    return out
+
+
+class RedisStore:
+    """One collection in Redis: documents by id and by row, and its index tables.
+
+    Any number of processes may use the same collection at once; one instance serves
+    one thread at a time (its round-trip counter is not locked).
+
+    >>> store = RedisStore(redis.Redis(), Layout("news"))  # doctest: +SKIP
+    >>> store.setup()  # doctest: +SKIP
+    """
+
+    def __init__(self, client: Client, layout: Layout) -> None:
+        self.client = client
+        self.layout = layout
+        self.wire = Wire(client)
+
+    @property
+    def round_trips(self) -> int:
+        """Batches of commands sent so far (one round trip each), for tests and metrics."""
+        return self.wire.round_trips
+
+    def setup(self) -> None:
+        """Load the functions (on every primary) and record the layout, or check that
+        the collection's recorded layout is this one (LayoutMismatch if not)."""
+        self.client.function_load(functions.SOURCE, replace=True)
+        wanted = self.layout.settings()
+        key = self.layout.meta_key()
+        (flat,) = self.wire.send([("HGETALL", key)])
+        held = {k.decode(): v.decode() for k, v in _pairs(flat)}
+        if not held:
+            self.wire.send([("HSET", key, *itertools.chain.from_iterable(wanted.items()))])
+        elif held != wanted:
+            raise LayoutMismatch(
+                f"collection {self.layout.collection!r} is stored with layout {held}, "
+                f"not {wanted}: open it with the layout it was created with"
+            )
+
+    def _by_group(self, ids: Sequence[str]) -> dict[int, list[int]]:
+        """Positions of ids by row group, in batch order within each group."""
+        groups: dict[int, list[int]] = defaultdict(list)
+        for position, group in enumerate(group_of(list(ids), self.layout.groups).tolist()):
+            groups[group].append(position)
+        return groups
+
+    def _by_row_group(self, rows: Rows) -> list[tuple[int, list[bytes]]]:
+        """(group, row fields) of rows, by row group."""
+        groups = rows % self.layout.groups
+        return [(group, rows_bytes(rows[groups == group])) for group in np.unique(groups).tolist()]
+
+    # Writes -----------------------------------------------------------------------------
+
+    def insert(self, documents: NewDocuments, *, replace: bool = False) -> Written:
+        """Store a batch and index it: three round trips (see the module docstring).
+
+        An id the batch repeats is held from its first occurrence on: a later one is
+        SAME or OTHER (or, with replace, REPLACED) as if sent after it.
+        """
+        count = len(documents)
+        layout = self.layout
+        minhash = documents.minhash if layout.minhash else None
+        blobs = layout.blobs(documents.simhash, documents.exact, documents.timestamps, minhash)
+        by_group = self._by_group(documents.ids)
+        commands: list[Command] = []
+        for group, positions in by_group.items():
+            args: list[Any] = [group, layout.groups, int(replace)]
+            for p in positions:
+                record = pack_record(documents.ids[p], documents.records[p])
+                args += [documents.ids[p], documents.digests[p], blobs[p], record]
+            commands.append(("FCALL", functions.INSERT, 4, *layout.group_keys(group), *args))
+        status = np.zeros(count, dtype=np.int8)
+        rows = np.full(count, -1, dtype=np.int64)
+        replaced = np.full(count, -1, dtype=np.int64)
+        old_blobs: list[bytes] = []
+        for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
+            for p, (code, row, old_row, old_blob) in zip(positions, answers, strict=True):
+                status[p], rows[p] = code, _row(row)
+                if code == Status.REPLACED:
+                    replaced[p] = _row(old_row)
+                    old_blobs.append(old_blob)
+        new = np.flatnonzero((status == Status.INSERTED) | (status == Status.REPLACED))
+
+        def entries(at: npt.NDArray[np.int64]) -> Entries:
+            signatures = None if minhash is None else minhash[at]
+            return _entries_of(
+                layout, rows[at], documents.simhash[at], documents.exact[at], signatures
+            )
+
+        old = replaced[replaced >= 0]
+        self._write_entries(entries(new), self._entries_of_blobs(old, old_blobs))
+        gone = self._finish(rows[new])
+        if len(gone):  # removed or replaced while we indexed them: take them out again
+            self._write_entries({}, entries(new[np.isin(rows[new], gone)]))
+        self._clear_marks(old)
+        return Written(status, rows, replaced)
+
+    def remove(self, ids: Sequence[str]) -> Rows:
+        """Remove documents by id: the row each one had, -1 for an id not held. Three
+        round trips; the document is gone for every search after the first."""
+        by_group = self._by_group(ids)
+        commands: list[Command] = [
+            (
+                "FCALL",
+                functions.REMOVE,
+                4,
+                *self.layout.group_keys(group),
+                *[ids[p] for p in positions],
+            )
+            for group, positions in by_group.items()
+        ]
+        rows = np.full(len(ids), -1, dtype=np.int64)
+        blobs: list[bytes] = []
+        for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
+            for p, (row, blob) in zip(positions, answers, strict=True):
+                if row:
+                    rows[p] = _row(row)
+                    blobs.append(blob)
+        removed = rows[rows >= 0]
+        self._write_entries({}, self._entries_of_blobs(removed, blobs))
+        self._clear_marks(removed)
+        return rows
+
+    def _entries_of_blobs(self, rows: Rows, blobs: list[bytes]) -> Entries:
+        kept = [i for i, blob in enumerate(blobs) if blob]  # a blob-less row has no entries
+        if not kept:
+            return {}
+        fixed, signatures = self.layout.parse_blobs([blobs[i] for i in kept])
+        return _entries_of(
+            self.layout,
+            rows[kept],
+            fixed["simhash"],
+            fixed["exact"],
+            signatures if self.layout.minhash else None,
+        )
+
+    def _write_entries(self, adds: Entries, removes: Entries) -> None:
+        commands: list[Command] = [("ZADD", key, *_scored(m)) for key, m in adds.items()]
+        commands += [("ZREM", key, *members) for key, members in removes.items()]
+        self.wire.send(commands)
+
+    def _finish(self, rows: Rows) -> Rows:
+        """Clear the ``+`` marks of rows just indexed; the rows found gone meanwhile."""
+        commands: list[Command] = []
+        for group, fields in self._by_row_group(rows):
+            _, s, _, w = self.layout.group_keys(group)
+            commands.append(("FCALL", functions.FINISH, 2, w, s, *fields))
+        return rows_of([row for answer in self.wire.send(commands) for row in answer])
+
+    def _clear_marks(self, rows: Rows) -> None:
+        """Drop the ``-`` marks of rows whose table entries are removed."""
+        self.wire.send(
+            [
+                ("HDEL", self.layout.group_keys(group)[3], *fields)
+                for group, fields in self._by_row_group(rows)
+            ]
+        )
+
+    def repair(self) -> int:
+        """Finish the work a writer left half done (it died between its round trips):
+        index the rows marked ``+``, remove the entries of those marked ``-``. Safe
+        beside running writers. Returns the rows seen. O(groups + marked rows)."""
+        groups = range(self.layout.groups)
+        marks = self.wire.send([("HGETALL", self.layout.group_keys(g)[3]) for g in groups])
+        pending: list[bytes] = []
+        removed: list[bytes] = []
+        removed_blobs: list[bytes] = []
+        for flat in marks:
+            for row, mark in _pairs(flat):
+                if mark == b"+":
+                    pending.append(row)
+                else:
+                    removed.append(row)
+                    removed_blobs.append(mark[1:])
+        removed_rows = rows_of(removed)
+        self._write_entries({}, self._entries_of_blobs(removed_rows, removed_blobs))
+        self._clear_marks(removed_rows)
+        if pending:
+            data = self.rows(rows_of(pending), records=False)
+            signatures = data.signatures if self.layout.minhash else None
+            adds = _entries_of(self.layout, data.rows, data.simhash, data.exact, signatures)
+            self._write_entries(adds, {})
+            gone = self._finish(data.rows)
+            if len(gone):  # removed meanwhile: its remover may have run before our ZADDs
+                at = np.isin(data.rows, gone)
+                self._write_entries(
+                    {},
+                    _entries_of(
+                        self.layout,
+                        data.rows[at],
+                        data.simhash[at],
+                        data.exact[at],
+                        None if signatures is None else signatures[at],
+                    ),
+                )
+            # Rows marked but without fields (removed before we read them) keep no mark
+            # of ours: their remover's own marks cover their entries.
+            self._finish(np.setdiff1d(rows_of(pending), data.rows))
+        return len(pending) + len(removed)
+
+    # Reads ------------------------------------------------------------------------------
+
+    def lookup(self, ids: Sequence[str]) -> tuple[Rows, RowData]:
+        """(row of each id or -1, the stored data of those held). One round trip."""
+        by_group = self._by_group(ids)
+        commands: list[Command] = [
+            (
+                "FCALL_RO",
+                functions.LOOKUP,
+                3,
+                *self.layout.group_keys(group)[:3],
+                *[ids[p] for p in positions],
+            )
+            for group, positions in by_group.items()
+        ]
+        rows = np.full(len(ids), -1, dtype=np.int64)
+        held: dict[int, tuple[bytes, bytes]] = {}
+        for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
+            for p, (row, blob, record) in zip(positions, answers, strict=True):
+                if row and blob:
+                    rows[p] = _row(row)
+                    held[int(rows[p])] = (blob, record)
+        return rows, self._row_data(held)
+
+    def rows(self, rows: Rows, *, records: bool = True) -> RowData:
+        """The stored data of rows, those still held. One round trip."""
+        commands, plan = self._row_commands(rows, records)
+        return self._parse_rows(plan, records, self.wire.send(commands))
+
+    def _row_commands(self, rows: Rows, records: bool) -> tuple[list[Command], list[list[bytes]]]:
+        """HMGETs of the fields (and records) of rows, one per group and hash; and the row
+        fields of each group, for ``_parse_rows``."""
+        commands: list[Command] = []
+        plan: list[list[bytes]] = []
+        for group, fields in self._by_row_group(np.unique(rows)):
+            _, s, r, _ = self.layout.group_keys(group)
+            commands.append(("HMGET", s, *fields))
+            if records:
+                commands.append(("HMGET", r, *fields))
+            plan.append(fields)
+        return commands, plan
+
+    def _parse_rows(self, plan: list[list[bytes]], records: bool, answers: list[Any]) -> RowData:
+        held: dict[int, tuple[bytes, bytes]] = {}
+        replies = iter(answers)
+        for fields in plan:
+            blobs = next(replies)
+            values = next(replies) if records else [b""] * len(fields)
+            for field, blob, record in zip(fields, blobs, values, strict=True):
+                if blob is not None:
+                    held[_row(field)] = (blob, record or b"")
+        return self._row_data(held)
+
+    def _row_data(self, held: dict[int, tuple[bytes, bytes]]) -> RowData:
+        rows = np.array(sorted(held), dtype=np.int64)
+        fixed, signatures = self.layout.parse_blobs([held[r][0] for r in rows.tolist()])
+        ids, payloads = [], []
+        for row in rows.tolist():
+            record_id, payload = unpack_record(held[row][1]) if held[row][1] else ("", b"")
+            ids.append(record_id)
+            payloads.append(payload)
+        return RowData(
+            rows,
+            fixed["simhash"].astype(np.uint64),
+            fixed["exact"].astype(np.uint64).reshape(-1, 2),
+            fixed["timestamp"].astype(np.int64),
+            signatures,
+            ids,
+            payloads,
+        )
+
+    def count(self) -> int:
+        """Documents held: the sizes of every group's fields hash. One round trip."""
+        groups = range(self.layout.groups)
+        return sum(self.wire.send([("HLEN", self.layout.group_keys(g)[1]) for g in groups]))
+
+    def search(
+        self,
+        simhash: SimHashes,
+        minhash: MinHashes | None,
+        exact: ExactHashes,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        methods: Sequence[str] = METHODS,
+        records: bool = True,
+    ) -> SearchResult:
+        """Every live row matching each query by each method asked for. Two round trips.
+
+        ``max_distance`` (default the layout's k, at most it) and ``threshold`` (default
+        the layout's; a lower one finds only what the bands make candidates, as in
+        process) are those of HammingIndex.search_many and LSHIndex.search_many. Cost:
+        (1 + k + 1 + b) range lookups a query, then an HMGET per row group of the rows
+        found.
+        """
+        layout = self.layout
+        distance = layout.max_distance if max_distance is None else max_distance
+        if not 0 <= distance <= layout.max_distance:
+            raise ValueError(f"max_distance must be 0 to {layout.max_distance}, not {distance}")
+        bar = layout.threshold if threshold is None else threshold
+        simhash = np.asarray(simhash, dtype=np.uint64).reshape(-1)
+        exact = np.asarray(exact, dtype=np.uint64).reshape(-1, 2)
+        count = len(simhash)
+        lookups = _Lookups(count)
+        if "exact" in methods:
+            high_words = np.ascontiguousarray(exact[:, 0])
+            extra = exact_extra(exact)
+            lookups.add("exact", [layout.exact_table], high_words[:, None], None, extra)
+        permuted = np.zeros((count, 0), dtype=np.uint64)
+        if "simhash" in methods and layout.simhash:
+            permuted = layout.permute(simhash)
+            masks = layout.prefix_masks()
+            low = permuted & masks
+            lookups.add("simhash", layout.simhash_tables, low, low | ~masks, None)
+        if "minhash" in methods and layout.minhash:
+            assert minhash is not None
+            minhash = np.asarray(minhash, dtype=np.uint32).reshape(count, -1)
+            lookups.add("minhash", layout.band_tables, layout.band_keys(minhash), None, None)
+
+        candidates: dict[str, list[tuple[Rows, Rows, Floats]]] = defaultdict(list)
+        for method, table, lane, at, members in lookups.answers(self.wire.send(lookups.commands)):
+            keys, extra_bytes, rows = table.decode(lookups.shards(method, lane, at), members)
+            if method == "simhash":
+                distances = np.bitwise_count(keys ^ permuted[at, lane]).astype(np.int64)
+                near = distances <= distance
+                candidates[method].append((at[near], rows[near], distances[near].astype(float)))
+            elif method == "exact":
+                same = (keys == exact[at, 0]) & (extra_bytes == exact_extra(exact)[at]).all(axis=1)
+                candidates[method].append((at[same], rows[same], np.ones(int(same.sum()))))
+            else:
+                candidates[method].append((at, rows, np.zeros(len(rows))))
+
+        found = {m: _merge(candidates.get(m, [])) for m in METHODS}
+        commands, plan = self._row_commands(
+            np.concatenate([f.rows for f in found.values()]), records
+        )
+        data = self._parse_rows(plan, records, self.wire.send(commands))
+        live = {m: f.where(np.isin(f.rows, data.rows)) for m, f in found.items()}
+        lsh = live["minhash"]
+        if len(lsh):
+            assert minhash is not None
+            stored = data.signatures[data.index(lsh.rows)]
+            agree = np.count_nonzero(stored == minhash[lsh.positions], axis=1)
+            verified = agree >= min_matches(bar, layout.num_perm)
+            scores = agree[verified] / layout.num_perm
+            lsh = _best_first(lsh.positions[verified], lsh.rows[verified], scores)
+        return SearchResult(live["exact"], live["simhash"], lsh, data)
+
+
+class _Lookups:
+    """The range lookups of a search's first round trip, and their answers decoded."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.commands: list[Command] = []
+        # method, tables, (count, lanes) shards: one command per lane and query, lane-major
+        self._plan: list[tuple[str, list[PrefixTable], npt.NDArray[np.int64]]] = []
+
+    def add(
+        self,
+        method: str,
+        tables: list[PrefixTable],
+        low: npt.NDArray[np.uint64],
+        high: npt.NDArray[np.uint64] | None,
+        extra: npt.NDArray[np.uint8] | None,
+    ) -> None:
+        """Lookups of keys from ``low[q, lane]`` to ``high[q, lane]`` (or equal to
+        ``low``) in table ``lane``, for every query q."""
+        shards = np.empty((self.count, len(tables)), dtype=np.int64)
+        for lane, table in enumerate(tables):
+            lows = np.ascontiguousarray(low[:, lane])
+            highs = lows if high is None else np.ascontiguousarray(high[:, lane])
+            shards[:, lane] = table.shards(lows)
+            for shard, (lo, hi) in zip(
+                shards[:, lane].tolist(), table.bounds(lows, highs, extra), strict=True
+            ):
+                self.commands.append(("ZRANGE", table.key(shard), lo, hi, "BYLEX"))
+        self._plan.append((method, tables, shards))
+
+    def shards(self, method: str, lane: int, at: Rows) -> npt.NDArray[np.int64]:
+        for name, _, shards in self._plan:
+            if name == method:
+                found: npt.NDArray[np.int64] = shards[at, lane]
+                return found
+        raise KeyError(method)
+
+    def answers(self, replies: list[Any]) -> list[tuple[str, PrefixTable, int, Rows, list[bytes]]]:
+        """(method, table, lane, query of each member, members) per table with answers."""
+        out = []
+        replies_at = 0
+        queries = np.arange(self.count, dtype=np.int64)
+        for method, tables, _ in self._plan:
+            for lane, table in enumerate(tables):
+                answers = replies[replies_at : replies_at + self.count]
+                replies_at += self.count
+                sizes = np.fromiter(map(len, answers), dtype=np.int64, count=self.count)
+                if sizes.any():
+                    members = [m for answer in answers for m in answer]
+                    out.append((method, table, lane, np.repeat(queries, sizes), members))
+        return out
+
+
+def _pairs(reply: Any) -> list[tuple[bytes, bytes]]:
+    """The (field, value) pairs of an HGETALL: a map in RESP3, a flat list in RESP2."""
+    if isinstance(reply, dict):
+        return list(reply.items())
+    return list(zip(reply[::2], reply[1::2], strict=True))
+
+
+def _at(values: Sequence[str], positions: list[int]) -> list[str]:
+    return [values[p] for p in positions]
+
+
+def _row(field: bytes) -> int:
+    return int.from_bytes(field, "big")
+
+
+def pack_record(document_id: str, payload: bytes) -> bytes:
+    """A row's ``r`` value: the id's length (2 bytes), the id (UTF-8), the payload."""
+    encoded = document_id.encode("utf-8", "surrogatepass")
+    return len(encoded).to_bytes(2, "big") + encoded + payload
+
+
+def unpack_record(record: bytes) -> tuple[str, bytes]:
+    size = int.from_bytes(record[:2], "big")
+    return record[2 : 2 + size].decode("utf-8", "surrogatepass"), record[2 + size :]
+
+
+def _scored(members: list[bytes]) -> list[Any]:
+    """ZADD's arguments for members scored 0."""
+    out: list[Any] = [0, b""] * len(members)
+    out[1::2] = members
+    return out
+
+
+def _merge(parts: list[tuple[Rows, Rows, Floats]]) -> Found:
+    """One Found of (position, row) pairs found in several tables, each pair once."""
+    if not parts:
+        return Found.none()
+    positions = np.concatenate([p[0] for p in parts])
+    rows = np.concatenate([p[1] for p in parts])
+    values = np.concatenate([p[2] for p in parts])
+    pair = (positions << 32) | rows
+    _, first = np.unique(pair, return_index=True)
+    return Found(positions[first], rows[first], values[first])
+
+
+def _best_first(positions: Rows, rows: Rows, scores: Floats) -> Found:
+    order = np.lexsort((rows, -scores, positions))
+    return Found(positions[order], rows[order], scores[order])
