@@ -545,7 +545,23 @@ class _Lookups:
     ) -> None:
         """Lookups of keys from ``low[q, lane]`` to ``high[q, lane]`` (or equal to
         ``low``) in table ``lane``, for every query q."""
-        shards = np.empty((self.count, len(tables)), dtype=np.int64)
+        lanes = len(tables)
+        shards = np.empty((self.count, lanes), dtype=np.int64)
+        first = tables[0]
+        if all(t.shard_bits == first.shard_bits for t in tables):
+            # One encoding for every lane at once (lane-major): the tables differ only
+            # in their names. Per lane, a search's numpy calls cost more than Redis.
+            lows = np.ascontiguousarray(low.T).reshape(-1)
+            highs = lows if high is None else np.ascontiguousarray(high.T).reshape(-1)
+            extras = None if extra is None else np.tile(extra, (lanes, 1))
+            flat = first.shards(lows)
+            shards[:] = flat.reshape(lanes, self.count).T
+            bounds = first.bounds(lows, highs, extras)
+            lane_of = np.repeat(np.arange(lanes), self.count).tolist()
+            for lane, shard, (lo, hi) in zip(lane_of, flat.tolist(), bounds, strict=True):
+                self.commands.append(("ZRANGE", tables[lane].key(shard), lo, hi, "BYLEX"))
+            self._plan.append((method, tables, shards))
+            return
         for lane, table in enumerate(tables):
             lows = np.ascontiguousarray(low[:, lane])
             highs = lows if high is None else np.ascontiguousarray(high[:, lane])

@@ -1,0 +1,338 @@
+"""The Redis store (app/redis_store) against datasketch's MinHashLSH on Redis storage.
+
+Run from the repository root (needs Debian's redis-server: ``make redis``)::
+
+    .venv/bin/python bench/redis_store.py [--sizes 100000,1000000] [--runs 3]
+                                          [--datasketch-size 100000] [--queries 500]
+
+Each run starts its own redis-server on a free localhost port (no persistence: this
+measures the layout and the round trips, not the disk; zset-max-listpack-entries 512, as
+docs/redis.md advises), stores N documents of seeded synthetic fingerprints (random
+64-bit SimHashes, 128-value signatures, 40% of documents a near copy of an earlier one:
+a few SimHash bits flipped, a share of signature values replaced), and measures:
+
+- insert: documents a second in batches of 1,000 (three round trips a batch);
+- memory: INFO memory used_memory after the inserts minus before, per document;
+- search: one document at a time (half planted copies of stored documents, half new),
+  all three methods (exact, SimHash k = 3, MinHash LSH verified) with the rows found
+  resolved to ids: p50 and p99 latency and round trips a search; and the LSH lookup
+  alone;
+- datasketch: MinHashLSH(threshold 0.8, 128 values, neardup's bands 16 x 8) with
+  ``storage_config={'type': 'redis'}`` on the same kind of server and the same
+  signatures: inserts through ``insertion_session`` (buffered pipelines), query p50
+  and p99 (candidates only: it stores no signatures to verify with), memory.
+
+The client and the server share the machine's two cores with whatever else runs there;
+the figures are medians over ``--runs`` runs (min-max beside them). The report is
+printed and written to ``bench/results/redis_store.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasketch
+import numpy as np
+import redis
+from _common import (
+    REPO_ROOT,
+    format_spread,
+    latencies_us,
+    machine_summary,
+    markdown_table,
+    percentile,
+    spread,
+    write_result,
+)
+
+sys.path.insert(0, str(REPO_ROOT))  # tests.redis_servers starts the servers
+
+from app.redis_store.layout import Layout
+from app.redis_store.store import NewDocuments, RedisStore
+from tests.redis_servers import start_server
+
+NUM_PERM = 128
+THRESHOLD = 0.8
+BATCH = 1000
+NEAR_SHARE = 0.4
+DATASKETCH_SEED = 1
+
+
+@dataclass
+class Data:
+    simhash: np.ndarray
+    minhash: np.ndarray
+    exact: np.ndarray
+
+    def documents(self, start: int, end: int) -> NewDocuments:
+        ids = [f"doc-{i}" for i in range(start, end)]
+        return NewDocuments(
+            ids,
+            self.simhash[start:end],
+            self.minhash[start:end],
+            self.exact[start:end],
+            np.arange(start, end, dtype=np.int64),
+            [self.exact[i].tobytes() for i in range(start, end)],
+            [b"{}"] * (end - start),
+        )
+
+
+def synthetic(seed: int, count: int) -> Data:
+    """Random fingerprints, NEAR_SHARE of them near copies of an earlier document."""
+    rng = np.random.default_rng(seed)
+    simhash = rng.integers(0, 2**64, size=count, dtype=np.uint64)
+    minhash = rng.integers(0, 2**32, size=(count, NUM_PERM), dtype=np.uint32)
+    exact = rng.integers(0, 2**64, size=(count, 2), dtype=np.uint64)
+    near = np.flatnonzero(rng.random(count) < NEAR_SHARE)
+    near = near[near > 0]
+    sources = (rng.random(len(near)) * near).astype(np.int64)
+    flips = rng.integers(0, 64, size=(len(near), 3), dtype=np.uint64)
+    simhash[near] = simhash[sources]
+    for column in range(3):
+        simhash[near] ^= np.uint64(1) << flips[:, column]
+    replaced = rng.random((len(near), NUM_PERM)) < rng.choice([0.05, 0.15, 0.3], len(near))[:, None]
+    copies = minhash[sources]
+    copies[replaced] = rng.integers(0, 2**32, size=int(replaced.sum()), dtype=np.uint32)
+    minhash[near] = copies
+    return Data(simhash, minhash, exact)
+
+
+def queries(data: Data, seed: int, count: int) -> Data:
+    """Half planted copies of stored documents, half new ones."""
+    rng = np.random.default_rng(seed + 1)
+    fresh = synthetic(seed + 2, count)
+    stored = rng.integers(0, len(data.simhash), size=count // 2)
+    fresh.simhash[: count // 2] = data.simhash[stored] ^ np.uint64(1)
+    fresh.minhash[: count // 2] = data.minhash[stored]
+    fresh.minhash[: count // 2, :10] = 7
+    return fresh
+
+
+def used_memory(client: redis.Redis) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+@dataclass
+class Run:
+    insert_rate: float = 0.0
+    bytes_per_doc: float = 0.0
+    search_p50_us: float = 0.0
+    search_p99_us: float = 0.0
+    lsh_p50_us: float = 0.0
+    lsh_p99_us: float = 0.0
+    round_trips: float = 0.0
+    matches: float = 0.0
+
+
+@dataclass
+class PeerRun:
+    insert_rate: float = 0.0
+    bytes_per_doc: float = 0.0
+    query_p50_us: float = 0.0
+    query_p99_us: float = 0.0
+
+
+@dataclass
+class Result:
+    size: int
+    runs: list[Run] = field(default_factory=list)
+    peer_size: int = 0
+    peer: list[PeerRun] = field(default_factory=list)
+
+
+def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
+    client.flushall()
+    layout = Layout(f"bench{run}", num_perm=NUM_PERM, threshold=THRESHOLD)
+    store = RedisStore(client, layout)
+    store.setup()
+    size = len(data.simhash)
+    before = used_memory(client)
+    start = time.perf_counter()
+    for begin in range(0, size, BATCH):
+        store.insert(data.documents(begin, min(size, begin + BATCH)))
+    elapsed = time.perf_counter() - start
+    result = Run(size / elapsed, (used_memory(client) - before) / size)
+    trips_before = store.round_trips
+    found: list[int] = []
+
+    def search(q: int) -> None:
+        answer = store.search(
+            probe.simhash[q : q + 1], probe.minhash[q : q + 1], probe.exact[q : q + 1]
+        )
+        found.append(len(answer.rows.rows))
+
+    count = len(probe.simhash)
+    latency = latencies_us(search, range(count))
+    result.round_trips = (store.round_trips - trips_before) / count
+    result.matches = statistics.mean(found)
+    result.search_p50_us, result.search_p99_us = percentile(latency, 50), percentile(latency, 99)
+
+    def lsh(q: int) -> None:
+        store.search(
+            probe.simhash[q : q + 1],
+            probe.minhash[q : q + 1],
+            probe.exact[q : q + 1],
+            methods=("minhash",),
+            records=False,
+        )
+
+    latency = latencies_us(lsh, range(count))
+    result.lsh_p50_us, result.lsh_p99_us = percentile(latency, 50), percentile(latency, 99)
+    return result
+
+
+def datasketch_run(client: redis.Redis, port: int, data: Data, probe: Data, size: int) -> PeerRun:
+    client.flushall()
+    storage = {"type": "redis", "redis": {"host": "127.0.0.1", "port": port}}
+    lsh = datasketch.MinHashLSH(
+        threshold=THRESHOLD, num_perm=NUM_PERM, params=(16, 8), storage_config=storage
+    )
+
+    def lean(values: np.ndarray) -> Any:
+        return datasketch.LeanMinHash(
+            seed=DATASKETCH_SEED, hashvalues=values.astype(np.uint64), scheme="affine32"
+        )
+
+    objects = [lean(data.minhash[i]) for i in range(size)]
+    before = used_memory(client)
+    start = time.perf_counter()
+    with lsh.insertion_session(buffer_size=BATCH) as session:
+        for i, minhash in enumerate(objects):
+            session.insert(f"doc-{i}", minhash, check_duplication=False)
+    elapsed = time.perf_counter() - start
+    result = PeerRun(size / elapsed, (used_memory(client) - before) / size)
+    probes = [lean(probe.minhash[q]) for q in range(len(probe.minhash))]
+    latency = latencies_us(lsh.query, probes)
+    result.query_p50_us, result.query_p99_us = percentile(latency, 50), percentile(latency, 99)
+    return result
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure(size: int, peer_size: int, runs: int, query_count: int) -> Result:
+    result = Result(size, peer_size=peer_size)
+    data = synthetic(0, max(size, peer_size))
+    probe = queries(
+        Data(data.simhash[:size], data.minhash[:size], data.exact[:size]), 0, query_count
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        server = start_server(Path(directory), "--maxmemory", "0")
+        try:
+            client = redis.Redis(port=server.port)
+            sized = Data(data.simhash[:size], data.minhash[:size], data.exact[:size])
+            for run in range(runs):
+                log(f"neardup at {size:,}: run {run + 1} of {runs}")
+                result.runs.append(neardup_run(client, sized, probe, run))
+            for run in range(runs if peer_size else 0):
+                log(f"datasketch at {peer_size:,}: run {run + 1} of {runs}")
+                result.peer.append(datasketch_run(client, server.port, data, probe, peer_size))
+            client.flushall()
+        finally:
+            server.stop()
+    return result
+
+
+def report(results: list[Result], runs: int, query_count: int) -> str:
+    def figure(values: list[float], fmt: str = "{:,.0f}") -> str:
+        timing = spread(values)
+        return format_spread(timing, lambda v: fmt.format(v))
+
+    rows = []
+    for result in results:
+        r = result.runs
+        rows.append(
+            [
+                f"{result.size:,}",
+                "neardup RedisStore",
+                figure([x.insert_rate for x in r]),
+                figure([x.bytes_per_doc for x in r]),
+                figure([x.search_p50_us / 1000 for x in r], "{:.2f}"),
+                figure([x.search_p99_us / 1000 for x in r], "{:.2f}"),
+                figure([x.lsh_p50_us / 1000 for x in r], "{:.2f}"),
+                figure([x.round_trips for x in r], "{:.0f}"),
+            ]
+        )
+        if result.peer:
+            p = result.peer
+            rows.append(
+                [
+                    f"{result.peer_size:,}",
+                    "datasketch MinHashLSH, Redis storage",
+                    figure([x.insert_rate for x in p]),
+                    figure([x.bytes_per_doc for x in p]),
+                    "-",
+                    "-",
+                    figure([x.query_p50_us / 1000 for x in p], "{:.2f}")
+                    + " (p99 "
+                    + figure([x.query_p99_us / 1000 for x in p], "{:.2f}")
+                    + ")",
+                    f"{NUM_PERM // 8}",
+                ]
+            )
+    lines = [
+        "# Redis store benchmark",
+        "",
+        f"Machine: {machine_summary(0)}; redis-server on the same machine (loopback), "
+        "sharing its 2 cores with the client and with other jobs running at the time.",
+        f"Medians over {runs} runs (min-max); {query_count} single-document searches a run.",
+        "",
+        markdown_table(
+            [
+                "N",
+                "contender",
+                "insert docs/s",
+                "bytes/doc",
+                "search p50 ms",
+                "search p99 ms",
+                "LSH lookup p50 ms",
+                "round trips/search",
+            ],
+            rows,
+            ["right", "left", "right", "right", "right", "right", "right", "right"],
+        ),
+        "",
+        "search: exact + SimHash (k = 3) + MinHash LSH verified, rows resolved to ids. "
+        "LSH lookup: the bands and verification alone (neardup); candidates alone, one "
+        "round trip per band (datasketch, which stores no signatures to verify with).",
+    ]
+    for result in results:
+        if result.peer:
+            ours = statistics.median(x.lsh_p50_us for x in result.runs)
+            theirs = statistics.median(x.query_p50_us for x in result.peer)
+            lines.append("")
+            lines.append(
+                f"At {result.size:,}: LSH lookup p50 {theirs / ours:.1f}x faster than "
+                f"datasketch's at {result.peer_size:,}; matches resolved per search "
+                f"{statistics.median(x.matches for x in result.runs):.2f}."
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="100000")
+    parser.add_argument("--datasketch-size", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=500)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results = [
+        measure(size, args.datasketch_size if i == 0 else 0, args.runs, args.queries)
+        for i, size in enumerate(sizes)
+    ]
+    text = report(results, args.runs, args.queries)
+    print(text)
+    write_result("redis_store.md", text)
+
+
+if __name__ == "__main__":
+    main()
