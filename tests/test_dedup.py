@@ -665,10 +665,6 @@ def test_time_settings_a_corpus_job_cannot_apply_are_refused(
     for retention in (RetentionConfig(max_age="7d"), RetentionConfig(max_documents=10)):
         with pytest.raises(InputError, match="a corpus job holds none"):
             run_local([path], tmp_path / "x3", CollectionConfig(retention=retention))
-    from app.batch import spark
-
-    with pytest.raises(InputError, match="the Spark engine does not apply a match window"):
-        spark.run([str(path)], window, spark.SparkOptions(out=tmp_path / "x4", fields=timed))
     for bad, reason in (
         ({"id": "c", "text": "x"}, "no 't' field"),
         ({"id": "c", "text": "x", "t": "2024-05-01T12:00:00"}, "has no UTC offset"),

@@ -20,7 +20,15 @@ import pytest
 
 from app.batch.readers import Fields, InputError
 from app.collection_config import CollectionConfig
-from tests.test_dedup import _write_parquet, make_corpus, read_output, run_local, write_jsonl
+from tests.test_dedup import (
+    WINDOW,
+    _write_parquet,
+    make_corpus,
+    read_output,
+    run_local,
+    timed_corpus,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.spark
 MIN_JAVA = 17
@@ -139,3 +147,40 @@ def test_spark_engine_writes_what_the_local_engine_writes(
             spark.SparkOptions(out=tmp_path / "bad", progress=False),
             spark_session,  # type: ignore[arg-type]
         )
+
+
+def test_spark_engine_applies_a_match_window_as_the_local_engine(
+    tmp_path: Path, spark_session: object
+) -> None:
+    """With a match_window, the Spark engine keeps the pairs within it and clusters their
+    components, as the local engine does (checked against brute force in test_dedup.py)."""
+    from app.batch import spark
+
+    records, _ = timed_corpus(seed=23)
+    first = write_jsonl(tmp_path / "a.jsonl", records[:100])
+    second = write_jsonl(tmp_path / "b.jsonl", records[100:])
+    config = CollectionConfig(match_window=WINDOW)
+    fields = Fields("id", ("title", "body"), "published")
+    local_output, local_summary = run_local(
+        [first, second], tmp_path / "local", config, fields=fields
+    )
+    untimed, _ = run_local(
+        [first, second],
+        tmp_path / "untimed",
+        CollectionConfig(),
+        fields=Fields("id", ("title", "body")),
+    )
+    assert untimed.raw["pairs.jsonl"] != local_output.raw["pairs.jsonl"]
+    assert untimed.raw["clusters.jsonl"] != local_output.raw["clusters.jsonl"]
+    summary = spark.run(
+        [str(first), str(second)],
+        config,
+        spark.SparkOptions(
+            out=tmp_path / "spark", fields=fields, progress=False, split_bytes=8 << 10
+        ),
+        spark_session,  # type: ignore[arg-type]
+    )
+    spark_output = read_output(tmp_path / "spark")
+    for name, content in local_output.raw.items():
+        assert spark_output.raw[name] == content, name
+    assert (summary.pairs, summary.clusters) == (local_summary.pairs, local_summary.clusters)

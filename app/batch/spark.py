@@ -17,11 +17,13 @@ so both write the same files for the same input and settings:
    and q-gram pairs at or above the n-gram threshold only.
 5. **Verification** of the distinct candidates joined with both representatives'
    fingerprints, by ``MatchRule.evaluate`` (the service's rule); pairs expanded to the
-   members of the groups by two joins.
+   members of the groups by two joins. With a match window, the document pairs are
+   joined with both documents' times, and those more than the window apart dropped.
 6. **Clusters** by the alternating large-star / small-star algorithm (Kiveris,
    Lattanzi, Mirrokni, Rastogi, Vassilvitskii, "Connected Components in MapReduce and
-   Beyond", SoCC 2014) on the representatives' pairs: O(log n) rounds of two shuffles,
-   each node ends up linked to the smallest node of its component, which is its first
+   Beyond", SoCC 2014) on the representatives' pairs (with a match window, on the
+   documents' pairs: copies of one text apart in time may be apart): O(log n) rounds of
+   two shuffles, each node ends up linked to the smallest node of its component, which is its first
    document in input order. No edge list is ever collected on the driver.
 7. The output is sorted by a range shuffle and streamed to the driver partition by
    partition (``toLocalIterator``), which writes DIR/pairs.jsonl, clusters.jsonl and
@@ -61,8 +63,9 @@ from app.batch.readers import (
     count_records,
     document_id,
     plan_splits,
-    read_documents,
     read_records,
+    read_timed_documents,
+    timestamp_us,
 )
 from app.batch.rules import (
     MatchRule,
@@ -105,8 +108,9 @@ class SparkOptions:
 # A document's fingerprints as the RDDs carry them (plain Python values, cheap to pickle):
 # (simhash, exact high, exact low, signature bytes, band key bytes, short text or None).
 Print = tuple[int, int, int, bytes, bytes, str | None]
-# (position, id, fingerprints or None for a text empty once normalised)
-Document = tuple[int, DocumentId, Print | None]
+# (position, id, fingerprints or None for a text empty once normalised, time in
+# microseconds or None without a timestamp field)
+Document = tuple[int, DocumentId, Print | None, int | None]
 
 
 def session(options: SparkOptions) -> SparkSession:
@@ -140,24 +144,35 @@ def session(options: SparkOptions) -> SparkSession:
 # ---------------------------------------------------------------------------- executors
 
 
-def _read_split(fields: Fields, item: tuple[Split, int]) -> Iterator[tuple[int, DocumentId, str]]:
+def _read_split(
+    fields: Fields, item: tuple[Split, int]
+) -> Iterator[tuple[int, DocumentId, str, int | None]]:
     split, first = item
-    for index, (value, text) in enumerate(read_documents(split, fields)):
-        yield first + index, document_id(value, first + index, split), text
+    timed = fields.timestamp_field is not None
+    for index, (value, text, moment) in enumerate(read_timed_documents(split, fields)):
+        position = first + index
+        yield (
+            position,
+            document_id(value, position, split),
+            text,
+            timestamp_us(moment, position, split, fields) if timed else None,
+        )
 
 
 def _fingerprint_partition(
-    config: CollectionConfig, html: bool, rows: Iterable[tuple[int, DocumentId, str]]
+    config: CollectionConfig,
+    html: bool,
+    rows: Iterable[tuple[int, DocumentId, str, int | None]],
 ) -> Iterator[Document]:
     iterator = iter(rows)
     while chunk := list(itertools.islice(iterator, FINGERPRINT_CHUNK)):
-        fingerprints = fingerprint_chunk([text for _, _, text in chunk], config, html)
+        fingerprints = fingerprint_chunk([text for _, _, text, _ in chunk], config, html)
         shorts = dict(fingerprints.shorts)
         row_of = {int(kept): row for row, kept in enumerate(fingerprints.kept.tolist())}
-        for index, (position, identifier, _) in enumerate(chunk):
+        for index, (position, identifier, _, moment) in enumerate(chunk):
             row = row_of.get(index)
             if row is None:
-                yield position, identifier, None
+                yield position, identifier, None, moment
                 continue
             yield (
                 position,
@@ -170,6 +185,7 @@ def _fingerprint_partition(
                     fingerprints.band_keys[row].tobytes(),
                     shorts.get(row),
                 ),
+                moment,
             )
 
 
@@ -403,11 +419,6 @@ def run(
     stopped at the end, unless one is given)."""
     started = time.perf_counter()
     check_batch_settings(config, options.fields.timestamp_field)
-    if config.match_window is not None:
-        raise InputError(
-            f"--settings: match_window {config.match_window!r}: the Spark engine does not "
-            "apply a match window; the local engine does (--engine local)"
-        )
     own = spark is None
     spark = spark or session(options)
     try:
@@ -530,34 +541,58 @@ def _run(
         .flatMap(_expand)
     )
     within = multi.flatMap(partial(_within, config))
-    pair_lines = (
-        across.union(within)
-        .sortByKey(numPartitions=output_partitions)
-        .map(lambda kv: pair_line(kv[1][0], kv[1][1], kv[1][2], kv[1][3]))
+    document_pairs = across.union(within)
+    window = config.match_window_us
+    if window is not None:
+        # Only the pairs whose times are at most the window apart (by two joins with
+        # the documents' times); clusters are then the components of those pairs.
+        times = documents.map(lambda d: (d[0], d[3]))
+        document_pairs = (
+            document_pairs.map(lambda kv: (kv[0][0], kv))
+            .join(times, partitions)
+            .map(lambda kv: (kv[1][0][0][1], (kv[1][0], kv[1][1])))
+            .join(times, partitions)
+            .filter(lambda kv: abs(kv[1][0][1] - kv[1][1]) <= window)
+            .map(lambda kv: kv[1][0][0])
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+    pair_lines = document_pairs.sortByKey(numPartitions=output_partitions).map(
+        lambda kv: pair_line(kv[1][0], kv[1][1], kv[1][2], kv[1][3])
     )
     pair_count = _write_lines(options.out / "pairs.jsonl", pair_lines)
     steps.done("pairs.jsonl")
 
-    # Clusters: the component of each representative, named by its smallest position.
-    labels = connected_components(verified.map(lambda p: (p[0], p[1])), partitions).persist()
+    if window is None:
+        # Clusters: the component of each representative, named by its smallest position.
+        edges = verified.map(lambda p: (p[0], p[1]))
+        nodes = reps.mapValues(lambda value: value[0])
+    else:
+        edges = document_pairs.map(lambda kv: kv[0])
+        nodes = documents.map(lambda d: (d[0], d[1]))
+    labels = connected_components(edges, partitions).persist()
     labels.count()
     steps.done("connected components")
-    rep_ids = reps.mapValues(lambda value: value[0])
     named = (
         labels.map(lambda kv: (kv[1], kv[0]))
-        .join(rep_ids, partitions)
+        .join(nodes, partitions)
         .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
-    )  # representative -> (cluster position, cluster id)
-    assigned = (
-        groups.flatMap(lambda kv: [(kv[0], (p, i, kv[1][0][0][1])) for p, i in kv[1][0]])
-        .leftOuterJoin(named, partitions)
-        .map(_assigned)
-    )
-    empties = documents.filter(lambda d: d[2] is None).map(lambda d: (d[0], (d[1], (d[0], d[1]))))
-    clusters: Any = (
-        assigned.union(empties)
-        .sortByKey(numPartitions=output_partitions)
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    )  # node -> (cluster position, cluster id)
+    if window is None:
+        assigned = (
+            groups.flatMap(lambda kv: [(kv[0], (p, i, kv[1][0][0][1])) for p, i in kv[1][0]])
+            .leftOuterJoin(named, partitions)
+            .map(_assigned)
+        )
+        empties = documents.filter(lambda d: d[2] is None).map(
+            lambda d: (d[0], (d[1], (d[0], d[1])))
+        )
+        assigned = assigned.union(empties)
+    else:  # every document, a node of the components or a cluster of its own
+        assigned = nodes.leftOuterJoin(named, partitions).map(
+            lambda kv: (kv[0], (kv[1][0], kv[1][1] or (kv[0], kv[1][0])))
+        )
+    clusters: Any = assigned.sortByKey(numPartitions=output_partitions).persist(
+        StorageLevel.MEMORY_AND_DISK
     )
     _write_lines(
         options.out / "clusters.jsonl",
@@ -576,7 +611,7 @@ def _run(
     cluster_count = _write_lines(options.out / "kept.jsonl", kept_lines)
     steps.done("kept.jsonl")
     empty = documents.filter(lambda d: d[2] is None).count()
-    for rdd in (documents, identical, multi, verified, clusters, labels):
+    for rdd in (documents, identical, multi, verified, document_pairs, clusters, labels):
         rdd.unpersist()
     return Summary(
         engine=f"spark {sc.master}",
