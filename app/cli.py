@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 def serve(arguments: argparse.Namespace) -> None:
     import uvicorn
 
+    from app import logs
     from app.api.auth import InvalidKeys
     from app.logs import logging_config
     from app.main import create_app
@@ -38,6 +39,7 @@ def serve(arguments: argparse.Namespace) -> None:
     settings = Settings(**overrides)
     log_config = logging_config(settings.log_level, settings.log_format)
     logging.config.dictConfig(log_config)
+    logs.use_access_log(logs.AccessLog(sys.stderr, settings.log_format))
     try:
         app = create_app(settings)
     except InvalidKeys as error:

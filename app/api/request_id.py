@@ -56,8 +56,15 @@ class RequestIdMiddleware:
 
 
 def log_request(scope: Scope, status: int, started: float) -> None:
-    """The request's one access log line (at info)."""
+    """The request's one access log line (at info): to the buffered access log of
+    ``neardup serve``, else through logging."""
     client = scope.get("client")
+    sink = logs.access_log
+    if sink is not None:
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        host = client[0] if client else None
+        sink.write(scope["method"], scope["path"], status, duration_ms, host, logs.request_id.get())
+        return
     log.info(
         "%s %s %d",
         scope["method"],
