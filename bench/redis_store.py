@@ -30,6 +30,8 @@ printed and written to ``bench/results/redis_store.md``.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -56,7 +58,7 @@ sys.path.insert(0, str(REPO_ROOT))  # tests.redis_servers starts the servers
 
 from app.redis_store.layout import Layout
 from app.redis_store.store import NewDocuments, RedisStore
-from tests.redis_servers import start_server
+from tests.redis_servers import free_port, start_server
 
 NUM_PERM = 128
 THRESHOLD = 0.8
@@ -115,6 +117,39 @@ def queries(data: Data, seed: int, count: int) -> Data:
     return fresh
 
 
+async def _forward(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float
+) -> None:
+    try:
+        while data := await reader.read(1 << 16):
+            await asyncio.sleep(delay)
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()
+
+
+async def _proxy(listen: int, port: int, delay: float) -> None:
+    async def connected(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.gather(
+            _forward(client_r, server_w, delay),
+            _forward(server_r, client_w, delay),
+            return_exceptions=True,
+        )
+
+    server = await asyncio.start_server(connected, "127.0.0.1", listen)
+    async with server:
+        await server.serve_forever()
+
+
+def run_proxy(listen: int, port: int, delay: float) -> None:
+    """A TCP proxy to localhost:port that holds every chunk ``delay`` seconds each way: a
+    network between client and Redis, in its own process. (asyncio sleeps in whole
+    milliseconds of epoll, so the round trip it adds is measured, not assumed.)"""
+    asyncio.run(_proxy(listen, port, delay))
+
+
 def used_memory(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
 
@@ -140,11 +175,83 @@ class PeerRun:
 
 
 @dataclass
+class Network:
+    """Lookups through a proxy that delays each chunk: (p50, p99) microseconds."""
+
+    delay_ms: float
+    ping: tuple[float, float] = (0.0, 0.0)
+    search: tuple[float, float] = (0.0, 0.0)
+    lsh: tuple[float, float] = (0.0, 0.0)
+    peer: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass
 class Result:
     size: int
     runs: list[Run] = field(default_factory=list)
     peer_size: int = 0
     peer: list[PeerRun] = field(default_factory=list)
+    network: Network | None = None
+
+
+def p50_p99(values: list[float]) -> tuple[float, float]:
+    return percentile(values, 50), percentile(values, 99)
+
+
+def through_network(port: int, data: Data, probe: Data, delay_ms: float, peer: bool) -> Network:
+    """Both contenders' lookups through a delaying proxy. datasketch's index is the one the
+    last peer run left in Redis; neardup's is stored again (directly) after it."""
+    result = Network(delay_ms)
+    listen = free_port()
+    proxy = multiprocessing.Process(
+        target=run_proxy, args=(listen, port, delay_ms / 1000), daemon=True
+    )
+    proxy.start()
+    try:
+        slow = redis.Redis(port=listen)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                slow.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        result.ping = p50_p99(latencies_us(lambda _: slow.ping(), range(200)))
+        count = len(probe.minhash)
+        if peer:
+            lsh = datasketch_lsh(listen)
+            probes = [lean(probe.minhash[q]) for q in range(count)]
+            result.peer = p50_p99(latencies_us(lsh.query, probes))
+        direct = redis.Redis(port=port)
+        direct.flushall()
+        layout = Layout("network", num_perm=NUM_PERM, threshold=THRESHOLD)
+        loader = RedisStore(direct, layout)
+        loader.setup()
+        size = len(data.simhash)
+        for begin in range(0, size, BATCH):
+            loader.insert(data.documents(begin, min(size, begin + BATCH)))
+        store = RedisStore(slow, layout)
+
+        def search(q: int) -> None:
+            store.search(probe.simhash[q : q + 1], probe.minhash[q : q + 1], probe.exact[q : q + 1])
+
+        def lsh_only(q: int) -> None:
+            store.search(
+                probe.simhash[q : q + 1],
+                probe.minhash[q : q + 1],
+                probe.exact[q : q + 1],
+                methods=("minhash",),
+                records=False,
+            )
+
+        result.search = p50_p99(latencies_us(search, range(count)))
+        result.lsh = p50_p99(latencies_us(lsh_only, range(count)))
+    finally:
+        proxy.terminate()
+        proxy.join()
+    return result
 
 
 def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
@@ -188,17 +295,22 @@ def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
     return result
 
 
-def datasketch_run(client: redis.Redis, port: int, data: Data, probe: Data, size: int) -> PeerRun:
-    client.flushall()
-    storage = {"type": "redis", "redis": {"host": "127.0.0.1", "port": port}}
-    lsh = datasketch.MinHashLSH(
+def datasketch_lsh(port: int) -> Any:
+    storage = {"type": "redis", "basename": b"bench", "redis": {"host": "127.0.0.1", "port": port}}
+    return datasketch.MinHashLSH(
         threshold=THRESHOLD, num_perm=NUM_PERM, params=(16, 8), storage_config=storage
     )
 
-    def lean(values: np.ndarray) -> Any:
-        return datasketch.LeanMinHash(
-            seed=DATASKETCH_SEED, hashvalues=values.astype(np.uint64), scheme="affine32"
-        )
+
+def lean(values: np.ndarray) -> Any:
+    return datasketch.LeanMinHash(
+        seed=DATASKETCH_SEED, hashvalues=values.astype(np.uint64), scheme="affine32"
+    )
+
+
+def datasketch_run(client: redis.Redis, port: int, data: Data, probe: Data, size: int) -> PeerRun:
+    client.flushall()
+    lsh = datasketch_lsh(port)
 
     objects = [lean(data.minhash[i]) for i in range(size)]
     before = used_memory(client)
@@ -218,7 +330,7 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def measure(size: int, peer_size: int, runs: int, query_count: int) -> Result:
+def measure(size: int, peer_size: int, runs: int, query_count: int, delay_ms: float) -> Result:
     result = Result(size, peer_size=peer_size)
     data = synthetic(0, max(size, peer_size))
     probe = queries(
@@ -235,6 +347,12 @@ def measure(size: int, peer_size: int, runs: int, query_count: int) -> Result:
             for run in range(runs if peer_size else 0):
                 log(f"datasketch at {peer_size:,}: run {run + 1} of {runs}")
                 result.peer.append(datasketch_run(client, server.port, data, probe, peer_size))
+            if delay_ms:
+                log(f"through a proxy delaying {delay_ms} ms each way")
+                network_probe = Data(probe.simhash[:200], probe.minhash[:200], probe.exact[:200])
+                result.network = through_network(
+                    server.port, sized, network_probe, delay_ms, bool(peer_size)
+                )
             client.flushall()
         finally:
             server.stop()
@@ -314,6 +432,37 @@ def report(results: list[Result], runs: int, query_count: int) -> str:
                 f"datasketch's at {result.peer_size:,}; matches resolved per search "
                 f"{statistics.median(x.matches for x in result.runs):.2f}."
             )
+    for result in results:
+        net = result.network
+        if net is None:
+            continue
+        ms = "{:.2f}".format
+        lines += [
+            "",
+            f"Through a TCP proxy (its own process) that holds each chunk {net.delay_ms} ms each "
+            f"way (asyncio's epoll waits in whole milliseconds, so the round trip is measured: "
+            f"PING p50 {ms(net.ping[0] / 1000)} ms), at {result.size:,} documents, "
+            "200 searches, one run:",
+            "",
+            markdown_table(
+                ["lookup", "p50 ms", "p99 ms"],
+                [
+                    [
+                        "neardup search (all methods, ids)",
+                        ms(net.search[0] / 1000),
+                        ms(net.search[1] / 1000),
+                    ],
+                    ["neardup LSH lookup (verified)", ms(net.lsh[0] / 1000), ms(net.lsh[1] / 1000)],
+                    ["datasketch MinHashLSH.query", ms(net.peer[0] / 1000), ms(net.peer[1] / 1000)],
+                ],
+                ["left", "right", "right"],
+            ),
+        ]
+        if net.peer[0]:
+            lines += [
+                "",
+                f"LSH lookup p50: {net.peer[0] / net.lsh[0]:.1f}x faster than datasketch's.",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -323,10 +472,17 @@ def main() -> None:
     parser.add_argument("--datasketch-size", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--network-delay-ms", type=float, default=0.5)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     results = [
-        measure(size, args.datasketch_size if i == 0 else 0, args.runs, args.queries)
+        measure(
+            size,
+            args.datasketch_size if i == 0 else 0,
+            args.runs,
+            args.queries,
+            args.network_delay_ms if i == 0 else 0.0,
+        )
         for i, size in enumerate(sizes)
     ]
     text = report(results, args.runs, args.queries)
