@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from app.core.fingerprint import (
     FingerprintParams,
     fingerprint,
+    fingerprint_nonempty,
     fingerprint_normalized,
     hamming_distance,
     jaccard_estimate,
@@ -243,3 +244,36 @@ def test_the_compiled_ascii_path_equals_python_normalisation(
     assert np.array_equal(found.simhash, expected.simhash)
     assert np.array_equal(found.minhash, expected.minhash)
     assert np.array_equal(found.exact, expected.exact)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from([*"abcXYZ019.,;'-_!?", *ASCII_WHITESPACE, "\x00", "\x7f", "\x85"]),
+        min_size=0,
+        max_size=80,
+    ).map("".join),
+    unit=st.sampled_from(["word", "char"]),
+    size=st.integers(1, 5),
+    short_chars=st.sampled_from([0, 10, 100]),
+)
+def test_one_text_alone_is_fingerprinted_as_the_python_reference_does(
+    text: str, unit: str, size: int, short_chars: int
+) -> None:
+    """A search or a single insert takes the one-text path: the Python normalisation is
+    the reference, short text and empty result included."""
+    params = FingerprintParams(unit=unit, size=size)  # type: ignore[arg-type]
+    normalized = normalize(text)
+    found, kept = fingerprint_nonempty([text], params, short_chars=short_chars)
+    if not normalized:
+        assert kept.tolist() == [] and len(found) == 0
+        return
+    expected = fingerprint_normalized([normalized], params)
+    assert kept.tolist() == [0]
+    assert np.array_equal(found.simhash, expected.simhash)
+    assert np.array_equal(found.minhash, expected.minhash)
+    assert np.array_equal(found.exact, expected.exact)
+    if short_chars:
+        assert found.shorts == [normalized if len(normalized) <= short_chars else None]
+    else:
+        assert found.shorts is None

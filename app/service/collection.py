@@ -254,7 +254,7 @@ class Collection:
         self._validate(query)
         fingerprints = self._fingerprint([text], html)
         pairs = self._match_indexes(fingerprints, query)
-        return self._matches(pairs, pairs.span(0), query.limit)
+        return self._matches(pairs, (0, len(pairs.rows)), query.limit)  # one query: all
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
