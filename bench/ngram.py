@@ -75,6 +75,11 @@ from app.core.text import normalize
 
 BATCH = 10_000
 THRESHOLD = 0.7
+# What is timed: CPU time by default (this thread's for a query, the process's for a
+# build: the machine is shared, and other jobs' load inflates the wall clock, not these);
+# ``--clock wall`` for the wall clock. Set by main().
+QUERY_CLOCK: Callable[[], int] = time.thread_time_ns
+SECONDS: Callable[[], float] = time.process_time
 NEAR_DUPLICATE_SHARE = 0.1
 LATIN = "abcdefghijklmnopqrstuvwxyz"
 CJK_CHARACTERS = 3_500
@@ -298,7 +303,7 @@ def build(texts: Sequence[str], **options: object) -> tuple[NgramIndex, float]:
     """An index of the texts inserted in batches of BATCH, merging when it asks; returns
     it and the seconds taken (the final merge included)."""
     index = NgramIndex(**options)  # type: ignore[arg-type]
-    start = time.perf_counter()
+    start = SECONDS()
     for begin in range(0, len(texts), BATCH):
         end = min(len(texts), begin + BATCH)
         index.insert(texts[begin:end], np.arange(begin, end))
@@ -306,7 +311,7 @@ def build(texts: Sequence[str], **options: object) -> tuple[NgramIndex, float]:
             index.merge()
     while index.merge():
         pass
-    return index, time.perf_counter() - start
+    return index, SECONDS() - start
 
 
 @dataclass
@@ -318,7 +323,7 @@ class Latency:
 
 
 def query_latency(index: NgramIndex, queries: Sequence[str], threshold: float) -> Latency:
-    timings = latencies_us(lambda text: index.search(text, threshold), queries)
+    timings = latencies_us(lambda text: index.search(text, threshold), queries, QUERY_CLOCK)
     candidates = index.candidate_counts(queries, threshold)
     ends, _, _ = index.search_many(queries, threshold)
     return Latency(
@@ -485,14 +490,16 @@ def at_size(corpus: Corpus, size: int, runs: int, seed: int, report: list[str]) 
             figures[f"{name} cand"].append(result.candidates)
             figures[f"{name} match"].append(result.matches)
         mixed = [q for pair in zip(english, chinese, strict=True) for q in pair]
-        timings = latencies_us(functools.partial(index.search, threshold=THRESHOLD), mixed)
+        timings = latencies_us(
+            functools.partial(index.search, threshold=THRESHOLD), mixed, QUERY_CLOCK
+        )
         figures["mixed p50"].append(percentile(timings, 50))
         figures["mixed p99"].append(percentile(timings, 99))
         singles = fresh_english[:250] + fresh_chinese[:250]
-        start = time.perf_counter()
+        start = SECONDS()
         for offset, text in enumerate(singles):
             index.insert([text], [size + offset])
-        figures["single"].append((time.perf_counter() - start) / len(singles) * 1e6)
+        figures["single"].append((SECONDS() - start) / len(singles) * 1e6)
         # Exactness spot check against brute force (q-gram sets of every stored text).
         if size <= 100_000 and not figures.get("checked"):
             sets = [qgram_set(text, index.size) for text in texts]
@@ -546,8 +553,10 @@ def against_brute_force(corpus: Corpus, report: list[str]) -> None:
     sets = [qgram_set(text, index.size) for text in texts]
     for query in queries:
         assert answer(index, query, THRESHOLD) == brute_force(sets, query, index.size, THRESHOLD)
-    ours = latencies_us(lambda text: index.search(text, THRESHOLD), queries)
-    brute = latencies_us(lambda text: brute_force(sets, text, index.size, THRESHOLD), queries)
+    ours = latencies_us(lambda text: index.search(text, THRESHOLD), queries, QUERY_CLOCK)
+    brute = latencies_us(
+        lambda text: brute_force(sets, text, index.size, THRESHOLD), queries, QUERY_CLOCK
+    )
     rows = [
         ["NgramIndex", format_us(percentile(ours, 50)), format_us(percentile(ours, 99))],
         ["brute force (Python sets)", format_us(percentile(brute, 50)),
@@ -618,7 +627,7 @@ def _timed_answers(
         def one(text: str, found: list[set[object]] = found) -> None:
             found.append(search(text))
 
-        timings = latencies_us(one, queries)
+        timings = latencies_us(one, queries, QUERY_CLOCK)
         p50s.append(percentile(timings, 50))
         p99s.append(percentile(timings, 99))
         if run == 0:
@@ -626,13 +635,50 @@ def _timed_answers(
     return statistics.median(p50s), statistics.median(p99s), answers
 
 
+# A peer whose build has run this long (wall clock) is stopped where it is, and reported as
+# such: how many texts it had taken. Builds that take one call (SetSimilaritySearch) cannot
+# be stopped; their progress is logged before and after.
+PEER_BUILD_BUDGET_S = 20 * 60
+
+
+class _Progress:
+    """Logs a peer's build to stderr (texts taken, wall and CPU seconds, RSS) and says when
+    it has used up PEER_BUILD_BUDGET_S."""
+
+    def __init__(self, name: str, total: int) -> None:
+        self.name, self.total = name, total
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.done = 0
+
+    def log(self, done: int, what: str = "") -> None:
+        self.done = done
+        print(
+            f"  {self.name}: {done:,} of {self.total:,} texts {what}after "
+            f"{time.perf_counter() - self.wall:,.0f} s wall, "
+            f"{time.process_time() - self.cpu:,.0f} s CPU, RSS {rss_bytes() / 2**30:.1f} GiB",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def over(self) -> bool:
+        return time.perf_counter() - self.wall > PEER_BUILD_BUDGET_S
+
+    def note(self) -> str:
+        if self.done >= self.total:
+            return ""
+        return (
+            f"; build stopped after {PEER_BUILD_BUDGET_S // 60} min at {self.done:,} of "
+            f"{self.total:,} texts (queried as built so far)"
+        )
+
+
 def _rss_delta(build: Callable[[], object]) -> tuple[object, float, float]:
     """(what ``build`` returned, seconds, RSS growth in bytes)."""
     release_memory()
     before = rss_bytes()
-    start = time.perf_counter()
+    start = SECONDS()
     built = build()
-    seconds = time.perf_counter() - start
+    seconds = SECONDS() - start
     release_memory()
     return built, seconds, float(rss_bytes() - before)
 
@@ -689,13 +735,16 @@ def _setsimilaritysearch(
     from SetSimilaritySearch import SearchIndex
 
     size = ngram.DEFAULT_SIZE
-    built, seconds, grown = _rss_delta(
-        lambda: SearchIndex(
-            [list(qgram_set(text, size)) for text in texts],
-            similarity_func_name="jaccard",
-            similarity_threshold=THRESHOLD,
-        )
-    )
+    progress = _Progress("SetSimilaritySearch", len(texts))
+
+    def make() -> SearchIndex:
+        sets = [list(qgram_set(text, size)) for text in texts]
+        progress.log(0, "(sets made; building) ")
+        built = SearchIndex(sets, similarity_func_name="jaccard", similarity_threshold=THRESHOLD)
+        progress.log(len(texts), "indexed ")
+        return built
+
+    built, seconds, grown = _rss_delta(make)
 
     def search(text: str) -> set[object]:
         return {row for row, _ in built.query(list(qgram_set(text, size)))}  # type: ignore[attr-defined]
@@ -719,6 +768,8 @@ def _datasketch(
     def encoded(text: str) -> list[bytes]:
         return [gram.encode("utf-8") for gram in qgram_set(text, size)]
 
+    progress = _Progress("datasketch", len(texts))
+
     def make() -> MinHashLSH:
         lsh = MinHashLSH(threshold=THRESHOLD, num_perm=permutations)
         with lsh.insertion_session() as session:
@@ -727,6 +778,11 @@ def _datasketch(
                 hashes = MinHash.bulk([encoded(text) for text in chunk], num_perm=permutations)
                 for row, minhash in enumerate(hashes, start=begin):
                     session.insert(row, minhash, check_duplication=False)
+                if (begin + len(chunk)) % 100_000 == 0 or begin + len(chunk) == len(texts):
+                    progress.log(begin + len(chunk))
+                if progress.over():
+                    progress.log(begin + len(chunk), "(budget used up) ")
+                    break
         return lsh
 
     built, seconds, grown = _rss_delta(make)
@@ -739,8 +795,8 @@ def _datasketch(
     p50, p99, found = _timed_answers(search, queries, runs)
     recall, extra = _recall(exact, found)
     return PeerRow(f"datasketch MinHashLSH ({permutations} perm.)", len(texts), seconds, p50,
-                   p99, recall, extra, grown / len(texts), len(queries),
-                   "candidates, not verified")  # fmt: skip
+                   p99, recall, extra, grown / max(1, progress.done), len(queries),
+                   "candidates, not verified" + progress.note())  # fmt: skip
 
 
 def _simstring(
@@ -753,12 +809,19 @@ def _simstring(
     from simstring.measure.jaccard import JaccardMeasure
     from simstring.searcher import Searcher
 
+    progress = _Progress("simstring", len(texts))
+
     def make() -> Searcher:
         # No end markers: the q-grams of the text itself, as ours (numbered repeats: a
         # multiset Jaccard, SimString's own measure).
         database = DictDatabase(CharacterNgramFeatureExtractor(ngram.DEFAULT_SIZE, endmarker=""))
-        for text in texts:
+        for done, text in enumerate(texts, start=1):
             database.add(text)
+            if done % 100_000 == 0 or done == len(texts):
+                progress.log(done)
+                if progress.over():
+                    progress.log(done, "(budget used up) ")
+                    break
         return Searcher(database, JaccardMeasure())
 
     built, seconds, grown = _rss_delta(make)
@@ -769,7 +832,8 @@ def _simstring(
     p50, p99, found = _timed_answers(search, queries, runs)
     recall, extra = _recall(exact, found)
     return PeerRow("simstring-fast 0.6 (CPMerge)", len(texts), seconds, p50, p99, recall,
-                   extra, grown / len(texts), len(queries), "multiset Jaccard")  # fmt: skip
+                   extra, grown / max(1, progress.done), len(queries),
+                   "multiset Jaccard" + progress.note())  # fmt: skip
 
 
 def _rapidfuzz(texts: Sequence[str], queries: Sequence[str], exact: list[set[object]]) -> PeerRow:
@@ -869,11 +933,22 @@ def main() -> None:
     parser.add_argument("--sections", default="1,2,3,4,5")
     parser.add_argument("--corpus", choices=CORPORA, default="reuters")
     parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="time queries by the thread's CPU time and builds by the process's (default), "
+        "or both by the wall clock",
+    )
+    parser.add_argument("--output", default="ngram.md", help="report name in bench/results/")
+    parser.add_argument(
         "--peers",
         default="100000:all,1000000:rapidfuzz",
         help="section 5: size:peer+peer,... ('all': every peer)",
     )
     args = parser.parse_args()
+    global QUERY_CLOCK, SECONDS
+    if args.clock == "wall":
+        QUERY_CLOCK, SECONDS = time.perf_counter_ns, time.perf_counter
     sizes = [int(s) for s in args.sizes.split(",")]
     runs = args.runs
     if args.quick:
@@ -892,7 +967,12 @@ def main() -> None:
     corpus = make_corpus(largest, args.seed, args.corpus)
     report = [
         "## NgramIndex (bench/ngram.py)\n",
-        f"{machine_summary(cpu)}; load average {os.getloadavg()[0]:.1f} at the start.",
+        f"{machine_summary(cpu)}; load average {os.getloadavg()[0]:.1f} at the start; "
+        + (
+            "times are CPU time (a query: its thread's; a build: the process's)."
+            if args.clock == "cpu"
+            else "times are wall-clock time."
+        ),
         f"English titles from {corpus.english_source}"
         + (
             "; "
@@ -915,9 +995,10 @@ def main() -> None:
         against_brute_force(corpus, report)
     if "5" in sections:
         against_peers(corpus, peer_sizes, runs, report)
+    report.append(f"\nLoad average {os.getloadavg()[0]:.1f} at the end.")
     text = "\n".join(report) + "\n"
     print(text)
-    print(f"written to {write_result('ngram.md', text)}", file=sys.stderr)
+    print(f"written to {write_result(args.output, text)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
