@@ -32,8 +32,6 @@ from typing import IO, Any, Literal, cast
 
 import orjson
 
-from app.service.times import BadTime, from_iso, from_seconds, parse_time_parameter
-
 Format = Literal["jsonl", "csv", "tsv", "parquet"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "parquet")
 DocumentId = str | int
@@ -133,6 +131,10 @@ def timestamp_us(value: Any, position: int, split: Split, fields: Fields) -> int
     document's ``timestamp``: an ISO 8601 string with a UTC offset or ``Z``, or Unix
     seconds (a number; in CSV and TSV, where every field is text, a plain number is
     seconds and anything else ISO 8601); a Parquet timestamp with a time zone."""
+    # Here, not at the top: importing app.service loads the service (numpy, numba), and
+    # the `neardup` command line must start without them (tests/test_client.py).
+    from app.service.times import BadTime, from_iso, from_seconds, parse_time_parameter
+
     try:
         if value is None:
             raise BadTime(f"no {fields.timestamp_field!r} field (or null)")

@@ -1,0 +1,95 @@
+"""Single inserts that arrive together, inserted together.
+
+A crawler sends one document per request, many requests at once. Each insert costs a
+few hundred microseconds of Python bookkeeping (matching in four indexes, clusters, the
+time order, the commit), of which a batch pays most once: one document alone costs ~450
+us of CPU, one of a batch of 16 about a quarter of that (docs/benchmarks.md). So the
+single inserts that reach the event loop in the same turn (the requests whose bodies
+arrived together) are gathered and inserted as one batch, in arrival order, at the end
+of that turn; each request gets its own document's result.
+
+That changes no answer. A batch matches each document against the earlier ones of the
+batch exactly as if they had been inserted one by one, and refuses a document on its own
+with the error it would get alone. What a batch cannot express is kept apart: documents
+with other options (on_duplicate, html, since, until) than the gathering batch's start
+the next batch, and so does a document whose id is already in it (a retry racing its
+first attempt), so that it is answered as a retry (or a conflict) of the first, as
+it would be one by one. A failure of the whole batch (its commit) fails each request of
+it, as the shared group commit would have anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from app.service.types import InsertResult, NewDocument, OnDuplicate, Refused
+
+Options = tuple[OnDuplicate, bool, int | None, int | None]  # on_duplicate, html, since, until
+InsertMany = Callable[[list[NewDocument], Options], Awaitable[list[InsertResult | Refused]]]
+
+# A larger batch delays its first document's answer for little gain: per document, a
+# batch of 64 costs about what one of 256 does.
+MAX_GATHERED = 64
+
+
+@dataclass(slots=True)
+class _Gathering:
+    options: Options
+    documents: list[NewDocument] = field(default_factory=list)
+    answers: list[asyncio.Future[InsertResult | Refused]] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+
+
+class SingleInserts:
+    """Gathers ``insert`` calls made in one turn of the event loop into ``insert_many``
+    calls, in arrival order. ``batches`` counts those calls (tests)."""
+
+    def __init__(self, insert_many: InsertMany) -> None:
+        self._insert_many = insert_many
+        self._open: _Gathering | None = None  # the one gathering that takes documents
+        self.batches = 0
+
+    async def insert(self, document: NewDocument, options: Options) -> InsertResult | Refused:
+        loop = asyncio.get_running_loop()
+        gathering = self._open
+        if (
+            gathering is None
+            or gathering.options != options
+            or (document.id is not None and document.id in gathering.ids)
+            or len(gathering.documents) >= MAX_GATHERED
+        ):
+            # A new one, after the one open: documents go in in the order they came.
+            gathering = self._open = _Gathering(options)
+            # Started after the callbacks already due in this turn: the other requests
+            # that arrived with this one add their documents first.
+            loop.call_soon(self._start, gathering)
+        answer: asyncio.Future[InsertResult | Refused] = loop.create_future()
+        gathering.documents.append(document)
+        gathering.answers.append(answer)
+        if document.id is not None:
+            gathering.ids.add(document.id)
+        return await answer
+
+    def _start(self, gathering: _Gathering) -> None:
+        if self._open is gathering:
+            self._open = None
+        self.batches += 1
+        # A task, so that the batch's CPU work starts at once, in the order the
+        # gatherings were opened, and its commit is awaited beside the next ones.
+        asyncio.get_running_loop().create_task(self._insert(gathering))
+
+    async def _insert(self, gathering: _Gathering) -> None:
+        try:
+            results = await self._insert_many(gathering.documents, gathering.options)
+        except BaseException as error:  # every request of the batch hears of it
+            for answer in gathering.answers:
+                if not answer.done():
+                    answer.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        for answer, result in zip(gathering.answers, results, strict=True):
+            if not answer.done():  # done: the request was cancelled meanwhile
+                answer.set_result(result)

@@ -1,0 +1,109 @@
+"""Single inserts made together are inserted as one batch (app/service/coalesce.py) and
+answered exactly as the same documents inserted one by one, in the same order."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from app.service import InsertResult, NewDocument, Refused
+from app.service.collection import Collection
+from app.service.registry import Registry
+from app.storage import MemoryStore
+from tests.corpus import english_like_text, mutate_words
+
+
+def _collection() -> Collection:
+    registry = Registry(MemoryStore(), 4)
+    registry.open()
+    return registry.get("default")
+
+
+def _stream(seed: int) -> list[tuple[NewDocument, str]]:
+    """(document, on_duplicate): new texts, near and exact duplicates of earlier ones,
+    retries (same id and text), conflicts (same id, other text), empty texts, short
+    texts for the n-gram index, skips."""
+    rng = random.Random(seed)
+    sent: list[NewDocument] = []
+    stream: list[tuple[NewDocument, str]] = []
+    for number in range(120):
+        roll = rng.random()
+        if sent and roll < 0.2:
+            text = mutate_words(rng, rng.choice(sent).text, 0.05)
+        elif sent and roll < 0.3:
+            text = rng.choice(sent).text
+        elif roll < 0.35:
+            text = "!!! ... ???"  # empty once normalised
+        elif roll < 0.45:
+            text = english_like_text(rng, rng.randint(30, 80))
+        else:
+            text = english_like_text(rng, rng.randint(300, 1500))
+        document = NewDocument(text, f"d{number}", {"n": number}, 1_700_000_000 + number)
+        if sent and rng.random() < 0.08:
+            earlier = rng.choice(sent)
+            document = earlier if rng.random() < 0.5 else NewDocument(text, earlier.id, None, None)
+        stream.append((document, "skip" if rng.random() < 0.1 else "insert"))
+        sent.append(document)
+    return stream
+
+
+def _answer(result: InsertResult | Refused) -> Any:
+    if isinstance(result, Refused):
+        return ("refused", result.id, result.error.code)
+    return (result.id, result.inserted, result.duplicate_of, result.cluster_id, result.matches)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_inserts_made_together_answer_as_one_by_one(seed: int) -> None:
+    stream = _stream(seed)
+    reference = _collection()
+    expected = [
+        _answer(reference.insert([document], on_duplicate)[0])  # type: ignore[arg-type]
+        for document, on_duplicate in stream
+    ]
+    together = _collection()
+
+    async def send_all() -> list[Any]:
+        # Requests arrive in bursts of 1-20, all of a burst in one turn of the loop.
+        rng, answers, position = random.Random(seed), [], 0
+        while position < len(stream):
+            burst = stream[position : position + rng.randint(1, 20)]
+            position += len(burst)
+            answers += await asyncio.gather(
+                *(together.insert_async(d, o) for d, o in burst)  # type: ignore[arg-type]
+            )
+        return [_answer(answer) for answer in answers]
+
+    assert asyncio.run(send_all()) == expected
+    assert together._single_inserts.batches < len(stream) // 2  # they were gathered
+    together._check()
+    for document, _ in stream:
+        if document.id is not None and reference._row_of.get(document.id) is not None:
+            got, want = together.get(document.id), reference.get(document.id)
+            assert (got.cluster_id, got.metadata, got.text) == (
+                want.cluster_id,
+                want.metadata,
+                want.text,
+            )
+
+
+def test_a_failed_batch_fails_each_of_its_requests() -> None:
+    collection = _collection()
+    failure = RuntimeError("the disk is on fire")
+
+    async def broken(documents: list[NewDocument], options: Any) -> list[Any]:
+        raise failure
+
+    collection._single_inserts._insert_many = broken
+
+    async def send() -> list[Any]:
+        return await asyncio.gather(
+            *(collection.insert_async(NewDocument(f"text number {n}", f"x{n}")) for n in range(5)),
+            return_exceptions=True,
+        )
+
+    assert asyncio.run(send()) == [failure] * 5
+    assert collection._single_inserts.batches == 1
