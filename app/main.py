@@ -88,6 +88,7 @@ def create_app(
         finally:
             builder.join()
             registry.close()
+            gc.unfreeze()  # what this app held may be collected again (tests run many)
 
     app = NeardupApp(
         title="neardup",
