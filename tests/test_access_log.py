@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -102,3 +103,16 @@ def test_a_quiet_service_still_writes_its_lines_soon() -> None:
     assert stream.written.wait(10), "the line was never written"
     assert "/healthz 200" in stream.getvalue()
     sink.close()
+
+
+def test_the_time_is_the_iso_time_of_the_line() -> None:
+    stream = Stream()
+    sink = logs.AccessLog(stream, "json", flush_seconds=3600)
+    before = datetime.now(UTC)
+    for _ in range(3):
+        sink.write("GET", "/healthz", 200, 0.1, None, None)
+    after = datetime.now(UTC)
+    sink.close()
+    for line in stream.getvalue().splitlines():
+        stamp = datetime.fromisoformat(json.loads(line)["time"])
+        assert before - timedelta(microseconds=1) <= stamp <= after  # truncated, not rounded
