@@ -642,6 +642,41 @@ def collection_stats(url: str) -> dict[str, int]:
     return stats
 
 
+def fsync_ms(directory: Path, count: int = 40) -> float:
+    """Median time of a 4 KB write and fsync in ``directory`` (the servers' disk): what
+    every durable commit waits for, and what other jobs on the machine slow down."""
+    path = directory / "fsync-probe"
+    times = []
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            os.write(descriptor, b"\0" * 4096)
+            os.fsync(descriptor)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(descriptor)
+        path.unlink()
+    return statistics.median(times) * 1000
+
+
+def commit_totals(url: str) -> tuple[float, float, float]:
+    """(commits, documents committed, seconds committing) from neardup's /metrics."""
+    import httpx
+
+    values = {}
+    for line in httpx.get(url + "/metrics", trust_env=False).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("neardup_commit_seconds_count", "neardup_commit_documents_sum",
+                    "neardup_commit_seconds_sum"):  # fmt: skip
+            values[name] = float(value)
+    return (
+        values.get("neardup_commit_seconds_count", 0.0),
+        values.get("neardup_commit_documents_sum", 0.0),
+        values.get("neardup_commit_seconds_sum", 0.0),
+    )
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -752,6 +787,8 @@ def main() -> None:
             bench = Bench(arguments, running)
             for workload in workloads:
                 before = collection_stats(near.url)
+                commits_before = commit_totals(near.url)
+                disk_before = fsync_ms(root)
                 bench.measure(workload)
                 if arguments.py_spy:
                     bench.profile(near, workload)
@@ -761,6 +798,16 @@ def main() -> None:
                     f"and {after['documents']:,} after; duplicates found "
                     f"{after['duplicates'] - before['duplicates']:,}."
                 )
+                commits, documents, seconds = (
+                    b - a for a, b in zip(commits_before, commit_totals(near.url), strict=True)
+                )
+                if commits:
+                    notes.append(
+                        f"{workload.name}: {commits:,.0f} commits of {documents / commits:.1f} "
+                        f"documents on average, {seconds / commits * 1000:.2f} ms each; a 4 KB "
+                        f"fsync took {disk_before:.2f} ms before and {fsync_ms(root):.2f} ms "
+                        "after (median of 40)."
+                    )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
