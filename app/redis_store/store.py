@@ -251,13 +251,13 @@ class RedisStore:
         status = np.zeros(count, dtype=np.int8)
         rows = np.full(count, -1, dtype=np.int64)
         replaced = np.full(count, -1, dtype=np.int64)
-        old_blobs: list[bytes] = []
+        old_blobs: dict[int, bytes] = {}  # by position: the answers come by group
         for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
             for p, (code, row, old_row, old_blob) in zip(positions, answers, strict=True):
                 status[p], rows[p] = code, _row(row)
                 if code == Status.REPLACED:
                     replaced[p] = _row(old_row)
-                    old_blobs.append(old_blob)
+                    old_blobs[p] = old_blob
         new = np.flatnonzero((status == Status.INSERTED) | (status == Status.REPLACED))
 
         def entries(at: npt.NDArray[np.int64]) -> Entries:
@@ -267,7 +267,8 @@ class RedisStore:
             )
 
         old = replaced[replaced >= 0]
-        self._write_entries(entries(new), self._entries_of_blobs(old, old_blobs))
+        in_order = [old_blobs[p] for p in sorted(old_blobs)]
+        self._write_entries(entries(new), self._entries_of_blobs(old, in_order))
         gone = self._finish(rows[new])
         if len(gone):  # removed or replaced while we indexed them: take them out again
             self._write_entries({}, entries(new[np.isin(rows[new], gone)]))
@@ -289,14 +290,15 @@ class RedisStore:
             for group, positions in by_group.items()
         ]
         rows = np.full(len(ids), -1, dtype=np.int64)
-        blobs: list[bytes] = []
+        blobs: dict[int, bytes] = {}  # by position: the answers come by group
         for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
             for p, (row, blob) in zip(positions, answers, strict=True):
                 if row:
                     rows[p] = _row(row)
-                    blobs.append(blob)
+                    blobs[p] = blob
         removed = rows[rows >= 0]
-        self._write_entries({}, self._entries_of_blobs(removed, blobs))
+        in_order = [blobs[p] for p in sorted(blobs)]
+        self._write_entries({}, self._entries_of_blobs(removed, in_order))
         self._clear_marks(removed)
         return rows
 
