@@ -24,6 +24,10 @@ DEFAULT_THRESHOLD = 0.8
 # 10 of 21,578 is at most 100 characters. Longer short texts (tweets): set it higher.
 DEFAULT_NGRAM_MAX_CHARS = 100
 DEFAULT_NGRAM_SIZE = ngram.DEFAULT_SIZE
+# Grams that start at a CJK character have 2 characters in new collections: Chinese texts
+# of 20-40 characters keep 88% of their 1-3-character edits at t = 0.7 with them, 56% with
+# 3 (bench/ngram.py, section 6; docs/benchmarks.md).
+DEFAULT_NGRAM_CJK_SIZE = ngram.DEFAULT_CJK_SIZE
 DEFAULT_NGRAM_THRESHOLD = ngram.DEFAULT_THRESHOLD
 
 
@@ -48,13 +52,16 @@ class MinHashConfig:
 
 @dataclass(frozen=True, slots=True)
 class NgramConfig:
-    """The exact n-gram index of short texts: character q-grams of ``size``, Jaccard at
-    least ``threshold``, for texts of at most ``max_chars`` normalised characters."""
+    """The exact n-gram index of short texts: character q-grams of ``size`` (``cjk_size``
+    for the grams that start at a CJK character; None: ``size`` for all, as collections
+    created before the setting have it), Jaccard at least ``threshold``, for texts of at
+    most ``max_chars`` normalised characters."""
 
     enabled: bool = True
     max_chars: int = DEFAULT_NGRAM_MAX_CHARS
     size: int = DEFAULT_NGRAM_SIZE
     threshold: float = DEFAULT_NGRAM_THRESHOLD
+    cjk_size: int | None = DEFAULT_NGRAM_CJK_SIZE
 
 
 # Durations ("48h", "30m", "7d"): one whole number of one unit, nothing else.
@@ -119,8 +126,10 @@ MUTABLE_SETTINGS = ("match_window", "retention", "limits")
 
 
 # Collections created before the n-gram index existed have no "ngram" in their stored
-# settings: they keep working as they were created, without it.
-_NGRAM_ABSENT = {"enabled": False}
+# settings: they keep working as they were created, without it. Those created before
+# ngram.cjk_size existed have none: one q for every script, as they were created.
+_NGRAM_ABSENT = {"enabled": False, "cjk_size": None}
+_NGRAM_BEFORE_CJK_SIZE = {"cjk_size": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +201,7 @@ class CollectionConfig:
             shingle=ShingleConfig(**data.get("shingle", {})),
             simhash=SimHashConfig(**data.get("simhash", {})),
             minhash=MinHashConfig(**data.get("minhash", {})),
-            ngram=NgramConfig(**data.get("ngram", _NGRAM_ABSENT)),
+            ngram=NgramConfig(**{**_NGRAM_BEFORE_CJK_SIZE, **data.get("ngram", _NGRAM_ABSENT)}),
             store_text=bool(data.get("store_text", False)),
             match_window=data.get("match_window"),
             retention=RetentionConfig(**(data.get("retention") or {})),

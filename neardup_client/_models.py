@@ -213,12 +213,19 @@ class MinHashSettings:
     threshold: float = 0.8
 
 
+DEFAULT_CJK_SIZE = 2
+
+
 @dataclass(frozen=True, slots=True)
 class NgramSettings:
+    """``cjk_size``: q of the grams that start at a CJK character; None (collections made
+    before the setting): ``size``."""
+
     enabled: bool = True
     max_chars: int = 100
     size: int = 3
     threshold: float = 0.7
+    cjk_size: int | None = DEFAULT_CJK_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +286,12 @@ class CollectionSettings:
                 "max_chars": self.ngram.max_chars,
                 "size": self.ngram.size,
                 "threshold": self.ngram.threshold,
-            },
+            }
+            # Sent only when not the default, so that a service from before the setting
+            # still takes the defaults.
+            | (
+                {} if self.ngram.cjk_size == DEFAULT_CJK_SIZE else {"cjk_size": self.ngram.cjk_size}
+            ),
             "store_text": self.store_text,
         } | _set(
             {

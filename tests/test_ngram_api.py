@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.ngram import CJK_RANGES
 from app.storage.sqlite import SCHEMA_VERSION, SQLiteStore
 from app.transfer import export_lines, import_lines
 from tests.conftest import make_client
 
 THRESHOLD = 0.6
 Q = 3
+CJK_Q = 2  # the default: grams that start at a CJK character have 2 characters
 # Only the exact and n-gram indexes: every similarity reported is then the n-gram Jaccard.
 SETTINGS = {
     "simhash": {"enabled": False},
@@ -30,15 +32,20 @@ SHORT = "/v1/collections/short"
 CHINESE = "中国经济增长速度加快北京上海"
 
 
-def qgrams(text: str) -> set[str]:
-    """The reference: a text shorter than q is one q-gram, the whole text."""
-    if len(text) < Q:
-        return {text}
-    return {text[i : i + Q] for i in range(len(text) - Q + 1)}
+def qgrams(text: str, cjk_q: int = CJK_Q) -> set[str]:
+    """The reference: at each position the substring of q characters, if it fits, q being
+    ``cjk_q`` at a CJK character and Q at any other; a text where none fits is one q-gram,
+    the whole text."""
+    grams = set()
+    for i, char in enumerate(text):
+        q = cjk_q if any(low <= ord(char) <= high for low, high in CJK_RANGES) else Q
+        if i + q <= len(text):
+            grams.add(text[i : i + q])
+    return grams or {text}
 
 
-def jaccard(a: str, b: str) -> float:
-    x, y = qgrams(a), qgrams(b)
+def jaccard(a: str, b: str, cjk_q: int = CJK_Q) -> float:
+    x, y = qgrams(a, cjk_q), qgrams(b, cjk_q)
     return len(x & y) / len(x | y)
 
 
@@ -146,6 +153,34 @@ def test_titles_match_in_the_default_collection_with_no_settings(client: TestCli
     assert answer.json()["duplicate_of"] == "t1"
     metrics = client.get("/metrics").text
     assert 'index="ngram"' in metrics
+
+
+def test_collections_stored_before_cjk_size_keep_one_q_for_every_script(tmp_path: Path) -> None:
+    """A collection whose stored settings have no ngram.cjk_size (made before it existed)
+    reads back with cjk_size null and keeps q = size for Chinese too, through a restart;
+    a new collection gets the default, 2 for grams that start at a CJK character."""
+    old, edited = "/v1/collections/old", "中国经济增长速度加"
+    for client in make_client(tmp_path):
+        assert client.put(old, json=SETTINGS).status_code == 201
+        assert client.get(old).json()["settings"]["ngram"]["cjk_size"] == CJK_Q
+    with sqlite3.connect(tmp_path / "data" / "neardup.db") as db:
+        (stored,) = db.execute("SELECT config FROM collections WHERE name = 'old'")
+        config = json.loads(stored[0])
+        del config["ngram"]["cjk_size"]
+        db.execute("UPDATE collections SET config = ? WHERE name = 'old'", (json.dumps(config),))
+    for client in make_client(tmp_path):
+        assert client.get(old).json()["settings"]["ngram"]["cjk_size"] is None
+        client.post(f"{old}/documents", json={"id": "a", "text": CHINESE})
+        client.put(SHORT, json=SETTINGS)
+        client.post(f"{SHORT}/documents", json={"id": "a", "text": CHINESE})
+        uniform = client.post(f"{old}/search", json={"text": edited}).json()["matches"]
+        per_script = client.post(f"{SHORT}/search", json={"text": edited}).json()["matches"]
+        # 3-grams: 7 of 12 shared (0.583, below 0.6); bigrams: 8 of 13 (0.615).
+        assert jaccard(edited, CHINESE, cjk_q=Q) < THRESHOLD <= jaccard(edited, CHINESE)
+        assert uniform == []
+        assert [(m["id"], m["similarity"]) for m in per_script] == [
+            ("a", round(jaccard(edited, CHINESE), 6))
+        ]
 
 
 def test_export_then_import_keeps_the_short_text_index(tmp_path: Path) -> None:

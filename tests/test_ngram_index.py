@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.core import _ngram_kernels as kernels
 from app.core import ngram
 from app.core.ngram import NgramIndex
 from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, Run, SortedTable
@@ -28,23 +29,37 @@ from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, Run, Sor
 # ---------------------------------------------------------------- brute force
 
 
-def qgrams(text: str, size: int) -> set[str]:
-    """The q-gram set: no q-gram for an empty text, the whole text for a shorter one."""
+def is_cjk(char: str) -> bool:
+    return any(low <= ord(char) <= high for low, high in ngram.CJK_RANGES)
+
+
+def qgrams(text: str, size: int, cjk_size: int | None = None) -> set[str]:
+    """The q-gram set: no q-gram for an empty text; the substring of q characters at each
+    position where one fits, q being ``cjk_size`` at a CJK character and ``size`` at any
+    other (``cjk_size`` None: ``size`` everywhere); the whole text when none fits."""
     if not text:
         return set()
-    if len(text) < size:
-        return {text}
-    return {text[i : i + size] for i in range(len(text) - size + 1)}
+    grams = set()
+    for i, char in enumerate(text):
+        q = cjk_size if cjk_size is not None and is_cjk(char) else size
+        if i + q <= len(text):
+            grams.add(text[i : i + q])
+    return grams or {text}
 
 
 def brute_force(
-    texts: dict[int, str], deleted: set[int], query: str, size: int, threshold: float
+    texts: dict[int, str],
+    deleted: set[int],
+    query: str,
+    size: int,
+    threshold: float,
+    cjk_size: int | None = None,
 ) -> list[tuple[int, float]]:
     """(row, Jaccard) of every live text at or above the threshold, best first, ties by row."""
-    wanted = qgrams(query, size)
+    wanted = qgrams(query, size, cjk_size)
     found = []
     for row, text in texts.items():
-        grams = qgrams(text, size)
+        grams = qgrams(text, size, cjk_size)
         if row in deleted or not grams or not wanted:
             continue
         shared = len(grams & wanted)
@@ -80,6 +95,7 @@ ALPHABETS = {
     "latin-1": "aé ñü",  # one byte per character
     "chinese": "的一是不了人我在有他这中大来上国",  # two bytes per character
     "mixed": "ab 中国。é😀",  # an astral character: four bytes per character
+    "scripts": "ab 中国かな한글",  # Latin, Han, kana and Hangul side by side
 }
 
 # Thresholds a / b with small b hit similarities exactly (2/3 is both a threshold and a
@@ -98,8 +114,9 @@ def texts_over(draw: st.DrawFn, alphabet: str, max_size: int = 14) -> str:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[int, float, str, list[tuple[object, ...]]]:
+def scenarios(draw: st.DrawFn) -> tuple[int, int | None, float, list[tuple[object, ...]]]:
     size = draw(st.integers(1, 5))
+    cjk_size = draw(st.one_of(st.none(), st.integers(1, 5)))
     build = float(draw(st.sampled_from([f for f in FRACTIONS if f >= Fraction(1, 10)])))
     alphabet = ALPHABETS[draw(st.sampled_from(sorted(ALPHABETS)))]
     text = texts_over(alphabet)
@@ -114,7 +131,7 @@ def scenarios(draw: st.DrawFn) -> tuple[int, float, str, list[tuple[object, ...]
             operations.append((kind,))
         else:
             operations.append((kind, draw(text), draw(threshold_at_least(build))))
-    return size, build, alphabet, operations
+    return size, cjk_size, build, operations
 
 
 # ---------------------------------------------------------------- properties
@@ -123,14 +140,18 @@ def scenarios(draw: st.DrawFn) -> tuple[int, float, str, list[tuple[object, ...]
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.booleans(), st.integers(1, 4))
 def test_search_equals_brute_force_jaccard(
-    scenario: tuple[int, float, str, list[tuple[object, ...]]],
+    scenario: tuple[int, int | None, float, list[tuple[object, ...]]],
     learn_order: bool,
     prefix_matches: int,
 ) -> None:
-    size, build, _, operations = scenario
+    size, cjk_size, build, operations = scenario
     with small_order_constants():
         index = NgramIndex(
-            threshold=build, size=size, learn_order=learn_order, prefix_matches=prefix_matches
+            threshold=build,
+            size=size,
+            learn_order=learn_order,
+            prefix_matches=prefix_matches,
+            cjk_size=cjk_size,
         )
         texts: dict[int, str] = {}
         deleted: set[int] = set()
@@ -150,8 +171,8 @@ def test_search_equals_brute_force_jaccard(
             else:
                 query, threshold = str(operation[1]), float(operation[2])  # type: ignore[arg-type]
                 assert answer(index, query, threshold) == brute_force(
-                    texts, deleted, query, size, threshold
-                ), (size, build, index.order.learned_rows, texts, deleted, query, threshold)
+                    texts, deleted, query, size, threshold, cjk_size
+                ), (size, cjk_size, build, index.order.learned_rows, texts, deleted, query)
             index._check()
         assert len(index) == len(set(texts) - deleted)
         # Every stored text finds itself (unless empty or deleted), and what brute force says.
@@ -162,7 +183,7 @@ def test_search_equals_brute_force_jaccard(
             found = list(
                 zip(rows[start:end].tolist(), similarities[start:end].tolist(), strict=True)
             )
-            assert found == brute_force(texts, deleted, query, size, build)
+            assert found == brute_force(texts, deleted, query, size, build, cjk_size)
             start = end
 
 
@@ -203,7 +224,10 @@ def edit(rng: np.random.Generator, text: str, edits: int, alphabet: str) -> str:
     return "".join(chars)
 
 
-def test_long_texts_cap_sizes_and_positions_in_keys_without_losing_matches() -> None:
+@pytest.mark.parametrize("cjk_size", [None, 3])
+def test_long_texts_cap_sizes_and_positions_in_keys_without_losing_matches(
+    cjk_size: int | None,
+) -> None:
     """Sets of 255 or more q-grams store size and position 255 in their keys: the filters
     must then read the real size and never drop a match."""
     rng = np.random.default_rng(3)
@@ -213,7 +237,7 @@ def test_long_texts_cap_sizes_and_positions_in_keys_without_losing_matches() -> 
         row: edit(rng, bases[row % len(bases)], int(rng.integers(0, 60)), alphabet)
         for row in range(120)
     }
-    index = NgramIndex(threshold=0.2, size=2)
+    index = NgramIndex(threshold=0.2, size=2, cjk_size=cjk_size)
     index.insert(list(texts.values()), list(texts))
     assert index.set_sizes(list(texts)).max() > 255
     index.merge()
@@ -222,7 +246,9 @@ def test_long_texts_cap_sizes_and_positions_in_keys_without_losing_matches() -> 
         for query in [texts[row] for row in range(0, 120, 7)] + [
             edit(rng, bases[0], 100, alphabet)
         ]:
-            assert answer(index, query, threshold) == brute_force(texts, set(), query, 2, threshold)
+            assert answer(index, query, threshold) == brute_force(
+                texts, set(), query, 2, threshold, cjk_size
+            )
 
 
 def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
@@ -333,6 +359,32 @@ def test_thresholds_below_the_index_are_refused_and_empty_texts_match_nothing() 
     assert len(index) == 2
     with pytest.raises(ValueError, match="new"):
         index.insert(["x"], [0])
+
+
+def test_the_q_of_a_gram_is_that_of_its_first_characters_script() -> None:
+    """cjk_size 2, size 3: "ab中国c" has "ab中", "b中国" (Latin starts), "中国", "国c" (CJK
+    starts) and nothing at "c"; a text where no gram fits is one gram, itself."""
+    assert qgrams("ab中国c", 3, 2) == {"ab中", "b中国", "中国", "国c"}
+    assert qgrams("a中", 3, 2) == {"a中"} and qgrams("中", 3, 2) == {"中"}
+    index = NgramIndex(threshold=0.1, size=3, cjk_size=2)
+    texts = {0: "ab中国c", 1: "ab中国", 2: "中国c", 3: "a中", 4: "한국어 뉴스", 5: "한국 뉴스"}
+    index.insert(list(texts.values()), list(texts))
+    # {ab中, b中国, 中国, 国c} against {ab中, b中国, 中国}: 3 / 4; against {中国, 国c}: 2 / 4.
+    assert answer(index, "ab中国c", 0.1) == [(0, 1.0), (1, 0.75), (2, 0.5)]
+    # Hangul syllables are CJK here: 한국, 국어, "어 ", then " 뉴스" (q 3 at the space), 뉴스.
+    expected = brute_force(texts, set(), "한국어 뉴스", 3, 0.1, 2)
+    assert answer(index, "한국어 뉴스", 0.1) == expected and expected[1][0] == 5
+
+
+def test_the_kernels_cjk_test_is_the_documented_ranges() -> None:
+    """``is_cjk`` in the kernels against ngram.CJK_RANGES: every range's ends and their
+    neighbours, and a seeded sample of every plane in use."""
+    points = {0, 0x10FFFF}
+    for low, high in ngram.CJK_RANGES:
+        points.update((low - 1, low, high, high + 1))
+    points.update(np.random.default_rng(1).integers(0, 0x40000, 3000).tolist())
+    for point in sorted(points):
+        assert kernels.is_cjk(np.uint64(point)) == is_cjk(chr(point)), hex(point)
 
 
 def test_stored_texts_round_trip_at_every_width() -> None:

@@ -60,6 +60,7 @@ def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
         "max_chars": 100,
         "size": 3,
         "threshold": 0.7,
+        "cjk_size": 2,
     }
     planted = evaluation.planted
     assert {p.kind for p in planted} == set(bench.KINDS)

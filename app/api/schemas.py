@@ -18,6 +18,7 @@ from pydantic import (
 
 from app.collection_config import (
     DEFAULT_MAX_DISTANCE,
+    DEFAULT_NGRAM_CJK_SIZE,
     DEFAULT_NGRAM_MAX_CHARS,
     DEFAULT_NGRAM_SIZE,
     DEFAULT_NGRAM_THRESHOLD,
@@ -172,6 +173,13 @@ class NgramSettings(Input):
     )
     size: int = Field(DEFAULT_NGRAM_SIZE, ge=1, le=MAX_NGRAM_SIZE, description="q, characters")
     threshold: float = Field(DEFAULT_NGRAM_THRESHOLD, gt=0.0, le=1.0, allow_inf_nan=False)
+    cjk_size: int | None = Field(
+        DEFAULT_NGRAM_CJK_SIZE,
+        ge=1,
+        le=MAX_NGRAM_SIZE,
+        description="q of the grams that start at a CJK character (Han, kana, Hangul); "
+        "null: size (collections created before this setting).",
+    )
 
 
 class RetentionSettings(Input):

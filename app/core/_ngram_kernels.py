@@ -14,7 +14,11 @@ A q-gram's *code* is a 64-bit value naming it:
   exact up to 64-bit hash collisions (about one pair in 2^64);
 - a text shorter than q has one q-gram, the whole text: for q <= 3 its code is
   ``1 << 63 | length << 56 | packed``, for q > 3 the hash of the whole text with the top
-  bit set, so it can equal no full-length q-gram.
+  bit set, so it can equal no full-length q-gram;
+- with two q (``cjk_size`` other than ``size``: the q of a gram is that of its first
+  character's script), the code is a function of the string alone, whatever made it a
+  gram (``string_code``): up to 3 code points packed (below 3 with ``1 << 63 | length <<
+  56``), more hashed with the top bit clear.
 
 The layout of index entries and the global token order are described in ``ngram.py``.
 """
@@ -100,13 +104,80 @@ def char_at(data: np.ndarray, start: int, width: int, k: int) -> np.uint64:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def gram_count(chars: int, size: int) -> int:
-    """q-grams (with repeats) of a text of ``chars`` code points."""
+def gram_count(chars: int, size: int, cjk_size: int) -> int:
+    """q-grams (with repeats) of a text of ``chars`` code points: exactly with one q, at
+    most with two."""
     if chars == 0:
         return 0
-    if chars < size:
+    least = min(size, cjk_size)
+    if chars < least:
         return 1
-    return chars - size + 1
+    return chars - least + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def is_cjk(code: np.uint64) -> bool:
+    """A character whose q-grams have ``cjk_size`` characters (``CJK_RANGES`` in ngram.py:
+    Han, kana, Hangul, Bopomofo, CJK radicals, symbols and punctuation)."""
+    if code < 0x1100:
+        return False
+    if code <= 0x11FF:  # Hangul Jamo
+        return True
+    if code < 0x2E80:
+        return False
+    if code <= 0x2FDF:  # CJK radicals, Kangxi radicals
+        return True
+    if code < 0x3000:
+        return False
+    if code <= 0x303F or 0x3040 <= code <= 0x30FF:  # CJK symbols, punctuation; kana
+        return True
+    if 0x3100 <= code <= 0x318F or 0x31A0 <= code <= 0x31BF or 0x31F0 <= code <= 0x31FF:
+        return True  # Bopomofo, Hangul compatibility Jamo, Bopomofo extended, kana ext.
+    if 0x3400 <= code <= 0x4DBF or 0x4E00 <= code <= 0x9FFF:  # CJK ext. A, unified
+        return True
+    if 0xA960 <= code <= 0xA97F or 0xAC00 <= code <= 0xD7FF:  # Hangul
+        return True
+    if 0xF900 <= code <= 0xFAFF:  # CJK compatibility ideographs
+        return True
+    return bool(0x20000 <= code <= 0x323AF)  # CJK extensions B to H, compatibility suppl.
+
+
+@njit(cache=True, nogil=True)
+def string_code(data: np.ndarray, start: int, width: int, first: int, length: int) -> np.uint64:
+    """With two q (per script), the code of the ``length`` code points at ``first``, a
+    function of the string alone (so a whole short text and a q-gram that are the same
+    string have one code): up to 3 of them packed exactly, below 3 with the length and
+    the top bit; more hashed, top bit clear."""
+    if length <= MAX_PACKED_SIZE:
+        packed = _U64(0)
+        for k in range(first, first + length):
+            packed = (packed << _U64(CHAR_BITS)) | char_at(data, start, width, k)
+        if length == MAX_PACKED_SIZE:
+            return packed
+        return _U64(_SHORT_FLAG) | (_U64(length) << _U64(56)) | packed
+    poly = _U64(0)
+    for k in range(first, first + length):
+        poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
+    return fmix64(poly) & _U64((1 << 63) - 1)
+
+
+@njit(cache=True, nogil=True)
+def _script_codes(
+    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
+) -> int:
+    """``gram_codes`` with two q: the gram starting at a character has ``cjk_size``
+    characters if that character ``is_cjk``, else ``size``; a start whose gram would run
+    past the end has none; a text with no gram has one, itself. O(chars q)."""
+    count = 0
+    for first in range(chars):
+        length = cjk_size if is_cjk(char_at(data, start, width, first)) else size
+        if first + length <= chars:
+            out[count] = string_code(data, start, width, first, length)
+            count += 1
+    if count == 0:
+        out[0] = string_code(data, start, width, 0, chars)
+        count = 1
+    return count
 
 
 @njit(cache=True, nogil=True)
@@ -125,12 +196,22 @@ def _short_code(data: np.ndarray, start: int, width: int, chars: int, size: int)
 
 @njit(cache=True, nogil=True)
 def gram_codes(
-    data: np.ndarray, start: int, width: int, chars: int, size: int, out: np.ndarray
+    data: np.ndarray,
+    start: int,
+    width: int,
+    chars: int,
+    size: int,
+    cjk_size: int,
+    out: np.ndarray,
 ) -> int:
     """Codes of every q-gram of one text, in text order (with repeats) into ``out``;
-    returns their number. O(chars) for q <= 3, O(chars q) above."""
+    returns their number. O(chars) for q <= 3, O(chars q) above. With ``cjk_size`` other
+    than ``size``, the q of a gram is that of its first character's script
+    (``_script_codes``)."""
     if chars == 0:
         return 0
+    if cjk_size != size:
+        return _script_codes(data, start, width, chars, size, cjk_size, out)
     if chars < size:
         out[0] = _short_code(data, start, width, chars, size)
         return 1
@@ -154,11 +235,17 @@ def gram_codes(
 
 @njit(cache=True, nogil=True)
 def distinct_codes(
-    data: np.ndarray, start: int, width: int, chars: int, size: int, out: np.ndarray
+    data: np.ndarray,
+    start: int,
+    width: int,
+    chars: int,
+    size: int,
+    cjk_size: int,
+    out: np.ndarray,
 ) -> int:
     """The distinct q-gram codes of one text, ascending, into ``out``; returns how many.
     O(g log g) for g q-grams."""
-    count = gram_codes(data, start, width, chars, size, out)
+    count = gram_codes(data, start, width, chars, size, cjk_size, out)
     if count <= 1:
         return count
     out[:count].sort()
@@ -289,6 +376,7 @@ def ordered_set(
     width: int,
     chars: int,
     size: int,
+    cjk_size: int,
     table_codes: np.ndarray,
     table_classes: np.ndarray,
     codes: np.ndarray,
@@ -298,7 +386,7 @@ def ordered_set(
     with their order keys in ``keys``; returns how many. The order: rarer frequency class
     first, then ``fmix64(code)`` (ties, which need equal top 48 bits, by the code). One
     in-place sort, no allocation: O(g log g) for g q-grams."""
-    count = gram_codes(data, start, width, chars, size, codes)
+    count = gram_codes(data, start, width, chars, size, cjk_size, codes)
     for g in range(count):
         cls = order_class(codes[g], table_codes, table_classes)
         keys[g] = (_U64(cls) << _U64(ORDER_CLASS_SHIFT)) | (
@@ -380,6 +468,7 @@ def set_postings(
     widths: np.ndarray,
     rows: np.ndarray,
     size: int,
+    cjk_size: int,
     threshold: float,
     shared: int,
     table_codes: np.ndarray,
@@ -393,8 +482,8 @@ def set_postings(
     total = 0
     for i in range(rows.shape[0]):
         row = rows[i]
-        longest = max(longest, gram_count(chars[row], size))
-        total += gram_count(chars[row], size)
+        longest = max(longest, gram_count(chars[row], size, cjk_size))
+        total += gram_count(chars[row], size, cjk_size)
     codes = np.empty(longest, dtype=np.uint64)
     order_keys = np.empty(longest, dtype=np.uint64)
     keys = np.empty(total, dtype=np.uint64)
@@ -404,8 +493,8 @@ def set_postings(
     for i in range(rows.shape[0]):
         row = rows[i]
         n = ordered_set(
-            data, starts[row], widths[row], chars[row], size, table_codes, table_classes,
-            codes, order_keys,
+            data, starts[row], widths[row], chars[row], size, cjk_size, table_codes,
+            table_classes, codes, order_keys,
         )  # fmt: skip
         set_sizes[i] = n
         for position in range(prefix_length(n, threshold, shared)):
@@ -423,13 +512,14 @@ def code_sets(
     widths: np.ndarray,
     rows: np.ndarray,
     size: int,
+    cjk_size: int,
 ) -> tuple:  # type: ignore[type-arg]
     """(codes, ends): the distinct q-gram codes of each stored text ``rows[i]``, ascending,
     at codes[ends[i-1]:ends[i]]."""
     longest = 1
     total = 0
     for i in range(rows.shape[0]):
-        grams = gram_count(chars[rows[i]], size)
+        grams = gram_count(chars[rows[i]], size, cjk_size)
         longest = max(longest, grams)
         total += grams
     scratch = np.empty(longest, dtype=np.uint64)
@@ -438,7 +528,7 @@ def code_sets(
     count = 0
     for i in range(rows.shape[0]):
         row = rows[i]
-        n = distinct_codes(data, starts[row], widths[row], chars[row], size, scratch)
+        n = distinct_codes(data, starts[row], widths[row], chars[row], size, cjk_size, scratch)
         codes[count : count + n] = scratch[:n]
         count += n
         ends[i] = count
@@ -739,6 +829,7 @@ def _shared_tokens(
     width: int,
     chars: int,
     size: int,
+    cjk_size: int,
     needed: int,
     set_codes: np.ndarray,
     set_used: np.ndarray,
@@ -750,7 +841,7 @@ def _shared_tokens(
     a slot's stamp saying which candidate last counted it, so a repeated q-gram counts
     once); stops early, returning a number below ``needed``, once ``needed`` is out of
     reach. O(g) for g q-grams (q <= 3)."""
-    grams = gram_codes(data, start, width, chars, size, scratch)
+    grams = gram_codes(data, start, width, chars, size, cjk_size, scratch)
     mask = _U64(set_codes.shape[0] - 1)
     shared = 0
     for g in range(grams):
@@ -775,6 +866,7 @@ def ngram_search(
     query_chars: np.ndarray,
     query_width: int,
     size: int,
+    cjk_size: int,
     threshold: float,
     shared: int,
     table_codes: np.ndarray,
@@ -809,7 +901,7 @@ def ngram_search(
     queries = query_starts.shape[0]
     longest = 1
     for qi in range(queries):
-        longest = max(longest, gram_count(query_chars[qi], size))
+        longest = max(longest, gram_count(query_chars[qi], size, cjk_size))
     codes = np.empty(longest, dtype=np.uint64)
     order_keys = np.empty(longest, dtype=np.uint64)
     slots = np.empty(longest, dtype=np.int64)
@@ -844,7 +936,7 @@ def ngram_search(
     main_row_lane, frozen_row_lane, buffer_row_lane = main_rows[0], frozen_rows[0], buffer_rows[0]
     for qi in range(queries):
         n = ordered_set(
-            query_data, query_starts[qi], query_width, query_chars[qi], size,
+            query_data, query_starts[qi], query_width, query_chars[qi], size, cjk_size,
             table_codes, table_classes, codes, order_keys,
         )  # fmt: skip
         if n == 0:
@@ -1011,10 +1103,10 @@ def ngram_search(
             row = candidates[c]
             set_size = int(sizes[row])
             needed = min_overlap(threshold, n, set_size)
-            scratch = _grow(scratch, gram_count(chars[row], size))
+            scratch = _grow(scratch, gram_count(chars[row], size, cjk_size))
             stamp += 1
             overlap = _shared_tokens(
-                data, starts[row], widths[row], chars[row], size, needed,
+                data, starts[row], widths[row], chars[row], size, cjk_size, needed,
                 set_codes, set_used, set_stamp, stamp, scratch,
             )  # fmt: skip
             if overlap < needed:

@@ -3,9 +3,11 @@
 Exact set-similarity search (AllPairs / PPJoin, Xiao, Wang, Lin, Yu, "Efficient Similarity
 Joins for Near Duplicate Detection", WWW 2008) over the sets of character q-grams of
 texts the caller has already normalised (``app.core.text.normalize``: the service
-normalises every text once for all its indexes, and the index itself is indifferent to
-what the characters are). An empty text has no q-gram and matches nothing; a text
-shorter than q has one q-gram, the whole text.
+normalises every text once for all its indexes). A text's q-grams are its substrings of q
+characters, one at each position where one fits, q being ``cjk_size`` at a CJK character
+(``CJK_RANGES``) and ``size`` at any other (``cjk_size`` None: ``size`` everywhere, one q
+for every text); a text where none fits (shorter than q) has one q-gram, the whole text;
+an empty text has none and matches nothing.
 
 Filters, all exact (no set with Jaccard >= t is ever filtered out):
 
@@ -66,14 +68,19 @@ for any threshold from that one up to 1 (the stored prefixes are then longer tha
 needs); a lower one cannot be answered exactly from them and is refused (ValueError),
 as HammingIndex refuses a distance above its own.
 
-**q.** ``size``, default 3 (bench/ngram.py, section 1): on Reuters titles of 30+
-characters with 2 character edits, q = 3 keeps 98% of the copies at t = 0.7 (q = 4:
-73%), and it matches fewer distinct titles than q = 2 (1,092 pairs against 1,753 at
-0.7). Chinese-like texts of 20-40 characters lose more to an edit (a character is a
-word): q = 3 keeps every 1-edit copy at t = 0.7 but 60% of 2-edit copies (q = 2: 96%,
-q = 4: 21%); the m >= 4 some use for Chinese would miss most of them. q-grams of up to 3
-characters are coded exactly in 64 bits (21 bits per code point), so the Jaccard of
-codes is that of the q-gram sets; above 3 they are 64-bit hashes.
+**q, per script.** ``size``, default 3, and ``cjk_size`` for grams that start at a CJK
+character, 2 in the service's new collections (bench/ngram.py, sections 1 and 6;
+docs/benchmarks.md). On Reuters titles of 30+ characters with 2 character edits, q = 3
+keeps 98% of the copies at t = 0.7 (q = 4: 73%), and it matches fewer distinct titles
+than q = 2 (1,092 pairs against 1,753 at 0.7). Chinese texts of 20-40 characters lose
+more to an edit (a character is a morpheme, a word is 1-4 of them): q = 3 keeps every
+1-edit copy at t = 0.7 but 60% of 2-edit copies (q = 2: 96%, q = 4: 21%); the m >= 4
+some use for Chinese would miss most of them. The q of a gram is that of its first
+character, so an edit changes only the grams around it in mixed text too, and the
+similarity is still the Jaccard of two sets that depend on the texts alone: every filter
+here holds for it unchanged. q-grams of up to 3 characters are coded exactly in 64 bits
+(21 bits per code point; with two q, those below 3 carry their length), so the Jaccard
+of codes is that of the q-gram sets; above 3 they are 64-bit hashes.
 
 **Layout.** One SortedTable lane, one entry per prefix token of each stored set (12
 bytes: uint64 key, int32 row), several entries per row::
@@ -116,6 +123,33 @@ Offsets = npt.NDArray[np.int64]
 Similarities = npt.NDArray[np.float64]
 
 DEFAULT_SIZE = 3
+# q of the grams that start at a CJK character, where a collection does not say (the
+# service's default; NgramIndex's own default is one q for every text): bench/ngram.py,
+# section 6, and docs/benchmarks.md.
+DEFAULT_CJK_SIZE = 2
+# The characters whose grams have ``cjk_size`` characters, inclusive ranges of code points
+# (``_ngram_kernels.is_cjk`` tests the same): Hangul Jamo, CJK and Kangxi radicals, CJK
+# symbols and punctuation, kana, Bopomofo, Hangul compatibility Jamo, Bopomofo extended,
+# kana extensions, CJK extension A, CJK unified ideographs, Hangul Jamo extended A, Hangul
+# syllables and Jamo extended B, CJK compatibility ideographs, CJK extensions B to H. A
+# Han character or a Hangul syllable is a morpheme or a syllable, and a word is 1-4 of
+# them. Thai, Lao, Khmer and Myanmar are written without spaces too, but with letters:
+# their grams have ``size`` characters.
+CJK_RANGES: tuple[tuple[int, int], ...] = (
+    (0x1100, 0x11FF),
+    (0x2E80, 0x2FDF),
+    (0x3000, 0x303F),
+    (0x3040, 0x30FF),
+    (0x3100, 0x318F),
+    (0x31A0, 0x31BF),
+    (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xA960, 0xA97F),
+    (0xAC00, 0xD7FF),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x323AF),
+)
 DEFAULT_THRESHOLD = 0.7
 MAX_SIZE = 8
 DEFAULT_PREFIX_MATCHES = 3
@@ -225,17 +259,22 @@ class NgramIndex:
         size: int = DEFAULT_SIZE,
         learn_order: bool = True,
         prefix_matches: int = DEFAULT_PREFIX_MATCHES,
+        cjk_size: int | None = None,
     ) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be above 0 and at most 1, not {threshold}")
         if not 1 <= size <= MAX_SIZE:
             raise ValueError(f"size must be 1 to {MAX_SIZE}, not {size}")
+        if cjk_size is not None and not 1 <= cjk_size <= MAX_SIZE:
+            raise ValueError(f"cjk_size must be 1 to {MAX_SIZE}, not {cjk_size}")
         if not 1 <= prefix_matches <= MAX_PREFIX_MATCHES:
             raise ValueError(
                 f"prefix_matches must be 1 to {MAX_PREFIX_MATCHES}, not {prefix_matches}"
             )
         self.threshold = threshold
         self.size = size
+        # q of the grams that start at a CJK character (None: size, one q for every text).
+        self.cjk_size = size if cjk_size is None else cjk_size
         self.prefix_matches = prefix_matches
         self.learn_order = learn_order
         self._state = _State(QgramOrder.by_hash(), SortedTable(lanes=1, tail_capacity=TAIL_ENTRIES))
@@ -327,6 +366,7 @@ class NgramIndex:
             self._widths.array,
             rows,
             self.size,
+            self.cjk_size,
             self.threshold,
             self.prefix_matches,
             order.table_codes,
@@ -403,6 +443,7 @@ class NgramIndex:
             np.diff(offsets).astype(np.int32),
             4,
             self.size,
+            self.cjk_size,
             bar,
             self.prefix_matches,
             state.order.table_codes,
@@ -485,6 +526,7 @@ class NgramIndex:
             self._widths.array,
             rows,
             self.size,
+            self.cjk_size,
         )
         return QgramOrder.from_sets(codes, learned_rows)
 

@@ -224,9 +224,9 @@ class NgramMatcher:
     name: Method = "ngram"
     bit = NGRAM
 
-    def __init__(self, threshold: float, size: int) -> None:
+    def __init__(self, threshold: float, size: int, cjk_size: int | None = None) -> None:
         self.threshold = threshold
-        self.index = NgramIndex(threshold=threshold, size=size)
+        self.index = NgramIndex(threshold=threshold, size=size, cjk_size=cjk_size)
 
     def insert(self, documents: Documents, rows: Rows) -> None:
         short, texts = _shorts(documents)
@@ -258,7 +258,12 @@ class NgramMatcher:
         if len(short) < 2:
             return Found.none()
         # The batch's own short texts in a throw-away index: the same exact search.
-        batch = NgramIndex(threshold=self.threshold, size=self.index.size, learn_order=False)
+        batch = NgramIndex(
+            threshold=self.threshold,
+            size=self.index.size,
+            learn_order=False,
+            cjk_size=self.index.cjk_size,
+        )
         batch.insert(texts, np.arange(len(texts)))
         ends, others, similarity = batch.search_many(texts, self.threshold)
         at = positions_of(ends)
@@ -306,5 +311,6 @@ def build_indexes(config: CollectionConfig) -> list[DocumentIndex]:
     if config.simhash.enabled:
         indexes.append(SimHashMatcher(config.simhash.max_distance))
     if config.ngram.enabled:
-        indexes.append(NgramMatcher(config.ngram.threshold, config.ngram.size))
+        ngram = config.ngram
+        indexes.append(NgramMatcher(ngram.threshold, ngram.size, ngram.cjk_size))
     return indexes
