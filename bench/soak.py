@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -46,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, cpu_model_name, markdown_table, write_result
 
 import tests.server
-from loadtest.proc import cpu_seconds, rss_bytes
+from loadtest.proc import busy_cpu_seconds, cpu_seconds, rss_bytes
 from tests.server import Server
 
 # A start compiles the numba kernels when their cache is stale: on a busy machine that
@@ -142,6 +143,12 @@ class Sample:
     cpu_seconds: float  # of the server, over the interval
     eviction_cpu_seconds: float  # of the evictions (memory + store), over the interval
     evicted: int
+    latencies_ms: list[float] = field(default_factory=list)  # every search of the interval
+    seconds: float = 0.0  # wall time of the interval
+    # CPU time over the interval of the whole machine (all CPUs busy) and of this client:
+    # what neither it nor the server used is other work sharing the machine.
+    machine_cpu_seconds: float = 0.0
+    client_cpu_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -175,6 +182,8 @@ class Measured:
     when: float
     cpu: float
     eviction: float
+    machine: float
+    client: float
 
 
 def stream_into(
@@ -200,7 +209,9 @@ def stream_into(
         eviction = metric(text, "neardup_eviction_cpu_seconds_total") + metric(
             text, "neardup_eviction_store_cpu_seconds_total"
         )
-        return Measured(time.perf_counter(), cpu_seconds(pid), eviction)
+        return Measured(
+            time.perf_counter(), cpu_seconds(pid), eviction, busy_cpu_seconds(), time.process_time()
+        )
 
     began = time.perf_counter()
     mark = measured()
@@ -234,6 +245,10 @@ def stream_into(
                     cpu_seconds=now.cpu - mark.cpu,
                     eviction_cpu_seconds=now.eviction - mark.eviction,
                     evicted=stats.get("evicted", 0),
+                    latencies_ms=[round(seconds * 1000, 3) for seconds in latencies],
+                    seconds=now.when - mark.when,
+                    machine_cpu_seconds=now.machine - mark.machine,
+                    client_cpu_seconds=now.client - mark.client,
                 )
             )
             last = run.samples[-1]
@@ -293,14 +308,16 @@ def soak(arguments: argparse.Namespace, root: Path) -> Run:
 
 
 def baseline(arguments: argparse.Namespace, root: Path) -> Run:
-    run = Run("baseline", first=arguments.keep)
+    """The stream without retention, measured over ``baseline_span`` documents centred on
+    ``keep`` (two merge cycles by default: merges are part of an insert's cost)."""
+    start = arguments.keep - arguments.baseline_span // 2
+    run = Run("baseline", first=start)
     with serve(root) as (server, client, data):
         client.put(f"/v1/collections/{COLLECTION}").raise_for_status()
         stream = Stream(1)
         fill = Run("fill")
         stream_into(
-            server, client, stream, fill, 0, arguments.keep, arguments.batch, arguments.keep,
-            None, data,
+            server, client, stream, fill, 0, start, arguments.batch, start, None, data
         )  # fmt: skip
         searcher = Searcher(server.url, arguments.search_rate, Stream(2))
         searcher.thread.start()
@@ -310,8 +327,8 @@ def baseline(arguments: argparse.Namespace, root: Path) -> Run:
                 client,
                 stream,
                 run,
-                arguments.keep,
-                arguments.keep // 10,
+                start,
+                arguments.baseline_span,
                 arguments.batch,
                 arguments.baseline_interval,
                 searcher,
@@ -346,6 +363,11 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
         values = [getattr(s, key) for s in samples]
         return float(np.median(values)) if values else float("nan")
 
+    def pooled(samples: list[Sample], q: float) -> float:
+        """A percentile of every search of these intervals together."""
+        values = [latency for s in samples for latency in s.latencies_ms]
+        return float(np.percentile(values, q)) if values else float("nan")
+
     def cpu_per_document(runs: list[tuple[Run, list[Sample]]]) -> float:
         """Server CPU microseconds per document inserted (searches included): less
         sensitive than throughput to what else the machine runs."""
@@ -356,6 +378,15 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
                 documents += sample.documents - (max(before) if before else run.first)
                 seconds += sample.cpu_seconds
         return seconds / documents * 1e6 if documents else float("nan")
+
+    def others(samples: list[Sample]) -> float:
+        """CPUs busy with other work than this benchmark (median of the intervals)."""
+        values = [
+            (s.machine_cpu_seconds - s.cpu_seconds - s.client_cpu_seconds) / s.seconds
+            for s in samples
+            if s.seconds
+        ]
+        return max(0.0, float(np.median(values))) if values else float("nan")
 
     cpu = sum(s.cpu_seconds for s in after)
     rss = np.array([s.rss_mib for s in after])
@@ -375,11 +406,16 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
         "sqlite_max_mib": max(s.sqlite_mib for s in after),
         "soak_docs_per_second": rate(after),
         "baseline_docs_per_second": rate(base_samples),
-        "soak_search_p99_ms": median(after, "search_p99_ms"),
-        "baseline_search_p99_ms": median(base_samples, "search_p99_ms"),
-        "soak_search_p50_ms": median(after, "search_p50_ms"),
-        "baseline_search_p50_ms": median(base_samples, "search_p50_ms"),
+        "soak_search_p99_ms": pooled(after, 99),
+        "baseline_search_p99_ms": pooled(base_samples, 99),
+        "soak_search_p50_ms": pooled(after, 50),
+        "baseline_search_p50_ms": pooled(base_samples, 50),
+        "soak_searches": sum(len(s.latencies_ms) for s in after),
+        "baseline_searches": sum(len(s.latencies_ms) for s in base_samples),
         "eviction_cpu_share": sum(s.eviction_cpu_seconds for s in after) / cpu if cpu else 0.0,
+        "soak_other_cpus": others(after),
+        "baseline_other_cpus": others(base_samples),
+        "soak_server_cpus": cpu / sum(s.seconds for s in after) if after else float("nan"),
         "baseline_rss_mib": median(base_samples, "rss_mib"),
         "baseline_sqlite_mib": median(base_samples, "sqlite_mib"),
     }
@@ -447,7 +483,7 @@ def plot(soaked: Run, bases: list[Run], keep: int, path: Path) -> None:
         if reference:
             axis.axhline(
                 float(np.median(reference)), color="grey", linestyle="--", linewidth=1,
-                label=f"{keep:,} to {int(keep * 1.1):,} documents, no eviction (median)",
+                label=f"around {keep:,} documents, no eviction (median)",
             )  # fmt: skip
         axis.axvline(keep / 1e6, color="black", linewidth=0.6, alpha=0.5)
         axis.set_ylabel(label)
@@ -519,17 +555,22 @@ After the first window (from {int(arguments.keep * 1.2):,} documents sent on):
   the SQLite files {f["sqlite_min_mib"]:,.0f} to
   {f["sqlite_max_mib"]:,.0f} MiB (spread {f["sqlite_spread"]:.1%});
 - inserts {f["soak_docs_per_second"]:,.0f} documents/s against
-  {f["baseline_docs_per_second"]:,.0f} for the same stream from {arguments.keep:,} to
-  {int(arguments.keep * 1.1):,} documents without retention (run before and after the
-  soak, pooled)
+  {f["baseline_docs_per_second"]:,.0f} for the same stream without retention from
+  {arguments.keep - arguments.baseline_span // 2:,} to
+  {arguments.keep + arguments.baseline_span // 2:,} documents (two merge cycles around
+  {arguments.keep:,}; run before and after the soak, pooled)
   ({f["soak_docs_per_second"] / f["baseline_docs_per_second"] - 1:+.1%});
 - the server's CPU time per document inserted (searches included)
   {f["soak_cpu_us_per_document"]:.0f} us against {f["baseline_cpu_us_per_document"]:.0f} us
   ({f["soak_cpu_us_per_document"] / f["baseline_cpu_us_per_document"] - 1:+.1%});
 - search p99 {f["soak_search_p99_ms"]:.1f} ms against {f["baseline_search_p99_ms"]:.1f} ms
-  (p50 {f["soak_search_p50_ms"]:.1f} against {f["baseline_search_p50_ms"]:.1f} ms; the median
-  of the intervals' p99);
-- eviction (memory and SQLite) {f["eviction_cpu_share"]:.1%} of the server's CPU time.
+  (p50 {f["soak_search_p50_ms"]:.1f} against {f["baseline_search_p50_ms"]:.1f} ms; over
+  {f["soak_searches"]:,.0f} and {f["baseline_searches"]:,.0f} searches);
+- eviction (memory and SQLite) {f["eviction_cpu_share"]:.1%} of the server's CPU time;
+- other work on the machine (CPU time busy less this benchmark's): a median of
+  {f["soak_other_cpus"]:.2f} of its {os.cpu_count()} CPUs during the soak, and
+  {f["baseline_other_cpus"]:.2f} during the baselines (the server used
+  {f["soak_server_cpus"]:.2f} during the soak).
 """
 
 
@@ -553,7 +594,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--interval", type=int, default=50_000, help="soak: sample every")
     parser.add_argument(
-        "--baseline-interval", type=int, default=10_000, help="baseline: sample every"
+        "--baseline-interval", type=int, default=16_384, help="baseline: sample every"
+    )
+    parser.add_argument(
+        "--baseline-span",
+        type=int,
+        default=2 * 65_536,
+        help="baseline: documents measured, centred on --keep (default two merge cycles)",
     )
     parser.add_argument("--search-rate", type=float, default=20.0)
     parser.add_argument("--data-dir", default=None, help="where the servers' data goes")
