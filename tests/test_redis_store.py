@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
@@ -27,7 +29,7 @@ from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
 from app.redis_store import functions
-from app.redis_store.connect import connect
+from app.redis_store.connect import cluster_nodes, connect
 from app.redis_store.layout import Layout, PrefixTable, group_of
 from app.redis_store.store import NewDocuments, RedisStore, Status, pack_record
 from app.redis_store.types import Client
@@ -383,3 +385,67 @@ def test_a_layout_mismatch_is_refused(redis_server: RedisServer) -> None:
     other = Layout(layout.collection, max_distance=2, num_perm=NUM_PERM, threshold=THRESHOLD)
     with pytest.raises(LayoutMismatch, match="open it with the layout it was created with"):
         RedisStore(client, other).setup()
+
+
+# ---------------------------------------------------------------- without a server
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=20),
+    shard_bits=st.integers(0, 24),
+    prefix_bits=st.integers(0, 64),
+    extra=st.booleans(),
+    data=st.data(),
+)
+def test_members_sort_as_keys_and_ranges_hold_their_prefix(
+    keys: list[int], shard_bits: int, prefix_bits: int, extra: bool, data: st.DataObject
+) -> None:
+    """decode(encode) gives the keys back; members of one shard sort as (key, extra, row);
+    the BYLEX bounds of a prefix of at least shard_bits bits take exactly the members
+    sharing it."""
+    count = len(keys)
+    prefix_bits = max(prefix_bits, shard_bits)
+    table = PrefixTable(b"{t:", shard_bits, extra_bytes=8 if extra else 0)
+    values = np.array(keys, dtype=np.uint64)
+    rows = np.array(data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=count, max_size=count)))
+    extras = None
+    if extra:
+        raw = data.draw(st.binary(min_size=8 * count, max_size=8 * count))
+        extras = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 8)
+    shards, members = table.encode(values, extras, rows)
+
+    def order(i: int) -> tuple[int, bytes, int]:
+        return keys[i], b"" if extras is None else extras[i].tobytes(), int(rows[i])
+
+    for shard in set(shards.tolist()):
+        at = np.flatnonzero(shards == shard)
+        decoded, decoded_extra, decoded_rows = table.decode(shard, [members[i] for i in at])
+        assert decoded.tolist() == values[at].tolist()
+        assert decoded_rows.tolist() == rows[at].tolist()
+        if extras is not None:
+            assert (decoded_extra == extras[at]).all()
+        by_member = sorted(at.tolist(), key=lambda i: members[i])
+        assert by_member == sorted(at.tolist(), key=order)
+    # A probe near a stored key; its prefix's range, in the probe's shard.
+    noise = data.draw(st.integers(0, 2**64 - 1)) >> data.draw(st.integers(0, 64))
+    probe = data.draw(st.sampled_from(keys)) ^ noise
+    mask = ((1 << prefix_bits) - 1) << (64 - prefix_bits) if prefix_bits else 0
+    low = np.array([probe & mask], dtype=np.uint64)
+    high = np.array([(probe & mask) | (~mask & (2**64 - 1))], dtype=np.uint64)
+    lo, hi = table.bounds(low, high, None)[0]
+    (probe_shard,) = table.shards(low).tolist()
+    for i, member in enumerate(members):
+        inside = lo[1:] <= member <= hi[1:] and int(shards[i]) == probe_shard
+        assert inside == ((keys[i] & mask) == (probe & mask))
+
+
+def test_cluster_urls() -> None:
+    assert cluster_nodes("redis-cluster://10.0.0.1:7000,host-b:7001") == [
+        ("10.0.0.1", 7000),
+        ("host-b", 7001),
+    ]
+    with pytest.raises(ValueError, match="host:port"):
+        cluster_nodes("redis-cluster://10.0.0.1")
+    with pytest.raises(ValueError, match="starts redis://"):
+        connect("http://localhost:6379")
