@@ -16,10 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
-from app.errors import StoreDamaged
+from app.errors import StorageUnavailable, StoreDamaged
 from app.main import DATABASE_FILE, create_app
 from app.storage import MemoryStore, StoredCollection
-from app.storage.base import DocumentBatch
+from app.storage.base import DocumentBatch, Eviction
 from app.storage.sqlite import SQLiteStore
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
@@ -401,3 +401,54 @@ def test_changes_queued_during_a_commit_share_the_next_one(tmp_path: Path) -> No
     [loaded] = store.load()
     assert loaded.documents.ids == [f"d{row}" for row in range(10)]
     store.close()
+
+
+def _batch(rows: list[int], clusters: list[int] | None = None) -> DocumentBatch:
+    return DocumentBatch(
+        ids=[f"d{row}" for row in rows],
+        rows=np.array(rows, dtype=np.int64),
+        created_at=np.zeros(len(rows)),
+        clusters=np.array(clusters if clusters is not None else rows, dtype=np.int64),
+        metadata=[None] * len(rows),
+        simhash=np.zeros(len(rows), dtype=np.uint64),
+        minhash=np.zeros((len(rows), 2), dtype=np.uint32),
+        exact=np.zeros((len(rows), 2), dtype=np.uint64),
+        timestamps=np.array(rows, dtype=np.int64),
+    )
+
+
+def test_evictions_remove_their_rows_and_references_stay_checked(tmp_path: Path) -> None:
+    # Evictions alone commit without SQLite's foreign key checks (removing documents
+    # cannot break a reference); every other change must still be checked, in a group
+    # with an eviction and after one.
+    store = _CountingStore(tmp_path / "e.db")
+    store.create_collection("c", {"minhash": {"enabled": True, "num_perm": 2}})
+    store.add_documents("c", _batch(list(range(10)), [0, 1, 2, 3, 4, 5, 6, 7, 7, 9]))
+    store.begin_evict("c", Eviction([0, 1, 2, 4], [7], (7, 7), 10)).result()
+    with pytest.raises(StorageUnavailable, match="FOREIGN KEY"):
+        store.add_documents("missing", _batch([10]))
+    gate, inside = threading.Event(), threading.Event()
+
+    def hold(db: sqlite3.Connection) -> None:  # holds the writer inside a commit
+        inside.set()
+        assert gate.wait(30)
+
+    blocked = store._enqueue(hold)
+    assert inside.wait(30)
+    eviction = store.begin_evict("c", Eviction([3, 5], [], (7, 7), 12))
+    refused = store.begin_add_documents("missing", _batch([11]))
+    added = store.begin_add_documents("c", _batch([12]))
+    gate.set()
+    blocked.result()
+    eviction.result()
+    added.result()
+    with pytest.raises(StorageUnavailable, match="FOREIGN KEY"):
+        refused.result()
+    assert store.groups[-1] == 3  # the eviction shared the transaction of the inserts
+    store.close()
+    reopened = SQLiteStore(tmp_path / "e.db")
+    [loaded] = reopened.load()
+    assert loaded.documents.rows.tolist() == [6, 8, 9, 12]
+    assert loaded.names == {7: "d7"}  # kept as a deleted row: it names 8's cluster
+    assert loaded.expired_through == (7, 7) and loaded.next_row == 13
+    reopened.close()
