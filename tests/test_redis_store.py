@@ -406,7 +406,7 @@ def test_members_sort_as_keys_and_ranges_hold_their_prefix(
     sharing it."""
     count = len(keys)
     prefix_bits = max(prefix_bits, shard_bits)
-    table = PrefixTable(b"{t:", shard_bits, extra_bytes=8 if extra else 0)
+    table = PrefixTable(b"{t:", b"x", shard_bits, extra_bytes=8 if extra else 0)
     values = np.array(keys, dtype=np.uint64)
     rows = np.array(data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=count, max_size=count)))
     extras = None

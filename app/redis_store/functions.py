@@ -25,6 +25,11 @@ old row, old blob} (the old ones empty but for replaced), status 0 inserted, 1 s
 written: drops the ``+`` marks of the rows, and answers the rows whose ``s`` entry is
 gone (removed or replaced in between), whose table entries the caller must remove again.
 
+``neardup_entries_v1`` (KEYS: sorted sets of one shard number, which share a hash tag;
+ARGV: '+' or '-', then for each key the count of its members and the members). Adds
+(score 0) or removes table entries: a batch's entries of one shard number, in every table,
+in one call instead of a command per set.
+
 ``neardup_lookup_v1`` (read-only, KEYS: ``i s r``; ARGV: ids): {row, blob, record} per
 id, empty strings for an id not held.
 """
@@ -120,6 +125,23 @@ local function finish(keys, args)
   return gone
 end
 
+local function entries(keys, args)
+  local command = args[1] == '+' and 'ZADD' or 'ZREM'
+  local at = 2
+  for k = 1, #keys do
+    local count = tonumber(args[at])
+    for j = at + 1, at + count do
+      if command == 'ZADD' then
+        redis.call('ZADD', keys[k], 0, args[j])
+      else
+        redis.call('ZREM', keys[k], args[j])
+      end
+    end
+    at = at + count + 1
+  end
+  return #keys
+end
+
 local function lookup(keys, args)
   local out = {}
   for at = 1, #args do
@@ -141,6 +163,7 @@ end
 redis.register_function('neardup_insert_v1', insert)
 redis.register_function('neardup_remove_v1', remove)
 redis.register_function('neardup_finish_v1', finish)
+redis.register_function('neardup_entries_v1', entries)
 redis.register_function{
   function_name = 'neardup_lookup_v1', callback = lookup, flags = {'no-writes'}
 }
@@ -149,4 +172,5 @@ redis.register_function{
 INSERT = "neardup_insert_v1"
 REMOVE = "neardup_remove_v1"
 FINISH = "neardup_finish_v1"
+ENTRIES = "neardup_entries_v1"
 LOOKUP = "neardup_lookup_v1"

@@ -80,17 +80,18 @@ def group_of(ids: list[str], groups: int) -> npt.NDArray[np.int64]:
 class PrefixTable:
     """One index table as ``2 ** shard_bits`` sorted sets of fixed-width binary members.
 
-    >>> table = PrefixTable(b"{nd:c:h0:", shard_bits=4)
+    >>> table = PrefixTable(b"{nd:c:t", b"h0", shard_bits=4)
     >>> shards, members = table.encode(
     ...     np.array([0xA1 << 56], dtype=np.uint64), None, np.array([7], dtype=np.int64))
     >>> table.key(int(shards[0])), members[0].hex()
-    (b'{nd:c:h0:a}', '10000000000000000000007')
+    (b'{nd:c:ta}h0', '100000000000000000000007')
     >>> keys, _, rows = table.decode(int(shards[0]), members)
     >>> hex(int(keys[0])), rows.tolist()
     ('0xa100000000000000', [7])
     """
 
-    prefix: bytes  # the key name up to the shard, e.g. b"{nd:news:h0:"
+    prefix: bytes  # the hash tag up to the shard, e.g. b"{nd:news:t"
+    name: bytes  # the table's name after the tag, e.g. b"h0"
     shard_bits: int
     extra_bytes: int = 0
 
@@ -108,8 +109,10 @@ class PrefixTable:
         return self.key_bytes + self.extra_bytes + ROW_BYTES
 
     def key(self, shard: int) -> bytes:
-        """The sorted set's name: the prefix and the shard in hex, in the hash tag."""
-        return self.prefix + format(shard, "x").encode("ascii") + b"}"
+        """The sorted set's name: the shard in hex in the hash tag, then the table's name.
+        Every table's set of one shard number shares the tag (and so the slot), so that
+        one function call writes a batch's entries of that shard number in all tables."""
+        return b"%s%x}%s" % (self.prefix, shard, self.name)
 
     def shards(self, keys: U64) -> npt.NDArray[np.int64]:
         if self.shard_bits == 0:
@@ -261,7 +264,7 @@ class Layout:
     def simhash_tables(self) -> list[PrefixTable]:
         # A lookup must stay in one set: a table is split by at most its prefix bits.
         return [
-            PrefixTable(self._tag(f"h{t}") + b":", min(self.shard_bits, bits))
+            PrefixTable(self._tag("t"), b"h%d" % t, min(self.shard_bits, bits))
             for t, bits in enumerate(self.simhash_prefix_bits)
         ]
 
@@ -270,14 +273,14 @@ class Layout:
         if self._lsh is None:
             return []
         return [
-            PrefixTable(self._tag(f"b{band}") + b":", self.shard_bits)
+            PrefixTable(self._tag("t"), b"b%d" % band, self.shard_bits)
             for band in range(self._lsh.bands)
         ]
 
     @cached_property
     def exact_table(self) -> PrefixTable:
         # The high word is the key, the low word the extra bytes: one member per hash.
-        return PrefixTable(self._tag("e") + b":", self.shard_bits, extra_bytes=8)
+        return PrefixTable(self._tag("t"), b"e", self.shard_bits, extra_bytes=8)
 
     @property
     def bands(self) -> tuple[int, int]:

@@ -50,7 +50,8 @@ from app.redis_store.layout import (
 from app.redis_store.types import Client
 from app.redis_store.wire import Command, Wire
 
-Entries: TypeAlias = dict[bytes, list[bytes]]
+# Table entries as (table, shard of each entry, member of each entry), one part a table.
+Entries: TypeAlias = list[tuple[PrefixTable, npt.NDArray[np.int64], list[bytes]]]
 Floats: TypeAlias = npt.NDArray[np.float64]
 
 
@@ -152,20 +153,14 @@ def _entries_of(
     exact: ExactHashes,
     minhash: MinHashes | None,
 ) -> Entries:
-    """Members of every table entry of rows, by sorted set."""
-    out: Entries = defaultdict(list)
+    """Every table entry of rows: (table, shard, member) columns, table by table."""
+    parts: Entries = []
     if not len(rows):
-        return out
+        return parts
 
     def add(table: PrefixTable, keys: npt.NDArray[np.uint64], extra: Any) -> None:
         shards, members = table.encode(keys, extra, rows)
-        order = np.argsort(shards, kind="stable")
-        ordered = shards[order]
-        cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()
-        order_list = order.tolist()
-        for start, end in itertools.pairwise([0, *cuts, len(order_list)]):
-            target = out[table.key(int(ordered[start]))]
-            target.extend(members[i] for i in order_list[start:end])
+        parts.append((table, shards, members))
 
     add(layout.exact_table, np.ascontiguousarray(exact[:, 0]), exact_extra(exact))
     if layout.simhash:
@@ -177,7 +172,37 @@ def _entries_of(
         band_keys = layout.band_keys(minhash)
         for band, table in enumerate(layout.band_tables):
             add(table, np.ascontiguousarray(band_keys[:, band]), None)
-    return out
+    return parts
+
+
+def _entry_commands(operation: str, entries: Entries) -> list[Command]:
+    """One ``neardup_entries_v1`` call per shard number: every table's set of that shard
+    number shares its hash tag, so one call in one slot writes them all."""
+    if not entries:
+        return []
+    tables = [table for table, _, _ in entries]
+    table_ids = np.concatenate([np.full(len(s), i) for i, (_, s, _) in enumerate(entries)])
+    shards = np.concatenate([s for _, s, _ in entries])
+    members = [m for _, _, part in entries for m in part]
+    order = np.lexsort((table_ids, shards))
+    shard_list, table_list = shards[order].tolist(), table_ids[order].tolist()
+    ordered = [members[i] for i in order.tolist()]
+    change = np.flatnonzero(np.diff(shards[order]) | np.diff(table_ids[order])) + 1
+    commands: list[Command] = []
+    keys: list[bytes] = []
+    args: list[Any] = []
+    current = -1
+    for start, end in itertools.pairwise([0, *change.tolist(), len(ordered)]):
+        shard = shard_list[start]
+        if shard != current:
+            if keys:
+                commands.append(("FCALL", functions.ENTRIES, len(keys), *keys, operation, *args))
+            current, keys, args = shard, [], []
+        keys.append(tables[table_list[start]].key(shard))
+        args.append(end - start)
+        args.extend(ordered[start:end])
+    commands.append(("FCALL", functions.ENTRIES, len(keys), *keys, operation, *args))
+    return commands
 
 
 class RedisStore:
@@ -271,7 +296,7 @@ class RedisStore:
         self._write_entries(entries(new), self._entries_of_blobs(old, in_order))
         gone = self._finish(rows[new])
         if len(gone):  # removed or replaced while we indexed them: take them out again
-            self._write_entries({}, entries(new[np.isin(rows[new], gone)]))
+            self._write_entries([], entries(new[np.isin(rows[new], gone)]))
         self._clear_marks(old)
         return Written(status, rows, replaced)
 
@@ -298,14 +323,14 @@ class RedisStore:
                     blobs[p] = blob
         removed = rows[rows >= 0]
         in_order = [blobs[p] for p in sorted(blobs)]
-        self._write_entries({}, self._entries_of_blobs(removed, in_order))
+        self._write_entries([], self._entries_of_blobs(removed, in_order))
         self._clear_marks(removed)
         return rows
 
     def _entries_of_blobs(self, rows: Rows, blobs: list[bytes]) -> Entries:
         kept = [i for i, blob in enumerate(blobs) if blob]  # a blob-less row has no entries
         if not kept:
-            return {}
+            return []
         fixed, signatures = self.layout.parse_blobs([blobs[i] for i in kept])
         return _entries_of(
             self.layout,
@@ -316,9 +341,7 @@ class RedisStore:
         )
 
     def _write_entries(self, adds: Entries, removes: Entries) -> None:
-        commands: list[Command] = [("ZADD", key, *_scored(m)) for key, m in adds.items()]
-        commands += [("ZREM", key, *members) for key, members in removes.items()]
-        self.wire.send(commands)
+        self.wire.send(_entry_commands("+", adds) + _entry_commands("-", removes))
 
     def _finish(self, rows: Rows) -> Rows:
         """Clear the ``+`` marks of rows just indexed; the rows found gone meanwhile."""
@@ -354,18 +377,18 @@ class RedisStore:
                     removed.append(row)
                     removed_blobs.append(mark[1:])
         removed_rows = rows_of(removed)
-        self._write_entries({}, self._entries_of_blobs(removed_rows, removed_blobs))
+        self._write_entries([], self._entries_of_blobs(removed_rows, removed_blobs))
         self._clear_marks(removed_rows)
         if pending:
             data = self.rows(rows_of(pending), records=False)
             signatures = data.signatures if self.layout.minhash else None
             adds = _entries_of(self.layout, data.rows, data.simhash, data.exact, signatures)
-            self._write_entries(adds, {})
+            self._write_entries(adds, [])
             gone = self._finish(data.rows)
             if len(gone):  # removed meanwhile: its remover may have run before our ZADDs
                 at = np.isin(data.rows, gone)
                 self._write_entries(
-                    {},
+                    [],
                     _entries_of(
                         self.layout,
                         data.rows[at],
@@ -621,13 +644,6 @@ def pack_record(document_id: str, payload: bytes) -> bytes:
 def unpack_record(record: bytes) -> tuple[str, bytes]:
     size = int.from_bytes(record[:2], "big")
     return record[2 : 2 + size].decode("utf-8", "surrogatepass"), record[2 + size :]
-
-
-def _scored(members: list[bytes]) -> list[Any]:
-    """ZADD's arguments for members scored 0."""
-    out: list[Any] = [0, b""] * len(members)
-    out[1::2] = members
-    return out
 
 
 def _merge(parts: list[tuple[Rows, Rows, Floats]]) -> Found:
