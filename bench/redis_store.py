@@ -56,7 +56,7 @@ from _common import (
 
 sys.path.insert(0, str(REPO_ROOT))  # tests.redis_servers starts the servers
 
-from app.redis_store.layout import Layout
+from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
 from app.redis_store.store import NewDocuments, RedisStore
 from tests.redis_servers import free_port, start_server
 
@@ -65,6 +65,8 @@ THRESHOLD = 0.8
 BATCH = 1000
 NEAR_SHARE = 0.4
 DATASKETCH_SEED = 1
+# Layout settings other than the defaults (--shard-bits).
+LAYOUT_OPTIONS: dict[str, int] = {}
 
 
 @dataclass
@@ -226,7 +228,7 @@ def through_network(port: int, data: Data, probe: Data, delay_ms: float, peer: b
             result.peer = p50_p99(latencies_us(lsh.query, probes))
         direct = redis.Redis(port=port)
         direct.flushall()
-        layout = Layout("network", num_perm=NUM_PERM, threshold=THRESHOLD)
+        layout = Layout("network", num_perm=NUM_PERM, threshold=THRESHOLD, **LAYOUT_OPTIONS)
         loader = RedisStore(direct, layout)
         loader.setup()
         size = len(data.simhash)
@@ -256,7 +258,7 @@ def through_network(port: int, data: Data, probe: Data, delay_ms: float, peer: b
 
 def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
     client.flushall()
-    layout = Layout(f"bench{run}", num_perm=NUM_PERM, threshold=THRESHOLD)
+    layout = Layout(f"bench{run}", num_perm=NUM_PERM, threshold=THRESHOLD, **LAYOUT_OPTIONS)
     store = RedisStore(client, layout)
     store.setup()
     size = len(data.simhash)
@@ -401,7 +403,8 @@ def report(results: list[Result], runs: int, query_count: int) -> str:
         "",
         f"Machine: {machine_summary(0)}; redis-server on the same machine (loopback), "
         "sharing its 2 cores with the client and with other jobs running at the time.",
-        f"Medians over {runs} runs (min-max); {query_count} single-document searches a run.",
+        f"Medians over {runs} runs (min-max); {query_count} single-document searches a run; "
+        f"shard bits {LAYOUT_OPTIONS.get('shard_bits', DEFAULT_SHARD_BITS)}.",
         "",
         markdown_table(
             [
@@ -473,7 +476,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--network-delay-ms", type=float, default=0.5)
+    parser.add_argument("--shard-bits", type=int, help="the tables' (default: the layout's)")
     args = parser.parse_args()
+    if args.shard_bits is not None:
+        LAYOUT_OPTIONS["shard_bits"] = args.shard_bits
     sizes = [int(s) for s in args.sizes.split(",")]
     results = [
         measure(
