@@ -110,3 +110,46 @@ def test_paged_list_drops_a_page_when_its_last_object_goes() -> None:
     assert names.pages == 3
     assert names.release(np.arange(0, PagedList.PAGE_ROWS)) == PagedList.PAGE_ROWS * 2 // 3
     assert names.pages == 2 and names[5] is None and names[PagedList.PAGE_ROWS + 1] is not None
+
+
+def test_paged_list_answers_as_a_dict_of_the_rows_set() -> None:
+    # Runs (one slice, also over a page's end), scattered rows, None values, and values
+    # that are sequences (each one object, never unpacked into slots).
+    rng = np.random.default_rng(7)
+    stored = PagedList[object]()
+    reference: dict[int, object] = {}
+    next_row = 0
+    for step in range(400):
+        size = int(rng.integers(1, 600))
+        if rng.random() < 0.7:
+            rows = np.arange(next_row, next_row + size)
+        else:
+            rows = np.sort(rng.choice(np.arange(next_row, next_row + 3 * size), size, False))
+        next_row = int(rows[-1]) + 1
+        # Some None, none (a run is then one slice), or lists only.
+        kinds = [rng.integers(0, 5, size), rng.integers(1, 5, size), np.full(size, 2)][step % 3]
+        values: list[object] = [
+            [None, f"id{row}", [row, step], {"row": row}, (row,)][kind]
+            for row, kind in zip(rows.tolist(), kinds.tolist(), strict=True)
+        ]
+        stored.assign(rows, values)
+        reference.update(
+            (r, v) for r, v in zip(rows.tolist(), values, strict=True) if v is not None
+        )
+        if step % 5 == 4:
+            low = int(rng.integers(0, next_row))
+            gone = np.arange(low, min(next_row, low + int(rng.integers(1, 3000))))
+            if rng.random() < 0.5:
+                gone = gone[rng.random(len(gone)) < 0.5]
+            held = sum(reference.pop(r, None) is not None for r in gone.tolist())
+            assert stored.release(gone) == held
+    probe = list(range(0, next_row + 10))
+    assert [stored[row] for row in probe] == [reference.get(row) for row in probe]
+    for start in rng.integers(0, next_row, 50).tolist():
+        run = list(range(start, start + int(rng.integers(2, 300))))
+        assert stored.get_many(run) == [reference.get(row) for row in run]
+    # The first half released: its pages are dropped, a page partly held stays.
+    first_half = np.arange(0, next_row // 2)
+    held = sum(reference.pop(row, None) is not None for row in first_half.tolist())
+    assert stored.release(first_half) == held
+    assert stored.pages == len({row // PagedList.PAGE_ROWS for row in reference})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import mmap
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -190,6 +190,11 @@ class PagedList(Generic[T]):
     Reads take no lock: a released slot (or a dropped page) reads as None. One writer.
     Costs: get O(1); assign and release O(rows) plus O(1) per page touched.
 
+    A page is a numpy array of objects, not a list: the garbage collector does not look
+    into it, where lists made every full collection visit each object held (8 ms of CPU
+    for 500,000 ids; ids, metadata and texts hold no reference back, so no cycle goes
+    through a page).
+
     >>> names = PagedList[str]()
     >>> names.assign(np.array([0, 5000]), ["a", "b"])
     >>> names[5000], names[7], names.release(np.array([5000])), names[5000]
@@ -200,7 +205,7 @@ class PagedList(Generic[T]):
     _SHIFT = 12
 
     def __init__(self) -> None:
-        self._pages: list[list[T | None] | None] = []
+        self._pages: list[npt.NDArray[np.object_] | None] = []
         self._held: list[int] = []  # objects (not None) per page
 
     def __getitem__(self, row: int) -> T | None:
@@ -208,7 +213,7 @@ class PagedList(Generic[T]):
         if page_number >= len(self._pages):
             return None
         page = self._pages[page_number]
-        return None if page is None else page[row & (self.PAGE_ROWS - 1)]
+        return None if page is None else cast("T | None", page[row & (self.PAGE_ROWS - 1)])
 
     def get_many(self, rows: Sequence[int]) -> list[T | None]:
         """The objects of rows; a run of consecutive rows in one page is one slice."""
@@ -220,26 +225,45 @@ class PagedList(Generic[T]):
                 mask = self.PAGE_ROWS - 1
                 if page is None:
                     return [None] * len(rows)
-                return page[first & mask : (last & mask) + 1]
+                return cast("list[T | None]", page[first & mask : (last & mask) + 1].tolist())
         return [self[row] for row in rows]
 
     def assign(self, rows: npt.NDArray[np.integer], values: Sequence[T | None]) -> None:
-        """Set the objects of rows (a None value sets nothing: it reads as None anyway)."""
+        """Set the objects of rows (a None value sets nothing: it reads as None anyway).
+        A run of consecutive rows in one page without None is set with one slice."""
+        numbers = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(numbers) != len(values):
+            raise ValueError("one value a row")
+        if len(numbers) > 1 and numbers[-1] - numbers[0] == len(numbers) - 1:
+            first, last = int(numbers[0]), int(numbers[-1])
+            if first >> self._SHIFT == last >> self._SHIFT and None not in values:
+                page, number = self._page(first >> self._SHIFT), first >> self._SHIFT
+                mask = self.PAGE_ROWS - 1
+                self._held[number] += page[first & mask : (last & mask) + 1].tolist().count(None)
+                # fromiter: each value one object (a slice assignment would unpack lists)
+                page[first & mask : (last & mask) + 1] = np.fromiter(
+                    values, dtype=object, count=len(values)
+                )
+                return
         mask = self.PAGE_ROWS - 1
-        pages, held = self._pages, self._held
-        for row, value in zip(np.asarray(rows).tolist(), values, strict=True):
+        for row, value in zip(numbers.tolist(), values, strict=True):
             if value is None:
                 continue
-            number = row >> self._SHIFT
-            while number >= len(pages):
-                pages.append(None)
-                held.append(0)
-            page = pages[number]
-            if page is None:
-                page = pages[number] = [None] * self.PAGE_ROWS
+            page = self._page(row >> self._SHIFT)
             if page[row & mask] is None:
-                held[number] += 1
+                self._held[row >> self._SHIFT] += 1
             page[row & mask] = value
+
+    def _page(self, number: int) -> npt.NDArray[np.object_]:
+        """The page of that number, allocated (empty) if it is not."""
+        pages = self._pages
+        while number >= len(pages):
+            pages.append(None)
+            self._held.append(0)
+        page = pages[number]
+        if page is None:
+            page = pages[number] = np.full(self.PAGE_ROWS, None, dtype=object)
+        return page
 
     def release(self, rows: npt.NDArray[np.integer]) -> int:
         """Forget the objects of rows; returns how many were held. A run of consecutive
@@ -260,8 +284,8 @@ class PagedList(Generic[T]):
             assert page is not None
             first, last = int(group[0]) & mask, int(group[-1]) & mask
             if last - first + 1 == len(group):  # consecutive: one slice
-                count = len(group) - page[first : last + 1].count(None)
-                page[first : last + 1] = [None] * len(group)
+                count = len(group) - page[first : last + 1].tolist().count(None)
+                page[first : last + 1] = None
             else:
                 count = 0
                 for row in group.tolist():
