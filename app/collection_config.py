@@ -25,8 +25,9 @@ DEFAULT_THRESHOLD = 0.8
 DEFAULT_NGRAM_MAX_CHARS = 100
 DEFAULT_NGRAM_SIZE = ngram.DEFAULT_SIZE
 # Grams that start at a CJK character have 2 characters in new collections: Chinese texts
-# of 20-40 characters keep 88% of their 1-3-character edits at t = 0.7 with them, 56% with
-# 3 (bench/ngram.py, section 6; docs/benchmarks.md).
+# of 20-40 characters keep 88% of their 1-3-character edits at t = 0.7 with them, 57% with
+# 3, at no loss of precision on the planted corpus (bench/ngram.py, section 6;
+# docs/benchmarks.md).
 DEFAULT_NGRAM_CJK_SIZE = ngram.DEFAULT_CJK_SIZE
 DEFAULT_NGRAM_THRESHOLD = ngram.DEFAULT_THRESHOLD
 

@@ -45,6 +45,7 @@ os.environ.update(THREAD_LIMITS)
 import argparse
 import collections
 import functools
+import inspect
 import re
 import statistics
 import sys
@@ -55,6 +56,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from _common import (
+    REPO_ROOT,
+    REUTERS_PATH,
     format_spread,
     format_us,
     latencies_us,
@@ -80,6 +83,8 @@ THRESHOLD = 0.7
 # ``--clock wall`` for the wall clock. Set by main().
 QUERY_CLOCK: Callable[[], int] = time.thread_time_ns
 SECONDS: Callable[[], float] = time.process_time
+# q of the grams that start at a CJK character (None: one q); ``--cjk-size``.
+CJK_SIZE: int | None = ngram.DEFAULT_CJK_SIZE
 NEAR_DUPLICATE_SHARE = 0.1
 LATIN = "abcdefghijklmnopqrstuvwxyz"
 CJK_CHARACTERS = 3_500
@@ -189,24 +194,34 @@ def sentences(
     return texts
 
 
-def with_near_duplicates(rng: np.random.Generator, texts: list[str], alphabet: str) -> list[str]:
-    """The texts with one in ten replaced by 1-3 character edits of an earlier one."""
+def with_near_duplicates(
+    rng: np.random.Generator, texts: list[str], alphabet: str
+) -> tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The texts with one in ten replaced by 1-3 character edits of an earlier one; and
+    for each text the one it was made from (-1: none) and the number of edits."""
     out = list(texts)
+    sources = np.full(len(out), -1, dtype=np.int64)
+    edits = np.zeros(len(out), dtype=np.int64)
     for i in np.flatnonzero(rng.random(len(out)) < NEAR_DUPLICATE_SHARE).tolist():
         if i > 0:
-            source = out[int(rng.integers(i))]
-            out[i] = edit(rng, source, int(rng.integers(1, 4)), alphabet)
-    return out
+            source = int(rng.integers(i))
+            count = int(rng.integers(1, 4))
+            out[i] = edit(rng, out[source], count, alphabet)
+            sources[i], edits[i] = source, count
+    return out, sources, edits
 
 
 @dataclass
 class Corpus:
-    """Half English titles, half Chinese-like texts, interleaved at random."""
+    """Half English titles, half Chinese-like texts, interleaved at random; ``sources[i]``
+    the text that text i is a planted edit of (-1: none), with ``edits[i]`` edits."""
 
     texts: list[str]
     english: npt.NDArray[np.bool_]
     english_source: str
     chinese_alphabet: str
+    sources: npt.NDArray[np.int64] | None = None
+    edits: npt.NDArray[np.int64] | None = None
 
 
 # The corpora: "reuters", words of the 20K-word Reuters title vocabulary (which every
@@ -229,18 +244,27 @@ def make_corpus(size: int, seed: int, kind: str = "reuters") -> Corpus:
             f" (Chinese: its {len(chinese_words.words):,} words)"
         )
     half = size // 2
-    english = with_near_duplicates(
+    english, english_sources, english_edits = with_near_duplicates(
         rng, sentences(rng, english_words, half, 40, 80), english_words.alphabet
     )
-    chinese = with_near_duplicates(
+    chinese, chinese_sources, chinese_edits = with_near_duplicates(
         rng, sentences(rng, chinese_words, size - half, 20, 40), chinese_words.alphabet
     )
     order = rng.permutation(size)
     texts = english + chinese
     is_english = np.arange(size) < half
-    return Corpus(
-        [texts[i] for i in order.tolist()], is_english[order], source, chinese_words.alphabet
+    # Sources in the shuffled order.
+    sources = np.concatenate(
+        [english_sources, np.where(chinese_sources < 0, -1, chinese_sources + half)]
     )
+    position = np.empty(size, dtype=np.int64)
+    position[order] = np.arange(size)
+    shuffled = sources[order]
+    shuffled = np.where(shuffled < 0, -1, position[np.maximum(shuffled, 0)])
+    return Corpus(
+        [texts[i] for i in order.tolist()], is_english[order], source, chinese_words.alphabet,
+        shuffled, np.concatenate([english_edits, chinese_edits])[order],
+    )  # fmt: skip
 
 
 def near_queries(
@@ -256,9 +280,9 @@ def near_queries(
     return out
 
 
-def new_texts(corpus_seed: int, count: int) -> tuple[list[str], list[str]]:
+def new_texts(corpus_seed: int, count: int, kind: str = "reuters") -> tuple[list[str], list[str]]:
     """(English, Chinese) texts drawn like the corpus's but not in it."""
-    fresh = make_corpus(2 * count, corpus_seed + 1000)
+    fresh = make_corpus(2 * count, corpus_seed + 1000, kind)
     english = [t for t, e in zip(fresh.texts, fresh.english.tolist(), strict=True) if e]
     chinese = [t for t, e in zip(fresh.texts, fresh.english.tolist(), strict=True) if not e]
     return english[:count], chinese[:count]
@@ -267,19 +291,39 @@ def new_texts(corpus_seed: int, count: int) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------- brute force
 
 
-def qgram_set(text: str, size: int) -> frozenset[str]:
+_CJK = re.compile(
+    "[" + "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ngram.CJK_RANGES)
+    + "]"
+)  # fmt: skip
+
+
+def qgram_set(text: str, size: int, cjk_size: int | None = None) -> frozenset[str]:
+    """The q-gram set as NgramIndex defines it: at each position the substring of q
+    characters if it fits, q = ``cjk_size`` at a CJK character (``ngram.CJK_RANGES``),
+    ``size`` elsewhere; the whole text when none fits; nothing for an empty text."""
     if not text:
         return frozenset()
-    if len(text) < size:
-        return frozenset([text])
-    return frozenset(text[i : i + size] for i in range(len(text) - size + 1))
+    if cjk_size is None or cjk_size == size or not _CJK.search(text):
+        if len(text) < size:
+            return frozenset([text])
+        return frozenset(text[i : i + size] for i in range(len(text) - size + 1))
+    grams = set()
+    for i, char in enumerate(text):
+        q = cjk_size if _CJK.match(char) else size
+        if i + q <= len(text):
+            grams.add(text[i : i + q])
+    return frozenset(grams or [text])
 
 
 def brute_force(
-    sets: Sequence[frozenset[str]], query: str, size: int, threshold: float
+    sets: Sequence[frozenset[str]],
+    query: str,
+    size: int,
+    threshold: float,
+    cjk_size: int | None = None,
 ) -> list[tuple[int, float]]:
     """(row, Jaccard) of every set at or above the threshold, best first, ties by row."""
-    wanted = qgram_set(query, size)
+    wanted = qgram_set(query, size, cjk_size)
     found = []
     if wanted:
         for row, grams in enumerate(sets):
@@ -302,7 +346,10 @@ def answer(index: NgramIndex, query: str, threshold: float) -> list[tuple[int, f
 def build(texts: Sequence[str], **options: object) -> tuple[NgramIndex, float]:
     """An index of the texts inserted in batches of BATCH, merging when it asks; returns
     it and the seconds taken (the final merge included)."""
-    index = NgramIndex(**options)  # type: ignore[arg-type]
+    index_class = options.pop("index_class", NgramIndex)
+    if "cjk_size" in inspect.signature(index_class).parameters:  # type: ignore[arg-type]
+        options.setdefault("cjk_size", CJK_SIZE)
+    index = index_class(**options)  # type: ignore[operator]
     start = SECONDS()
     for begin in range(0, len(texts), BATCH):
         end = min(len(texts), begin + BATCH)
@@ -463,83 +510,171 @@ def order_and_prefix(corpus: Corpus, size: int, report: list[str]) -> None:
     )
 
 
-def at_size(corpus: Corpus, size: int, runs: int, seed: int, report: list[str]) -> None:
-    """Inserts, single inserts, latency, candidates and memory at ``size`` texts."""
+def parse_variants(text: str) -> list[tuple[str, dict[str, object]]]:
+    """``"cjk_size=0;cjk_size=2,prefix_matches=3;rev=abc1234"``: index options per
+    variant (integers; cjk_size 0 is None, one q for every script; ``rev``: the index of
+    that commit, ``baseline_index``, for a before and after in one run)."""
+    variants: list[tuple[str, dict[str, object]]] = []
+    for item in text.split(";"):
+        options: dict[str, object] = {}
+        for pair in filter(None, item.split(",")):
+            key, value = pair.split("=")
+            if key == "rev":
+                options["index_class"] = baseline_index(value)
+            else:
+                options[key] = None if key == "cjk_size" and value == "0" else int(value)
+        variants.append((item or "this commit", options))
+    return variants
+
+
+def baseline_index(rev: str) -> type[NgramIndex]:
+    """NgramIndex as it was at commit ``rev`` (app/core/ngram.py and its kernels, from
+    git, loaded beside today's under other names; numba compiles them once, in a
+    temporary directory)."""
+    import importlib
+    import subprocess
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=f"ngram-{rev}-")
+    tag = re.sub(r"\W", "_", rev)
+    for name in ("ngram", "_ngram_kernels"):
+        source = subprocess.run(
+            ["git", "show", f"{rev}:app/core/{name}.py"],
+            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        source = source.replace(
+            "from app.core import _ngram_kernels as kernels",
+            f"import _ngram_kernels_{tag} as kernels",
+        )
+        with open(os.path.join(folder, f"{name}_{tag}.py"), "w", encoding="utf-8") as out:
+            out.write(source)
+    sys.path.insert(0, folder)
+    index_class: type[NgramIndex] = importlib.import_module(f"ngram_{tag}").NgramIndex
+    return index_class
+
+
+def at_size(
+    corpus: Corpus,
+    size: int,
+    runs: int,
+    seed: int,
+    report: list[str],
+    variants: Sequence[tuple[str, dict[str, object]]] = (("defaults", {}),),
+    kind: str = "reuters",
+) -> None:
+    """Inserts, single inserts, latency, candidates and memory at ``size`` texts, for each
+    variant of the index's options (in turn within each run, so that they share the
+    machine's state)."""
     texts = corpus.texts[:size]
     sub = Corpus(texts, corpus.english[:size], corpus.english_source, corpus.chinese_alphabet)
     english, chinese = near_queries(np.random.default_rng(seed + 5), sub, 1000)
-    fresh_english, fresh_chinese = new_texts(seed, 500)
-    figures: dict[str, list[float]] = collections.defaultdict(list)
+    fresh_english, fresh_chinese = new_texts(seed, 500, kind)
+    every: dict[str, dict[str, list[float]]] = {
+        name: collections.defaultdict(list) for name, _ in variants
+    }
+    for _, options in variants:  # compile (or load) each variant's kernels first
+        build(["warm up", "warm-up", "暖机"], threshold=0.5, **options)[0].search("warm up")
     for _ in range(runs):
-        release_memory()
-        before = rss_bytes()
-        index, seconds = build(texts, threshold=THRESHOLD)
-        release_memory()
-        figures["rss"].append((rss_bytes() - before) / size)
-        figures["insert"].append(size / seconds)
-        figures["memory"].append(index.memory_bytes() / size)
-        for name, queries in (
-            ("en", english),
-            ("zh", chinese),
-            ("en new", fresh_english),
-            ("zh new", fresh_chinese),
-        ):
-            result = query_latency(index, queries, THRESHOLD)
-            figures[f"{name} p50"].append(result.p50)
-            figures[f"{name} p99"].append(result.p99)
-            figures[f"{name} cand"].append(result.candidates)
-            figures[f"{name} match"].append(result.matches)
-        mixed = [q for pair in zip(english, chinese, strict=True) for q in pair]
-        timings = latencies_us(
-            functools.partial(index.search, threshold=THRESHOLD), mixed, QUERY_CLOCK
-        )
-        figures["mixed p50"].append(percentile(timings, 50))
-        figures["mixed p99"].append(percentile(timings, 99))
-        singles = fresh_english[:250] + fresh_chinese[:250]
-        start = SECONDS()
-        for offset, text in enumerate(singles):
-            index.insert([text], [size + offset])
-        figures["single"].append((SECONDS() - start) / len(singles) * 1e6)
-        # Exactness spot check against brute force (q-gram sets of every stored text).
-        if size <= 100_000 and not figures.get("checked"):
-            sets = [qgram_set(text, index.size) for text in texts]
-            for query in english[:20] + chinese[:20]:
-                assert answer(index, query, THRESHOLD) == brute_force(
-                    sets, query, index.size, THRESHOLD
-                ), query
-            figures["checked"].append(1.0)
-        del index
-        release_memory()
+        for name, options in variants:
+            _measure_at_size(
+                texts, options, every[name], english, chinese, fresh_english, fresh_chinese
+            )
     report.append(f"\n### 3. {size:,} texts (half English, half Chinese-like), t = {THRESHOLD}\n")
-    rows = [
-        ["batched inserts / s (batches of 10,000, merges included)",
-         fmt_spread(figures["insert"], fmt_count)],
-        ["single insert, us (500 into the full index)", fmt_spread(figures["single"])],
-        ["bytes per text, memory_bytes()", fmt_spread(figures["memory"], fmt_count)],
-        ["bytes per text, RSS growth", fmt_spread(figures["rss"], fmt_count)],
-        ["query p50 / p99 us, mixed near-duplicate queries",
-         f"{fmt_spread(figures['mixed p50'])} / {fmt_spread(figures['mixed p99'])}"],
+    lines: list[tuple[str, Callable[[dict[str, list[float]]], str]]] = [
+        ("batched inserts / s (batches of 10,000, merges included)",
+         lambda f: fmt_spread(f["insert"], fmt_count)),
+        ("single insert, us (500 into the full index)", lambda f: fmt_spread(f["single"])),
+        ("bytes per text, memory_bytes()", lambda f: fmt_spread(f["memory"], fmt_count)),
+        ("bytes per text, RSS growth", lambda f: fmt_spread(f["rss"], fmt_count)),
+        ("query p50 / p99 us, mixed near-duplicate queries",
+         lambda f: f"{fmt_spread(f['mixed p50'])} / {fmt_spread(f['mixed p99'])}"),
     ]  # fmt: skip
-    for name, label in (
+    for key, label in (
         ("en", "English, 1-2 edits of a stored title"),
         ("zh", "Chinese-like, 1-2 edits of a stored text"),
         ("en new", "English, new titles"),
         ("zh new", "Chinese-like, new texts"),
     ):
-        rows.append(
-            [
-                f"query p50 / p99 us, {label}",
-                f"{fmt_spread(figures[name + ' p50'])} / {fmt_spread(figures[name + ' p99'])}",
-            ]
+        lines.append((
+            f"query p50 / p99 us, {label}",
+            lambda f, k=key: f"{fmt_spread(f[k + ' p50'])} / {fmt_spread(f[k + ' p99'])}",
+        ))  # fmt: skip
+        lines.append((
+            f"candidates / matches per query, {label}",
+            lambda f, k=key: f"{fmt_count(statistics.median(f[k + ' cand']))} / "
+            f"{fmt_count(statistics.median(f[k + ' match']))}",
+        ))  # fmt: skip
+    rows = [[label, *(cell(every[name]) for name, _ in variants)] for label, cell in lines]
+    report.append(
+        markdown_table(
+            ["figure, median (min-max)", *(name for name, _ in variants)],
+            rows,
+            ["left", *(["right"] * len(variants))],
         )
-        rows.append(
-            [
-                f"candidates / matches per query, {label}",
-                f"{fmt_count(statistics.median(figures[name + ' cand']))} / "
-                f"{fmt_count(statistics.median(figures[name + ' match']))}",
-            ]
-        )
-    report.append(markdown_table(["figure", "median (min-max)"], rows, ["left", "right"]))
+    )
+    if len(variants) > 1:
+        first = every[variants[0][0]]
+        for name, _ in variants[1:]:
+            f = every[name]
+            ratios = []
+            for key in ("mixed p50", "mixed p99", "en p50", "zh p50"):
+                paired = [b / a for a, b in zip(first[key], f[key], strict=True)]
+                ratios.append(f"{key} {statistics.median(paired):.2f}x")
+            report.append(
+                f"\n{name} against {variants[0][0]}, same-run ratios (medians over runs): "
+                + ", ".join(ratios)
+                + "."
+            )
+
+
+def _measure_at_size(
+    texts: Sequence[str],
+    options: dict[str, object],
+    figures: dict[str, list[float]],
+    english: Sequence[str],
+    chinese: Sequence[str],
+    fresh_english: Sequence[str],
+    fresh_chinese: Sequence[str],
+) -> None:
+    size = len(texts)
+    release_memory()
+    before = rss_bytes()
+    index, seconds = build(texts, threshold=THRESHOLD, **options)
+    release_memory()
+    figures["rss"].append((rss_bytes() - before) / size)
+    figures["insert"].append(size / seconds)
+    figures["memory"].append(index.memory_bytes() / size)
+    for name, queries in (
+        ("en", english),
+        ("zh", chinese),
+        ("en new", fresh_english),
+        ("zh new", fresh_chinese),
+    ):
+        result = query_latency(index, queries, THRESHOLD)
+        figures[f"{name} p50"].append(result.p50)
+        figures[f"{name} p99"].append(result.p99)
+        figures[f"{name} cand"].append(result.candidates)
+        figures[f"{name} match"].append(result.matches)
+    mixed = [q for pair in zip(english, chinese, strict=True) for q in pair]
+    timings = latencies_us(functools.partial(index.search, threshold=THRESHOLD), mixed, QUERY_CLOCK)
+    figures["mixed p50"].append(percentile(timings, 50))
+    figures["mixed p99"].append(percentile(timings, 99))
+    singles = [*fresh_english[:250], *fresh_chinese[:250]]
+    start = SECONDS()
+    for offset, text in enumerate(singles):
+        index.insert([text], [size + offset])
+    figures["single"].append((SECONDS() - start) / len(singles) * 1e6)
+    # Exactness spot check against brute force (q-gram sets of every stored text).
+    if size <= 100_000 and not figures.get("checked"):
+        cjk_size = getattr(index, "cjk_size", None)  # an index before cjk_size has one q
+        sets = [qgram_set(text, index.size, cjk_size) for text in texts]
+        for query in [*english[:20], *chinese[:20]]:
+            assert answer(index, query, THRESHOLD) == brute_force(
+                sets, query, index.size, THRESHOLD, cjk_size
+            ), query
+        figures["checked"].append(1.0)
+    del index
+    release_memory()
 
 
 def against_brute_force(corpus: Corpus, report: list[str]) -> None:
@@ -550,12 +685,16 @@ def against_brute_force(corpus: Corpus, report: list[str]) -> None:
     english, chinese = near_queries(np.random.default_rng(11), sub, 50)
     queries = english + chinese
     index, _ = build(texts, threshold=THRESHOLD)
-    sets = [qgram_set(text, index.size) for text in texts]
+    sets = [qgram_set(text, index.size, index.cjk_size) for text in texts]
     for query in queries:
-        assert answer(index, query, THRESHOLD) == brute_force(sets, query, index.size, THRESHOLD)
+        assert answer(index, query, THRESHOLD) == brute_force(
+            sets, query, index.size, THRESHOLD, index.cjk_size
+        )
     ours = latencies_us(lambda text: index.search(text, THRESHOLD), queries, QUERY_CLOCK)
     brute = latencies_us(
-        lambda text: brute_force(sets, text, index.size, THRESHOLD), queries, QUERY_CLOCK
+        lambda text: brute_force(sets, text, index.size, THRESHOLD, index.cjk_size),
+        queries,
+        QUERY_CLOCK,
     )
     rows = [
         ["NgramIndex", format_us(percentile(ours, 50)), format_us(percentile(ours, 99))],
@@ -576,9 +715,11 @@ def against_brute_force(corpus: Corpus, report: list[str]) -> None:
     queries = [edit(rng, picked[int(i)], int(rng.integers(1, 3)), LATIN)
                for i in rng.integers(0, len(picked), 1000)]  # fmt: skip
     result = query_latency(index, queries, THRESHOLD)
-    sets = [qgram_set(text, index.size) for text in titles]
+    sets = [qgram_set(text, index.size, index.cjk_size) for text in titles]
     for query in queries[:50]:
-        assert answer(index, query, THRESHOLD) == brute_force(sets, query, index.size, THRESHOLD)
+        assert answer(index, query, THRESHOLD) == brute_force(
+            sets, query, index.size, THRESHOLD, index.cjk_size
+        )
     report.append(
         f"\nReuters titles: {len(titles):,} inserted at {len(titles) / seconds:,.0f}/s; "
         f"1,000 queries (a title of 30+ characters with 1-2 edits): p50 "
@@ -586,6 +727,192 @@ def against_brute_force(corpus: Corpus, report: list[str]) -> None:
         f"{fmt_count(result.candidates)} candidates and {fmt_count(result.matches)} matches "
         f"per query; {index.memory_bytes() / len(titles):.0f} bytes per title.\n"
     )
+
+
+# ---------------------------------------------------------------- q per script
+
+# The q measured for each script: English around the default, Chinese below and above.
+Q_CHOICES = {"English": (3, 4, 5), "Chinese": (2, 3, 4)}
+
+
+def _families(sources: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The text each text's chain of planted edits starts from."""
+    root = np.arange(len(sources))
+    for i in np.flatnonzero(sources >= 0).tolist():
+        j = i
+        while sources[j] >= 0:
+            j = int(sources[j])
+        root[i] = j
+    return root
+
+
+def _self_join(
+    index: NgramIndex, texts: Sequence[str]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(later, earlier) of every pair of texts with Jaccard >= THRESHOLD (rows = positions)."""
+    later, earlier = [], []
+    for begin in range(0, len(texts), BATCH):
+        ends, rows, _ = index.search_many(texts[begin : begin + BATCH], THRESHOLD)
+        at = np.repeat(np.arange(begin, begin + len(ends)), np.diff(ends, prepend=0))
+        keep = rows < at
+        later.append(at[keep])
+        earlier.append(rows[keep])
+    return np.concatenate(later), np.concatenate(earlier)
+
+
+def q_per_script(corpus: Corpus, size: int, runs: int, report: list[str], kind: str) -> None:
+    """Section 6: for each script alone, each q: the pairs a self-join at THRESHOLD finds
+    against the planted edits (recall: planted pairs found, by number of edits; precision:
+    pairs found inside a family of planted edits), candidates and CPU latency of
+    near-duplicate queries (1-2 edits of a stored text) and new texts, memory; and for
+    English, real Reuters titles with planted copies."""
+    assert corpus.sources is not None and corpus.edits is not None
+    # Families over the whole corpus: two copies of one text are one family even when
+    # that text is past ``size``.
+    whole_family = _families(corpus.sources)
+    rows = []
+    for script, english in (("English", True), ("Chinese", False)):
+        positions = np.flatnonzero(corpus.english[:size] == english)
+        local = np.full(len(corpus.texts), -1, dtype=np.int64)
+        local[positions] = np.arange(len(positions))
+        texts = [corpus.texts[i] for i in positions.tolist()]
+        sources = corpus.sources[positions]
+        sources = np.where(sources < 0, -1, local[np.maximum(sources, 0)])
+        edits = corpus.edits[positions]
+        family = whole_family[positions]
+        planted = np.flatnonzero(sources >= 0)
+        alphabet = LATIN if english else corpus.chinese_alphabet
+        rng = np.random.default_rng(23)
+        near = [edit(rng, texts[i], int(rng.integers(1, 3)), alphabet)
+                for i in rng.choice(len(texts), 1000).tolist()]  # fmt: skip
+        fresh = new_texts(29, 500, kind)[0 if english else 1]
+        for q in Q_CHOICES[script]:
+            index, _ = build(texts, threshold=THRESHOLD, size=q, cjk_size=None)
+            later, earlier = _self_join(index, texts)
+            inside = family[later] == family[earlier]
+            direct = np.zeros(len(texts), dtype=np.bool_)
+            direct[later[sources[later] == earlier]] = True  # the copy is the later row
+            direct[earlier[sources[earlier] == later]] = True  # or the earlier (shuffled)
+            cells = [script, str(q)]
+            for count in (1, 2, 3):
+                wanted = planted[edits[planted] == count]
+                cells.append(f"{100 * direct[wanted].mean():.1f}%")
+            cells.append(f"{100 * direct[planted].mean():.1f}%")
+            cells.append(f"{100 * inside.mean():.2f}%" if len(inside) else "-")
+            cells.append(f"{int((~inside).sum()):,}")
+            for queries in (near, fresh):
+                p50s, p99s = [], []
+                for _ in range(runs):
+                    timings = latencies_us(
+                        functools.partial(index.search, threshold=THRESHOLD),
+                        queries,
+                        QUERY_CLOCK,
+                    )
+                    p50s.append(percentile(timings, 50))
+                    p99s.append(percentile(timings, 99))
+                candidates = float(index.candidate_counts(queries, THRESHOLD).mean())
+                cells += [fmt_count(candidates), format_us(statistics.median(p50s)),
+                          format_us(statistics.median(p99s))]  # fmt: skip
+            cells.append(f"{index.memory_bytes() / len(texts):.0f}")
+            rows.append(cells)
+            print(f"q per script: {script} q = {q} done", file=sys.stderr, flush=True)
+            del index
+            release_memory()
+    report.append(
+        f"\n### 6. q per script: each script's texts of the first {size:,}, alone, t = "
+        f"{THRESHOLD}\n"
+    )
+    report.append(
+        "Planted: a text that is a 1-3-character edit of an earlier one (one in ten). Recall: "
+        "planted pairs (copy, original) that the self-join finds; precision: pairs found "
+        "whose texts are edits of one text (a copy of a copy included); false pairs: the "
+        "others. Queries: 1,000 stored texts with 1-2 edits (near), 500 new texts; CPU "
+        f"p50 / p99 in us, medians of {runs} passes.\n"
+    )
+    report.append(
+        markdown_table(
+            ["script", "q", "recall, 1 edit", "2 edits", "3 edits", "all", "precision",
+             "false pairs", "near cand.", "near p50", "near p99", "new cand.", "new p50",
+             "new p99", "bytes/text"],
+            rows,
+            ["left", *(["right"] * 14)],
+        )
+    )  # fmt: skip
+    reuters_q(report)
+
+
+def reuters_q(report: list[str]) -> None:
+    """Real titles, English q 3-5: every distinct normalised Reuters title and a planted
+    copy (1 or 2 edits) of 2,000 of those of 30+ characters, self-joined at THRESHOLD.
+    A pair found is right when it is a copy and its original, or two titles of stories
+    labelled near-duplicates (../shared/data: word 5-gram Jaccard >= 0.5 of the stories),
+    or a copy and a title labelled so with its original; any other is a false match (the
+    labels are silver: a false one may be a re-issue the labels missed)."""
+    stories = load_reuters()
+    pairs_path = REUTERS_PATH.parent / "reuters21578.near_dup_pairs.tsv"
+    if stories is None or not pairs_path.is_file():
+        return
+    titles: dict[str, int] = {}
+    ids_of: dict[int, list[str]] = collections.defaultdict(list)
+    for story in stories:
+        title = normalize(story.get("title") or "")
+        if title:
+            number = titles.setdefault(title, len(titles))
+            ids_of[number].append(str(story["id"]))
+    title_of_id = {i: number for number, ids in ids_of.items() for i in ids}
+    related: set[tuple[int, int]] = set()
+    for line in pairs_path.read_text(encoding="utf-8").splitlines()[1:]:
+        a, b = line.split("\t")[:2]
+        if a in title_of_id and b in title_of_id:
+            x, y = title_of_id[a], title_of_id[b]
+            related.add((min(x, y), max(x, y)))
+    real = list(titles)
+    rng = np.random.default_rng(31)
+    long = [i for i, t in enumerate(real) if len(t) >= 30]
+    originals = rng.choice(long, 2000, replace=False).tolist()
+    counts = rng.integers(1, 3, len(originals)).tolist()
+    copies = [edit(rng, real[i], c, LATIN) for i, c in zip(originals, counts, strict=True)]
+    texts = real + copies
+    origin = np.arange(len(texts))  # a copy stands for its original's title
+    origin[len(real) :] = originals
+    rows = []
+    for q in Q_CHOICES["English"]:
+        index, _ = build(texts, threshold=THRESHOLD, size=q, cjk_size=None)
+        later, earlier = _self_join(index, texts)
+        copy_found = np.zeros(len(copies), dtype=np.bool_)
+        right = wrong = labelled = 0
+        for a, b in zip(later.tolist(), earlier.tolist(), strict=True):
+            x, y = int(origin[a]), int(origin[b])
+            if a >= len(real) and b == x:
+                copy_found[a - len(real)] = True
+                right += 1
+            elif x == y or (min(x, y), max(x, y)) in related:
+                right += 1
+                labelled += a < len(real)
+            else:
+                wrong += 1
+        one = np.array(counts) == 1
+        rows.append([
+            str(q), f"{100 * copy_found[one].mean():.1f}%", f"{100 * copy_found[~one].mean():.1f}%",
+            f"{labelled:,}", f"{wrong:,}", f"{100 * right / max(1, right + wrong):.1f}%",
+        ])  # fmt: skip
+        del index
+        release_memory()
+    report.append(
+        f"\nReal titles: the {len(real):,} distinct normalised Reuters titles and planted "
+        f"copies (1 or 2 character edits) of 2,000 of those of 30+ characters, self-joined "
+        f"at t = {THRESHOLD}. Labelled: pairs of real titles whose stories are labelled "
+        "near-duplicates (found, right); false: pairs of titles neither planted nor "
+        "labelled (same wording, other figures or names).\n"
+    )
+    report.append(
+        markdown_table(
+            ["q", "copies found, 1 edit", "2 edits", "labelled pairs found", "false pairs",
+             "precision"],
+            rows,
+            ["right"] * 6,
+        )
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- peers
@@ -720,9 +1047,11 @@ def _ours(
         return set(index.search(text, THRESHOLD)[0].tolist())
 
     p50, p99, exact = _timed_answers(search, queries, runs)
-    sets = [qgram_set(text, index.size) for text in texts]
+    sets = [qgram_set(text, index.size, index.cjk_size) for text in texts]
     for query, rows in zip(queries[:10], exact, strict=False):
-        assert rows == {row for row, _ in brute_force(sets, query, index.size, THRESHOLD)}
+        assert rows == {
+            row for row, _ in brute_force(sets, query, index.size, THRESHOLD, index.cjk_size)
+        }
     row = PeerRow(
         "neardup NgramIndex", len(texts), seconds, p50, p99, 1.0, 0.0,
         index.memory_bytes() / len(texts), len(queries), "exact; inserts and deletes",
@@ -730,16 +1059,21 @@ def _ours(
     return row, exact
 
 
+def peer_grams() -> Callable[[str], frozenset[str]]:
+    """The q-gram sets the peers get: the index's (``CJK_SIZE`` included)."""
+    return functools.partial(qgram_set, size=ngram.DEFAULT_SIZE, cjk_size=CJK_SIZE)
+
+
 def _setsimilaritysearch(
     texts: Sequence[str], queries: Sequence[str], exact: list[set[object]], runs: int
 ) -> PeerRow:
     from SetSimilaritySearch import SearchIndex
 
-    size = ngram.DEFAULT_SIZE
+    grams = peer_grams()
     progress = _Progress("SetSimilaritySearch", len(texts))
 
     def make() -> SearchIndex:
-        sets = [list(qgram_set(text, size)) for text in texts]
+        sets = [list(grams(text)) for text in texts]
         progress.log(0, "(sets made; building) ")
         built = SearchIndex(sets, similarity_func_name="jaccard", similarity_threshold=THRESHOLD)
         progress.log(len(texts), "indexed ")
@@ -748,7 +1082,7 @@ def _setsimilaritysearch(
     built, seconds, grown = _rss_delta(make)
 
     def search(text: str) -> set[object]:
-        return {row for row, _ in built.query(list(qgram_set(text, size)))}  # type: ignore[attr-defined]
+        return {row for row, _ in built.query(list(grams(text)))}  # type: ignore[attr-defined]
 
     p50, p99, found = _timed_answers(search, queries, runs)
     recall, extra = _recall(exact, found)
@@ -763,11 +1097,11 @@ def _datasketch(
 ) -> PeerRow:
     from datasketch import MinHash, MinHashLSH
 
-    size = ngram.DEFAULT_SIZE
+    grams = peer_grams()
     permutations = 128
 
     def encoded(text: str) -> list[bytes]:
-        return [gram.encode("utf-8") for gram in qgram_set(text, size)]
+        return [gram.encode("utf-8") for gram in grams(text)]
 
     progress = _Progress("datasketch", len(texts))
 
@@ -812,10 +1146,23 @@ def _simstring(
 
     progress = _Progress("simstring", len(texts))
 
+    grams = peer_grams()
+
+    class SameGrams:
+        """Our q-gram sets as SimString's features: its Jaccard is then ours."""
+
+        def features(self, text: str) -> list[str]:
+            return list(grams(text))
+
     def make() -> Searcher:
-        # No end markers: the q-grams of the text itself, as ours (numbered repeats: a
-        # multiset Jaccard, SimString's own measure).
-        database = DictDatabase(CharacterNgramFeatureExtractor(ngram.DEFAULT_SIZE, endmarker=""))
+        # With one q: its character n-grams, no end markers (numbered repeats: a multiset
+        # Jaccard, SimString's own measure); per script: our sets.
+        extractor = (
+            CharacterNgramFeatureExtractor(ngram.DEFAULT_SIZE, endmarker="")
+            if CJK_SIZE in (None, ngram.DEFAULT_SIZE)
+            else SameGrams()
+        )
+        database = DictDatabase(extractor)
         for done, text in enumerate(texts, start=1):
             database.add(text)
             if done % 100_000 == 0 or done == len(texts):
@@ -832,9 +1179,10 @@ def _simstring(
 
     p50, p99, found = _timed_answers(search, queries, runs)
     recall, extra = _recall(exact, found)
+    measure = "multiset Jaccard" if CJK_SIZE in (None, ngram.DEFAULT_SIZE) else "our q-gram sets"
     return PeerRow("simstring-fast 0.6 (CPMerge)", len(texts), seconds, p50, p99, recall,
                    extra, grown / max(1, progress.done), len(queries),
-                   "multiset Jaccard" + progress.note())  # fmt: skip
+                   measure + progress.note())  # fmt: skip
 
 
 def _rapidfuzz(texts: Sequence[str], queries: Sequence[str], exact: list[set[object]]) -> PeerRow:
@@ -870,7 +1218,9 @@ def against_peers(
         rows += peers_at(corpus, size, peers, runs, 250)
         print(f"peers done {size}", file=sys.stderr, flush=True)
     report.append(
-        f"\n### 5. Against peers, t = {THRESHOLD}, q = {ngram.DEFAULT_SIZE}, same texts and "
+        f"\n### 5. Against peers, t = {THRESHOLD}, q = {ngram.DEFAULT_SIZE}"
+        + (f" (CJK: {CJK_SIZE})" if CJK_SIZE else "")
+        + ", same texts and "
         "near-duplicate queries (1-2 character edits of a stored text, half English, half "
         "Chinese-like)\n"
     )
@@ -942,12 +1292,25 @@ def main() -> None:
     )
     parser.add_argument("--output", default="ngram.md", help="report name in bench/results/")
     parser.add_argument(
+        "--cjk-size",
+        type=int,
+        default=ngram.DEFAULT_CJK_SIZE,
+        help="q of grams that start at a CJK character (0: one q for every script)",
+    )
+    parser.add_argument(
+        "--variants",
+        default="",
+        help='section 3: index options to compare in the same run, "cjk_size=0;cjk_size=2"',
+    )
+    parser.add_argument(
         "--peers",
         default="100000:all,1000000:rapidfuzz",
         help="section 5: size:peer+peer,... ('all': every peer)",
     )
     args = parser.parse_args()
-    global QUERY_CLOCK, SECONDS
+    global QUERY_CLOCK, SECONDS, CJK_SIZE
+    CJK_SIZE = args.cjk_size or None
+    variants = parse_variants(args.variants)
     if args.clock == "wall":
         QUERY_CLOCK, SECONDS = time.perf_counter_ns, time.perf_counter
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -981,8 +1344,13 @@ def main() -> None:
             else f"; Chinese-like texts from {CJK_WORDS:,} words over {CJK_CHARACTERS:,} "
             "characters; "
         )
-        + f"q = {ngram.DEFAULT_SIZE}, prefix_matches = {ngram.DEFAULT_PREFIX_MATCHES} "
-        "unless said.\n",
+        + f"q = {ngram.DEFAULT_SIZE}"
+        + (
+            f" ({CJK_SIZE} for grams that start at a CJK character)"
+            if CJK_SIZE
+            else " for every script"
+        )
+        + f", prefix_matches = {ngram.DEFAULT_PREFIX_MATCHES} unless said.\n",
     ]
     if "1" in sections:
         choice_of_q(corpus, report)
@@ -990,12 +1358,14 @@ def main() -> None:
         order_and_prefix(corpus, min(100_000, max(sizes)), report)
     if "3" in sections:
         for size in sizes:
-            at_size(corpus, size, runs, args.seed, report)
+            at_size(corpus, size, runs, args.seed, report, variants, args.corpus)
             print(f"done {size}", file=sys.stderr, flush=True)
     if "4" in sections:
         against_brute_force(corpus, report)
     if "5" in sections:
         against_peers(corpus, peer_sizes, runs, report)
+    if "6" in sections:
+        q_per_script(corpus, max(sizes), runs, report, args.corpus)
     report.append(f"\nLoad average {os.getloadavg()[0]:.1f} at the end.")
     text = "\n".join(report) + "\n"
     print(text)

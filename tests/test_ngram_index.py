@@ -18,7 +18,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from app.core import _ngram_kernels as kernels
@@ -385,6 +385,28 @@ def test_the_kernels_cjk_test_is_the_documented_ranges() -> None:
     points.update(np.random.default_rng(1).integers(0, 0x40000, 3000).tolist())
     for point in sorted(points):
         assert kernels.is_cjk(np.uint64(point)) == is_cjk(chr(point)), hex(point)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(texts_over(ALPHABETS["scripts"]), texts_over("abc "), texts_over("中国人民")),
+    st.integers(1, 5),
+    st.integers(1, 5),
+)
+def test_one_script_texts_get_the_same_codes_by_the_rolling_path(
+    text: str, size: int, cjk_size: int
+) -> None:
+    """With two q, a text of one script takes a rolling window (``_two_q_codes``): its
+    codes must be those of the general path, whose q is decided at each character."""
+    assume(size != cjk_size)  # one q: the path of old, whose codes are its own
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).view(np.uint8)
+    fast, general = np.zeros(32, np.uint64), np.zeros(32, np.uint64)
+    count = kernels.gram_codes(points, 0, 4, len(text), size, cjk_size, fast)
+    if not text:
+        assert count == 0
+        return
+    expected = kernels._script_codes(points, 0, 4, len(text), size, cjk_size, general)
+    assert fast[:count].tolist() == general[:expected].tolist()
 
 
 def test_stored_texts_round_trip_at_every_width() -> None:

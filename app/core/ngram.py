@@ -71,16 +71,17 @@ as HammingIndex refuses a distance above its own.
 **q, per script.** ``size``, default 3, and ``cjk_size`` for grams that start at a CJK
 character, 2 in the service's new collections (bench/ngram.py, sections 1 and 6;
 docs/benchmarks.md). On Reuters titles of 30+ characters with 2 character edits, q = 3
-keeps 98% of the copies at t = 0.7 (q = 4: 73%), and it matches fewer distinct titles
-than q = 2 (1,092 pairs against 1,753 at 0.7). Chinese texts of 20-40 characters lose
-more to an edit (a character is a morpheme, a word is 1-4 of them): q = 3 keeps every
-1-edit copy at t = 0.7 but 60% of 2-edit copies (q = 2: 96%, q = 4: 21%); the m >= 4
-some use for Chinese would miss most of them. The q of a gram is that of its first
-character, so an edit changes only the grams around it in mixed text too, and the
-similarity is still the Jaccard of two sets that depend on the texts alone: every filter
-here holds for it unchanged. q-grams of up to 3 characters are coded exactly in 64 bits
-(21 bits per code point; with two q, those below 3 carry their length), so the Jaccard
-of codes is that of the q-gram sets; above 3 they are 64-bit hashes.
+keeps 98% of the copies at t = 0.7 (q = 4: 70%, q = 5: 37%), and it matches fewer
+distinct titles than q = 2 (1,092 pairs against 1,753 at 0.7). Chinese texts of 20-40
+characters lose more to an edit (a character is a morpheme, a word is 1-4 of them): at
+t = 0.7, q = 2 keeps 96% of 2-edit copies, q = 3 58%, q = 4 21%, with no false pair on
+the planted corpus for any; the m >= 4 some use for Chinese would miss most of them. The
+q of a gram is that of its first character, so an edit changes only the grams around it
+in mixed text too, and the similarity is still the Jaccard of two sets that depend on
+the texts alone: every filter here holds for it unchanged. q-grams of up to 3 characters
+are coded exactly in 64 bits (21 bits per code point; with two q, those below 3 carry
+their length), so the Jaccard of codes is that of the q-gram sets; above 3 they are
+64-bit hashes.
 
 **Layout.** One SortedTable lane, one entry per prefix token of each stored set (12
 bytes: uint64 key, int32 row), several entries per row::
@@ -399,7 +400,11 @@ class NgramIndex:
     ) -> tuple[Rows, Similarities]:
         """(rows, Jaccard) of every live text with Jaccard >= threshold, best first, ties
         by row."""
-        _, rows, similarities = self.search_many([text], threshold)
+        # One text: its code points and offsets made directly (a batch's layout costs
+        # microseconds that a single search, most of it at 1M texts, would feel).
+        points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        offsets = np.array([0, len(points)], dtype=np.int64)
+        _, rows, similarities, _ = self._search(points, offsets, threshold)
         if limit is None:
             return rows, similarities
         return rows[:limit], similarities[:limit]
@@ -432,16 +437,16 @@ class NgramIndex:
         self, points: CodePoints, offsets: Offsets, threshold: float | None
     ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
         bar = self._bar(threshold)
-        points = np.ascontiguousarray(points, dtype=np.uint32)
-        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if points.dtype != np.uint32 or not points.flags.c_contiguous:
+            points = np.ascontiguousarray(points, dtype=np.uint32)
+        if offsets.dtype != np.int64 or not offsets.flags.c_contiguous:
+            offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         state = self._state
         snapshot = state.table.snapshot()
         # Read after the snapshot: these hold every row it holds.
         result: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]] = kernels.ngram_search(
             points.view(np.uint8),
-            offsets[:-1] * 4,
-            np.diff(offsets).astype(np.int32),
-            4,
+            offsets,
             self.size,
             self.cjk_size,
             bar,
