@@ -12,8 +12,10 @@ Two kinds of keys (docs/redis.md has the whole picture):
   so that the set is ordered by the member's bytes: a 64-bit key (a permuted SimHash, a
   band key, the high word of an exact hash) big-endian, then fixed extra bytes, then the
   row (uint32, big-endian). A table is split by the key's top ``shard_bits`` bits into
-  ``2 ** shard_bits`` sorted sets, each its own hash tag, so tables spread over the slots
-  of a cluster and no set holds more than its share. The shard's bits are implied by the
+  ``2 ** shard_bits`` sorted sets, ``{nd:news:t<shard>}<table>``: the shard number is the
+  hash tag, so tables spread over the slots of a cluster, no set holds more than its
+  share, and one function call writes a batch's entries of one shard number in every
+  table (a command per set cost twice as much). The shard's bits are implied by the
   key name and left out of the member: with 12 shard bits a key takes 7 bytes, a SimHash
   member 11. A lookup of every key sharing a prefix of at least ``shard_bits`` bits is
   one ``ZRANGE key [low [high BYLEX`` on one set (Manku et al.'s permuted tables, with
@@ -21,10 +23,11 @@ Two kinds of keys (docs/redis.md has the whole picture):
 
 Worked example, SimHash k = 3 (4 tables led by one 16-bit block each), 12 shard bits: a
 query's permuted key for table 0 is 0x1234_5678_9ABC_DEF0. Its prefix is the top 16
-bits, 0x1234; the shard is the top 12, 0x123, so the set is ``{nd:news:h0:123}``; the
-members sharing the prefix are those whose 7 key bytes lie from 0x4_0000_0000_0000 (the
-prefix's remaining 4 bits, 0x4, then zeros, shifted up by 12) to 0x4_FFFF_FFFF_FFF0 (then
-ones): ``ZRANGE {nd:news:h0:123} [\\x40\\x00.. [\\x4f\\xff..\\xff BYLEX``.
+bits, 0x1234; the shard is the top 12, 0x123, so the set is ``{nd:news:t123}h0``; the
+members sharing the prefix are those whose 7 key bytes lie from 40 00 00 00 00 00 00 (the
+prefix's remaining 4 bits, 0x4, then zeros) to 4F FF FF FF FF FF F0 (then ones; the last
+4 bits pad 52 bits to 7 bytes, zero in every member): ``ZRANGE {nd:news:t123}h0 [\\x40\\x00..
+[\\x4f\\xff..\\xf0\\xff.. BYLEX``.
 """
 
 from __future__ import annotations
