@@ -170,6 +170,16 @@ def start_cluster(directory: Path, primaries: int = 3, replicas: int = 1) -> Red
             )
 
         _wait_for("the cluster", all_ok)
+
+        def replicas_online() -> bool:
+            """Every primary's replicas connected and in sync, so WAIT can count them."""
+            for node in servers.nodes:
+                info = _cli(node.port, "INFO", "replication").stdout
+                if "role:master" in info and info.count("state=online") < replicas:
+                    return False
+            return True
+
+        _wait_for("the cluster's replicas", replicas_online)
     except BaseException:
         servers.stop()
         raise

@@ -33,7 +33,7 @@ from app.redis_store.connect import cluster_nodes, connect
 from app.redis_store.layout import Layout, PrefixTable, group_of
 from app.redis_store.store import NewDocuments, RedisStore, Status, pack_record
 from app.redis_store.types import Client
-from app.redis_store.wire import Wire
+from app.redis_store.wire import ReplicasBehind, Wire
 from tests.redis_servers import RedisClusterServers, RedisServer, redis_cluster, redis_server
 
 __all__ = ["redis_cluster", "redis_server"]  # fixtures, used by name
@@ -373,6 +373,36 @@ def test_retries_conflicts_and_lookups(client: Client) -> None:
     assert data.simhash[at] == sim[1] and (data.exact[at] == ex[1]).all()
     assert (data.signatures[at] == sig[1]).all() and data.records[at] == b'{"n": 1}'
     assert data.timestamps[at] == 1000
+
+
+def test_writes_wait_for_replicas_when_asked(client: Client) -> None:
+    """With wait_replicas, the writing round trips end in WAIT on every node they reach: the
+    cluster's primaries each have a replica, the standalone server has none."""
+    rng = np.random.default_rng(11)
+    layout = fresh_layout()
+    store = RedisStore(client, layout, wait_replicas=1, wait_timeout_ms=2000)
+    store.setup()
+    sim, sig, ex = Corpus(rng).make(40)
+    ids = [f"w{i}" for i in range(40)]
+    if isinstance(client, RedisCluster):
+        written = store.insert(documents(ids, sim, sig, ex))
+        assert (written.status == Status.INSERTED).all()
+        assert (store.remove(ids[:10]) >= 0).all()
+        assert store.count() == 30
+    else:
+        impatient = RedisStore(client, layout, wait_replicas=1, wait_timeout_ms=20)
+        with pytest.raises(ReplicasBehind, match="replicas acknowledged"):
+            impatient.insert(documents(ids, sim, sig, ex))
+        # Written all the same (WAIT cannot take writes back), but not indexed: the first
+        # round trip raised. A retry is recognised, and finishes the table entries.
+        rows, _ = store.lookup(ids)
+        assert (rows >= 0).all()
+        assert not store.search(sim, sig, ex).rows.ids
+        plain = RedisStore(client, layout)
+        again = plain.insert(documents(ids, sim, sig, ex))
+        assert (again.status == Status.SAME).all()
+        assert set(plain.search(sim, sig, ex).simhash.rows.tolist()) == set(rows.tolist())
+        assert plain.repair() == 0
 
 
 def test_a_layout_mismatch_is_refused(redis_server: RedisServer) -> None:

@@ -14,8 +14,10 @@ record for each document). A new id gets the group's next row (``HINCRBY i ''``,
 the one given (a retry: nothing changes), else ``other``; with replace, an id held with
 another digest loses its row (``s`` and ``r`` entries gone, a ``-`` mark with the old
 blob in ``w``) and gets a new one: ``replaced``. Answers, per document: {status, row,
-old row, old blob} (the old ones empty but for replaced), status 0 inserted, 1 same,
-2 other, 3 replaced.
+old row, blob}, status 0 inserted, 1 same, 2 other, 3 replaced; the blob is the old row's
+for replaced, the row's own for same when its first insert left its ``+`` mark (its
+table entries may be unfinished: the retry writes them), else empty; old row empty but
+for replaced.
 
 ``neardup_remove_v1`` (ARGV: ids). The id's row's ``i``, ``s``, ``r`` entries go, and a
 ``-`` mark with the blob in ``w`` says which table entries are left to remove. Answers
@@ -81,7 +83,13 @@ local function insert(keys, args)
     else
       local old = string.sub(held, 1, 4)
       if string.sub(held, 5) == digest then
-        out[#out + 1] = {1, old, '', ''}
+        -- A retry. If the first attempt never finished its table entries, the answer
+        -- carries the stored blob, so that the retry finishes them before answering.
+        local pending = ''
+        if redis.call('HGET', keys[4], old) == '+' then
+          pending = redis.call('HGET', keys[2], old) or ''
+        end
+        out[#out + 1] = {1, old, '', pending}
       elseif not replace then
         out[#out + 1] = {2, old, '', ''}
       else

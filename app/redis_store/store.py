@@ -215,10 +215,14 @@ class RedisStore:
     >>> store.setup()  # doctest: +SKIP
     """
 
-    def __init__(self, client: Client, layout: Layout) -> None:
+    def __init__(
+        self, client: Client, layout: Layout, *, wait_replicas: int = 0, wait_timeout_ms: int = 1000
+    ) -> None:
+        """``wait_replicas`` > 0: a write is answered only once that many replicas of every
+        node it reached have it (``WAIT``, in the same round trips), else ReplicasBehind."""
         self.client = client
         self.layout = layout
-        self.wire = Wire(client)
+        self.wire = Wire(client, wait_replicas, wait_timeout_ms)
 
     @property
     def round_trips(self) -> int:
@@ -277,12 +281,16 @@ class RedisStore:
         rows = np.full(count, -1, dtype=np.int64)
         replaced = np.full(count, -1, dtype=np.int64)
         old_blobs: dict[int, bytes] = {}  # by position: the answers come by group
-        for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
-            for p, (code, row, old_row, old_blob) in zip(positions, answers, strict=True):
+        unfinished: dict[int, bytes] = {}  # retries of inserts that left their + mark
+        answered = self.wire.send(commands, durable=True)
+        for positions, answers in zip(by_group.values(), answered, strict=True):
+            for p, (code, row, old_row, blob) in zip(positions, answers, strict=True):
                 status[p], rows[p] = code, _row(row)
                 if code == Status.REPLACED:
                     replaced[p] = _row(old_row)
-                    old_blobs[p] = old_blob
+                    old_blobs[p] = blob
+                elif code == Status.SAME and blob:
+                    unfinished[p] = blob
         new = np.flatnonzero((status == Status.INSERTED) | (status == Status.REPLACED))
 
         def entries(at: npt.NDArray[np.int64]) -> Entries:
@@ -293,10 +301,18 @@ class RedisStore:
 
         old = replaced[replaced >= 0]
         in_order = [old_blobs[p] for p in sorted(old_blobs)]
-        self._write_entries(entries(new), self._entries_of_blobs(old, in_order))
-        gone = self._finish(rows[new])
+        retried = np.array(sorted(unfinished), dtype=np.int64)
+        again = self._entries_of_blobs(rows[retried], [unfinished[p] for p in retried.tolist()])
+        self._write_entries(entries(new) + again, self._entries_of_blobs(old, in_order))
+        indexed = np.concatenate([new, retried])
+        gone = self._finish(rows[indexed])
         if len(gone):  # removed or replaced while we indexed them: take them out again
-            self._write_entries([], entries(new[np.isin(rows[new], gone)]))
+            at = np.isin(rows[retried], gone)
+            removes = entries(new[np.isin(rows[new], gone)])
+            removes += self._entries_of_blobs(
+                rows[retried][at], [unfinished[p] for p in retried[at].tolist()]
+            )
+            self._write_entries([], removes)
         self._clear_marks(old)
         return Written(status, rows, replaced)
 
@@ -316,7 +332,8 @@ class RedisStore:
         ]
         rows = np.full(len(ids), -1, dtype=np.int64)
         blobs: dict[int, bytes] = {}  # by position: the answers come by group
-        for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
+        answered = self.wire.send(commands, durable=True)
+        for positions, answers in zip(by_group.values(), answered, strict=True):
             for p, (row, blob) in zip(positions, answers, strict=True):
                 if row:
                     rows[p] = _row(row)
@@ -341,7 +358,8 @@ class RedisStore:
         )
 
     def _write_entries(self, adds: Entries, removes: Entries) -> None:
-        self.wire.send(_entry_commands("+", adds) + _entry_commands("-", removes))
+        commands = _entry_commands("+", adds) + _entry_commands("-", removes)
+        self.wire.send(commands, durable=True)
 
     def _finish(self, rows: Rows) -> Rows:
         """Clear the ``+`` marks of rows just indexed; the rows found gone meanwhile."""

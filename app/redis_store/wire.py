@@ -34,29 +34,58 @@ def key_of(command: Command) -> bytes | str:
     return cast("bytes | str", command[_KEYED_AT.get(command[0], 1)])
 
 
-class Wire:
-    """Sends batches of commands, one round trip a batch, and counts the round trips."""
+class ReplicasBehind(Exception):
+    """Written, but fewer replicas than asked for acknowledged the writes in time. The
+    writes stay (Redis cannot take them back): a retry of the same request is safe."""
 
-    def __init__(self, client: Client) -> None:
+
+class Wire:
+    """Sends batches of commands, one round trip a batch, and counts the round trips.
+
+    With ``wait_replicas``, a batch sent ``durable`` ends on every node it reaches with
+    ``WAIT wait_replicas wait_timeout_ms``, on the same connection as its writes (WAIT
+    counts the writes of its own connection), in the same round trip; ReplicasBehind
+    if a node's replicas do not all confirm in time.
+    """
+
+    def __init__(self, client: Client, wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+        self._acknowledged: list[int] = []
         self.client = client
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self.round_trips = 0
 
-    def send(self, commands: Sequence[Command]) -> list[Any]:
+    def send(self, commands: Sequence[Command], durable: bool = False) -> list[Any]:
         """The reply of each command, in order; raises the first error reply, after every
         reply is read (the connections stay usable)."""
         if not commands:
             return []
         self.round_trips += 1
+        wait = ("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        waits = durable and self.wait_replicas > 0
+        acknowledged: list[int] = []
         if isinstance(self.client, RedisCluster):
-            replies = self._send_cluster(self.client, commands)
+            replies = self._send_cluster(self.client, commands, wait if waits else None)
         else:
-            replies = _exchange(self.client.connection_pool, list(range(len(commands))), commands)
+            sent = [*commands, wait] if waits else commands
+            replies = _finish(*_start(self.client.connection_pool, sent), len(sent))
+            if waits:
+                acknowledged.append(replies.pop())
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
+        if isinstance(self.client, RedisCluster) and waits:
+            acknowledged = self._acknowledged
+        if any(not isinstance(n, int) or n < self.wait_replicas for n in acknowledged):
+            raise ReplicasBehind(
+                f"WAIT {self.wait_replicas} {self.wait_timeout_ms}: replicas acknowledged "
+                f"{acknowledged} (one count per node written)"
+            )
         return replies
 
-    def _send_cluster(self, cluster: RedisCluster, commands: Sequence[Command]) -> list[Any]:
+    def _send_cluster(
+        self, cluster: RedisCluster, commands: Sequence[Command], wait: Command | None
+    ) -> list[Any]:
         by_node: dict[str, tuple[Any, list[int]]] = {}
         for position, command in enumerate(commands):
             slot = cast(Any, cluster).keyslot(key_of(command))
@@ -64,14 +93,18 @@ class Wire:
             entry = by_node.setdefault(node.name, (node, []))
             entry[1].append(position)
         replies: list[Any] = [None] * len(commands)
+        self._acknowledged = []
         started: list[tuple[redis.ConnectionPool, list[int], Any]] = []
         try:
             for node, positions in by_node.values():
                 pool = cluster.get_redis_connection(node).connection_pool
-                started.append((pool, positions, _start(pool, [commands[p] for p in positions])))
+                batch = [commands[p] for p in positions] + ([wait] if wait else [])
+                started.append((pool, positions, _start(pool, batch)[1]))
             while started:
                 pool, positions, connection = started.pop(0)
-                answers = _finish(pool, connection, positions)
+                answers = _finish(pool, connection, len(positions) + (1 if wait else 0))
+                if wait:
+                    self._acknowledged.append(answers.pop())
                 for position, reply in zip(positions, answers, strict=True):
                     replies[position] = reply
         finally:
@@ -84,7 +117,8 @@ class Wire:
         return replies
 
 
-def _start(pool: redis.ConnectionPool, commands: Sequence[Command]) -> Any:
+def _start(pool: redis.ConnectionPool, commands: Sequence[Command]) -> tuple[Any, Any]:
+    """(pool, connection): the commands written to a connection of the pool."""
     connection: Any = pool.get_connection()  # redis-py leaves its methods untyped
     try:
         packed = b"".join(hiredis.pack_command(tuple(command)) for command in commands)
@@ -93,13 +127,15 @@ def _start(pool: redis.ConnectionPool, commands: Sequence[Command]) -> Any:
         connection.disconnect()
         pool.release(connection)
         raise
-    return connection
+    return pool, connection
 
 
-def _finish(pool: redis.ConnectionPool, connection: Any, positions: Sequence[int]) -> list[Any]:
+def _finish(pool: redis.ConnectionPool, connection: Any, count: int) -> list[Any]:
+    """``count`` replies read from the connection, error replies as exceptions; the
+    connection back to its pool."""
     replies: list[Any] = []
     try:
-        for _ in positions:
+        for _ in range(count):
             try:
                 replies.append(connection.read_response())
             except ResponseError as error:
@@ -110,9 +146,3 @@ def _finish(pool: redis.ConnectionPool, connection: Any, positions: Sequence[int
     finally:
         pool.release(connection)
     return replies
-
-
-def _exchange(
-    pool: redis.ConnectionPool, positions: list[int], commands: Sequence[Command]
-) -> list[Any]:
-    return _finish(pool, _start(pool, commands), positions)
