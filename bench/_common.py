@@ -19,7 +19,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -335,3 +336,23 @@ def paragraph(text: str, bullet: bool = False) -> str:
         break_long_words=False,
     )
     return wrapped.replace("\0", " ")
+
+
+@contextmanager
+def priority(nice: int) -> Iterator[None]:
+    """This process and the children it starts at ``nice``, and so is its session's
+    autogroup while it runs (with autogroups, nice only orders a session's own processes:
+    the kernel shares the CPU between sessions first)."""
+    if not nice:
+        yield
+        return
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    autogroup = Path("/proc/self/autogroup")
+    before = autogroup.read_text().split()[-1] if autogroup.is_file() else None
+    if before is not None:
+        autogroup.write_text(str(nice))
+    try:
+        yield
+    finally:
+        if before is not None:
+            autogroup.write_text(before)

@@ -80,6 +80,7 @@ from _common import (
     WrkRun,
     markdown_table,
     median_run,
+    priority,
     run_wrk,
     write_result,
 )
@@ -679,26 +680,6 @@ def commit_totals(url: str) -> tuple[float, float, float]:
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def priority(nice: int) -> Iterator[None]:
-    """This process and the children it starts at ``nice``, and so is its session's
-    autogroup while it runs (with autogroups, nice only orders a session's own processes:
-    the kernel shares the CPU between sessions first)."""
-    if not nice:
-        yield
-        return
-    os.setpriority(os.PRIO_PROCESS, 0, nice)
-    autogroup = Path("/proc/self/autogroup")
-    before = autogroup.read_text().split()[-1] if autogroup.is_file() else None
-    if before is not None:
-        autogroup.write_text(str(nice))
-    try:
-        yield
-    finally:
-        if before is not None:
-            autogroup.write_text(before)
 
 
 @contextmanager

@@ -44,7 +44,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, cpu_model_name, markdown_table, write_result
+from _common import REPO_ROOT, cpu_model_name, markdown_table, priority, write_result
 
 import tests.server
 from loadtest.proc import busy_cpu_seconds, cpu_seconds, rss_bytes
@@ -539,7 +539,8 @@ def render(soaked: Run, figures: dict[str, float], arguments: argparse.Namespace
 timestamps one second apart, in batches of 256 from one writer, into a collection with
 `retention: {{"max_documents": {arguments.keep:,}}}`, while one client searches
 {arguments.search_rate:g} times a second; the real `neardup serve`, SQLite synchronous
-FULL. {datetime.now(UTC).strftime("%Y-%m-%d")}, {cpu_model_name()}, shared with other work.
+FULL{f", client and server at nice {arguments.nice}" if arguments.nice else ""}.
+{datetime.now(UTC).strftime("%Y-%m-%d")}, {cpu_model_name()}, shared with other work.
 
 ![soak](soak.png)
 
@@ -605,6 +606,13 @@ def main() -> None:
     parser.add_argument("--search-rate", type=float, default=20.0)
     parser.add_argument("--data-dir", default=None, help="where the servers' data goes")
     parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run this client and the servers at this nice value (-20 as root: ahead of "
+        "other jobs on a shared machine)",
+    )
+    parser.add_argument(
         "--runs",
         default="baseline,soak,baseline",
         help="runs to make now, in order; a run not made is read from bench/results",
@@ -615,12 +623,13 @@ def main() -> None:
     soaked: Run | None = None
     bases: list[Run] = []
     try:
-        for number, name in enumerate(order):
-            run = (soak if name == "soak" else baseline)(arguments, root / str(number))
-            if name == "soak":
-                soaked = run
-            else:
-                bases.append(run)
+        with priority(arguments.nice):
+            for number, name in enumerate(order):
+                run = (soak if name == "soak" else baseline)(arguments, root / str(number))
+                if name == "soak":
+                    soaked = run
+                else:
+                    bases.append(run)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if soaked is None:
