@@ -1023,15 +1023,19 @@ def peers_at(
     english, chinese = near_queries(np.random.default_rng(17), sub, queries_per_script)
     queries = [q for pair in zip(english, chinese, strict=True) for q in pair]
     row, exact_rows = _ours(texts, queries, runs)
+    print(f"  {row}", file=sys.stderr, flush=True)
     out = [row]
     exact_texts: list[set[object]] = [{texts[int(r)] for r in rows} for rows in exact_rows]  # type: ignore[call-overload]
     release_memory()
     if "setsimilaritysearch" in peers:
         out.append(_setsimilaritysearch(texts, queries, exact_rows, runs))
+        print(f"  {out[-1]}", file=sys.stderr, flush=True)
     if "datasketch" in peers:
         out.append(_datasketch(texts, queries, exact_rows, runs))
+        print(f"  {out[-1]}", file=sys.stderr, flush=True)
     if "simstring" in peers:
         out.append(_simstring(texts, queries, exact_texts, runs))
+        print(f"  {out[-1]}", file=sys.stderr, flush=True)
     if "rapidfuzz" in peers:
         out.append(_rapidfuzz(texts, queries[:40], exact_rows[:40]))
     return out
@@ -1146,23 +1150,11 @@ def _simstring(
 
     progress = _Progress("simstring", len(texts))
 
-    grams = peer_grams()
-
-    class SameGrams:
-        """Our q-gram sets as SimString's features: its Jaccard is then ours."""
-
-        def features(self, text: str) -> list[str]:
-            return list(grams(text))
-
     def make() -> Searcher:
-        # With one q: its character n-grams, no end markers (numbered repeats: a multiset
-        # Jaccard, SimString's own measure); per script: our sets.
-        extractor = (
-            CharacterNgramFeatureExtractor(ngram.DEFAULT_SIZE, endmarker="")
-            if CJK_SIZE in (None, ngram.DEFAULT_SIZE)
-            else SameGrams()
-        )
-        database = DictDatabase(extractor)
+        # Its character n-grams of one n for every script (its feature extractors are
+        # compiled classes: no other can be given), no end markers (numbered repeats: a
+        # multiset Jaccard, SimString's own measure).
+        database = DictDatabase(CharacterNgramFeatureExtractor(ngram.DEFAULT_SIZE, endmarker=""))
         for done, text in enumerate(texts, start=1):
             database.add(text)
             if done % 100_000 == 0 or done == len(texts):
@@ -1179,7 +1171,7 @@ def _simstring(
 
     p50, p99, found = _timed_answers(search, queries, runs)
     recall, extra = _recall(exact, found)
-    measure = "multiset Jaccard" if CJK_SIZE in (None, ngram.DEFAULT_SIZE) else "our q-gram sets"
+    measure = f"multiset Jaccard of {ngram.DEFAULT_SIZE}-grams in every script"
     return PeerRow("simstring-fast 0.6 (CPMerge)", len(texts), seconds, p50, p99, recall,
                    extra, grown / max(1, progress.done), len(queries),
                    measure + progress.note())  # fmt: skip
