@@ -40,6 +40,7 @@ from app.collection_config import (
 )
 from app.core.fingerprint import fingerprint
 from app.core.lsh import optimal_bands
+from app.core.ngram import CJK_RANGES
 from app.core.text import normalize
 from tests.conftest import make_client
 from tests.corpus import CHINESE_NEWS, english_like_text, mutate_words
@@ -78,10 +79,22 @@ def make_corpus(seed: int, stories: int = 60) -> list[dict[str, Any]]:
             body = english_like_text(rng, rng.randint(300, 2500))
         bodies.append(body)
     for _ in range(stories // 2):
-        if titles and rng.random() < 0.5:
-            words = rng.choice(titles).split()
-            words[rng.randrange(len(words))] = rng.choice(["rises", "falls", "UP", "down", "say"])
-            titles.append(" ".join(words))
+        roll = rng.random()
+        if titles and roll < 0.5:
+            title = rng.choice(titles)
+            if title.isascii():
+                words = title.split()
+                words[rng.randrange(len(words))] = rng.choice(["rises", "falls", "UP", "say"])
+                titles.append(" ".join(words))
+            else:  # a Chinese title with a character or two changed
+                chars = list(title)
+                for _ in range(rng.randint(1, 2)):
+                    chars[rng.randrange(len(chars))] = rng.choice("涨跌升降称")
+                titles.append("".join(chars))
+        elif roll < 0.7:  # a Chinese title: n-grams of 2 at CJK characters by default
+            story = rng.choice(CHINESE_NEWS).original
+            start = rng.randrange(max(1, len(story) - 40))
+            titles.append(story[start : start + rng.randint(12, 40)])
         else:
             titles.append(english_like_text(rng, rng.randint(20, 90)))
     records: list[dict[str, Any]] = []
@@ -123,10 +136,15 @@ class Reference:
     cluster: list[int]  # position -> position of its cluster's first document
 
 
-def _qgram_set(text: str, size: int) -> set[str]:
-    if len(text) < size:
-        return {text}
-    return {text[i : i + size] for i in range(len(text) - size + 1)}
+def _qgram_set(text: str, size: int, cjk_size: int | None) -> set[str]:
+    """q characters at each position where they fit, q = cjk_size at a CJK character."""
+    grams = set()
+    for i, char in enumerate(text):
+        cjk = any(low <= ord(char) <= high for low, high in CJK_RANGES)
+        q = cjk_size if cjk and cjk_size is not None else size
+        if i + q <= len(text):
+            grams.add(text[i : i + q])
+    return grams or {text}
 
 
 def brute_force(
@@ -168,7 +186,8 @@ def brute_force(
         jaccard = math.nan
         short = max(len(normalised[a]), len(normalised[b])) <= ngram.max_chars
         if ngram.enabled and short:
-            qa, qb = _qgram_set(normalised[a], ngram.size), _qgram_set(normalised[b], ngram.size)
+            qa = _qgram_set(normalised[a], ngram.size, ngram.cjk_size)
+            qb = _qgram_set(normalised[b], ngram.size, ngram.cjk_size)
             value = len(qa & qb) / len(qa | qb)
             if value >= ngram.threshold:
                 methods.add("ngram")

@@ -35,6 +35,7 @@ import orjson
 from app.collection_config import CollectionConfig
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
+from app.core.ngram import CJK_RANGES
 from app.core.types import MinHashes, SimHashes
 from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
 
@@ -184,12 +185,21 @@ class MatchRule:
         return bits
 
 
-def qgrams(text: str, size: int) -> set[str]:
-    """The character q-grams of a normalised text (the whole text when shorter than q), as
-    app.core.ngram counts them."""
-    if len(text) <= size:
-        return {text}
-    return {text[i : i + size] for i in range(len(text) - size + 1)}
+def qgrams(text: str, size: int, cjk_size: int | None = None) -> set[str]:
+    """The character q-grams of a normalised text as app.core.ngram counts them: the
+    substring of q characters at each position where one fits, q being ``cjk_size`` at a
+    CJK character (CJK_RANGES) and ``size`` at any other; the whole text when none fits."""
+    if cjk_size is None or cjk_size == size:
+        if len(text) <= size:
+            return {text}
+        return {text[i : i + size] for i in range(len(text) - size + 1)}
+    grams = set()
+    for i, char in enumerate(text):
+        code = ord(char)
+        q = cjk_size if any(low <= code <= high for low, high in CJK_RANGES) else size
+        if i + q <= len(text):
+            grams.add(text[i : i + q])
+    return grams or {text}
 
 
 def qgram_jaccard(a: set[str], b: set[str]) -> float:

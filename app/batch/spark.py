@@ -220,24 +220,30 @@ def _token_rank(token: str) -> tuple[int, str]:
 
 
 def _prefix_tokens(
-    size: int, threshold: float, item: tuple[int, tuple[DocumentId, Print]]
+    size: int,
+    cjk_size: int | None,
+    threshold: float,
+    item: tuple[int, tuple[DocumentId, Print]],
 ) -> Iterator[tuple[str, tuple[int, str]]]:
     position, (_, fingerprint) = item
     text = fingerprint[5]
     assert text is not None
-    grams = sorted(qgrams(text, size), key=_token_rank)
+    grams = sorted(qgrams(text, size, cjk_size), key=_token_rank)
     for token in grams[: prefix_length(len(grams), threshold)]:
         yield token, (position, text)
 
 
 def _ngram_group_pairs(
-    size: int, threshold: float, item: tuple[str, Iterable[tuple[int, str]]]
+    size: int,
+    cjk_size: int | None,
+    threshold: float,
+    item: tuple[str, Iterable[tuple[int, str]]],
 ) -> Iterator[tuple[int, int]]:
     token, members = item
     group = sorted(members)
     if len(group) < 2:
         return
-    grams = {position: qgrams(text, size) for position, text in group}
+    grams = {position: qgrams(text, size, cjk_size) for position, text in group}
     prefixes = {
         position: set(sorted(s, key=_token_rank)[: prefix_length(len(s), threshold)])
         for position, s in grams.items()
@@ -288,7 +294,10 @@ def _verify_partition(
             for i, (f, s) in enumerate(zip(first, second, strict=True)):
                 short_a, short_b = f[1][5], s[1][5]
                 if short_a is not None and short_b is not None:
-                    value = qgram_jaccard(qgrams(short_a, ngram.size), qgrams(short_b, ngram.size))
+                    value = qgram_jaccard(
+                        qgrams(short_a, ngram.size, ngram.cjk_size),
+                        qgrams(short_b, ngram.size, ngram.cjk_size),
+                    )
                     if value >= ngram.threshold:
                         jaccard[i] = value
         bits, similarity = rule.evaluate(
@@ -516,11 +525,12 @@ def _run(
         assert bands > 0
     if rule.ngram_on:
         size, threshold = config.ngram.size, config.ngram.threshold
+        cjk_size = config.ngram.cjk_size
         candidates.append(
             reps.filter(lambda r: r[1][1][5] is not None)
-            .flatMap(partial(_prefix_tokens, size, threshold))
+            .flatMap(partial(_prefix_tokens, size, cjk_size, threshold))
             .groupByKey(partitions)
-            .flatMap(partial(_ngram_group_pairs, size, threshold))
+            .flatMap(partial(_ngram_group_pairs, size, cjk_size, threshold))
         )
     pairs_rdd = sc.union(candidates).distinct(partitions) if candidates else sc.emptyRDD()
     verified = (
