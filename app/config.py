@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -56,3 +56,28 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         "json", description="json: one JSON object per log line, with the request id."
     )
+    backend: str | None = Field(
+        None,
+        description="Unset: the embedded service (in-process indexes over SQLite in data_dir). "
+        "redis://host:port[/db] (one Redis) or redis-cluster://host:port,host:port (a Redis "
+        "Cluster, any of its nodes as seeds): every document, index, cluster and collection "
+        "lives in Redis and any number of processes serve the same collections (docs/redis.md).",
+    )
+    redis_wait_replicas: int = Field(
+        0,
+        ge=0,
+        description="Redis backend: an insert or delete is answered only once this many replicas "
+        "of every Redis node it wrote to have its writes (WAIT); 503 if they fall behind.",
+    )
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://", "redis-cluster://")):
+            raise ValueError(
+                "NEARDUP_BACKEND is unset (the embedded service), redis://host:port[/db] or "
+                f"redis-cluster://host:port,host:port, not {value!r}"
+            )
+        return value

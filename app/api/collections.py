@@ -17,12 +17,12 @@ from app.api.schemas import (
     CollectionStats,
 )
 from app.errors import InvalidBody
-from app.service import Collection
+from app.service.protocols import ServiceCollection
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], responses=ERROR_RESPONSES)
 
 
-def describe(collection: Collection) -> CollectionInfo:
+def describe(collection: ServiceCollection) -> CollectionInfo:
     return CollectionInfo(
         name=collection.name,
         settings=CollectionSettings.from_config(collection.config),

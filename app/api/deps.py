@@ -6,14 +6,18 @@ cost each request a hop through the threadpool.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Request
+from starlette.concurrency import run_in_threadpool
 
 from app.api.schemas import COLLECTION_NAME_PATTERN, ErrorOut
 from app.config import Settings
 from app.errors import NotReady
-from app.service import Collection, Registry
+from app.service.protocols import ServiceCollection, ServiceRegistry
+
+T = TypeVar("T")
 
 
 async def get_settings(request: Request) -> Settings:
@@ -21,19 +25,19 @@ async def get_settings(request: Request) -> Settings:
     return settings
 
 
-def ready_registry(app: Any) -> Registry:
+def ready_registry(app: Any) -> ServiceRegistry:
     """The app's registry, once the start-up rebuild is done (503 before)."""
-    registry: Registry | None = app.state.registry
+    registry: ServiceRegistry | None = app.state.registry
     if registry is None or not app.state.ready.is_set():
         raise NotReady("the service is starting: indexes are being rebuilt, retry shortly")
     return registry
 
 
-def registry_of(request: Request) -> Registry:
+def registry_of(request: Request) -> ServiceRegistry:
     return ready_registry(request.app)
 
 
-def collection_of(request: Request, name: str) -> Collection:
+def collection_of(request: Request, name: str) -> ServiceCollection:
     """The hot routes (documents, search) call this instead of depending on
     CollectionDep: FastAPI's dependency solving cost each request ~40 us."""
     return registry_of(request).get(name)
@@ -44,8 +48,16 @@ def settings_of(request: Request) -> Settings:
     return settings
 
 
-async def get_registry(request: Request) -> Registry:
+async def get_registry(request: Request) -> ServiceRegistry:
     return registry_of(request)
+
+
+async def off_loop(collection: ServiceCollection, call: Callable[[], T]) -> T:
+    """A collection's read from an async handler: on the event loop when it is in-memory
+    work (the embedded service), in the thread pool when it waits on the network (Redis)."""
+    if collection.blocking:
+        return await run_in_threadpool(call)
+    return call()
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -66,12 +78,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-RegistryDep = Annotated[Registry, Depends(get_registry)]
+RegistryDep = Annotated[ServiceRegistry, Depends(get_registry)]
 CollectionName = Annotated[str, Path(pattern=COLLECTION_NAME_PATTERN)]
 
 
-async def get_collection(name: CollectionName, registry: RegistryDep) -> Collection:
+async def get_collection(name: CollectionName, registry: RegistryDep) -> ServiceCollection:
     return registry.get(name)
 
 
-CollectionDep = Annotated[Collection, Depends(get_collection)]
+CollectionDep = Annotated[ServiceCollection, Depends(get_collection)]

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import AfterValidator, ValidationError
 
 from app.api import limits
-from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, settings_of
+from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, off_loop, settings_of
 from app.api.errors import describe_validation_errors
 from app.api.schemas import (
     MAX_ID_LENGTH,
@@ -26,8 +26,9 @@ from app.api.schemas import (
 from app.api.times import TimeParameter
 from app.config import Settings
 from app.errors import InvalidBody, NeardupError
-from app.service import Collection, InsertResult, NewDocument, Refused
+from app.service import InsertResult, NewDocument, Refused
 from app.service import Query as SearchQuery
+from app.service.protocols import ServiceCollection
 
 router = APIRouter(
     prefix="/v1/collections/{name}/documents",
@@ -75,7 +76,7 @@ async def insert_document(body: DocumentIn, name: CollectionName, request: Reque
 
 
 async def insert_answer(
-    collection: Collection, settings: Settings, body: DocumentIn
+    collection: ServiceCollection, settings: Settings, body: DocumentIn
 ) -> tuple[int, bytes]:
     """The status and JSON answer of a one-document insert: for this route and for the
     hot path (app/api/hot.py)."""
@@ -149,7 +150,7 @@ async def get_document(
     document_id: DocumentId, name: CollectionName, request: Request
 ) -> DocumentOut:
     collection = collection_of(request, name)
-    stored = collection.get(document_id)
+    stored = await off_loop(collection, lambda: collection.get(document_id))
     return DocumentOut(
         id=stored.id,
         metadata=stored.metadata,
@@ -207,4 +208,5 @@ async def similar_documents(
     collection, settings = collection_of(request, name), settings_of(request)
     limits.check_limit(settings, limit)
     query = SearchQuery(limit, max_distance, min_similarity, since, until)
-    return json_response({"matches": collection.similar(document_id, query)})
+    matches = await off_loop(collection, lambda: collection.similar(document_id, query))
+    return json_response({"matches": matches})

@@ -160,7 +160,7 @@ class HotRoutes:
                 collection = ready_registry(self.app).get(name)
                 settings = self.app.state.settings
                 if searching:
-                    status, answer = 200, search_answer(collection, settings, request)
+                    status, answer = 200, await search_answer(collection, settings, request)
                 else:
                     status, answer = await insert_answer(collection, settings, request)
                 raw_headers = [

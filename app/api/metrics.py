@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.service import Registry
+from app.service.protocols import ServiceRegistry
 
 MERGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 COMMIT_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
@@ -26,7 +26,7 @@ class IndexCollector:
         self._registry_of = registry_of
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        registry: Registry | None = self._registry_of()
+        registry: ServiceRegistry | None = self._registry_of()
         families = {
             "documents": GaugeMetricFamily(
                 "neardup_documents", "Live documents per collection", labels=["collection"]

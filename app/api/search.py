@@ -9,13 +9,13 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import AfterValidator
 
 from app.api import limits
-from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, settings_of
+from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, off_loop, settings_of
 from app.api.documents import json_response
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.api.times import TimeParameter
 from app.config import Settings
-from app.service import Collection
 from app.service import Query as SearchQuery
+from app.service.protocols import ServiceCollection
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
 # cheaper on the event loop than the hop through the thread pool (docs/benchmarks.md).
@@ -29,16 +29,19 @@ router = APIRouter(
 @router.post("", response_model=MatchesOut)
 async def search(body: SearchIn, name: CollectionName, request: Request) -> Response:
     """Documents matching the text, best first. Nothing is stored."""
-    answer = search_answer(collection_of(request, name), settings_of(request), body)
+    answer = await search_answer(collection_of(request, name), settings_of(request), body)
     return Response(answer, media_type="application/json")
 
 
-def search_answer(collection: Collection, settings: Settings, body: SearchIn) -> bytes:
+async def search_answer(collection: ServiceCollection, settings: Settings, body: SearchIn) -> bytes:
     """The answer to a POST, as JSON: for this route and for the hot path (app/api/hot.py)."""
     limits.check_limit(settings, body.limit)
     limits.check_text(settings, body.text)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
-    return orjson.dumps({"matches": collection.search(body.text, query, html=body.html)})
+    matches = await off_loop(
+        collection, lambda: collection.search(body.text, query, html=body.html)
+    )
+    return orjson.dumps({"matches": matches})
 
 
 @router.get("", response_model=MatchesOut)
@@ -57,4 +60,6 @@ async def search_get(
     limits.check_limit(settings, limit)
     limits.check_text(settings, text)
     query = SearchQuery(limit, max_distance, min_similarity, since, until)
-    return json_response({"matches": collection.search(text, query)})
+    return json_response(
+        {"matches": await off_loop(collection, lambda: collection.search(text, query))}
+    )

@@ -179,6 +179,8 @@ class _Members:
 class Collection:
     """Documents of one collection: their fingerprints, indexes and clusters."""
 
+    blocking = False  # in-memory reads: the async handlers call them on the event loop
+
     def __init__(
         self,
         name: str,

@@ -123,6 +123,9 @@ class Registry:
         if config != collection.config:
             collection.reconfigure(config)
 
+    def ping(self) -> None:
+        """The embedded store is this process's own: nothing to reach."""
+
     def get(self, name: str) -> Collection:
         collection = self._collections.get(name)
         if collection is None:
