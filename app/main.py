@@ -20,6 +20,7 @@ from app.api.request_id import RequestIdMiddleware
 from app.config import Settings
 from app.memory import release_free_memory
 from app.service import Registry
+from app.service.protocols import ServiceRegistry
 from app.storage import MemoryStore, Store
 from app.storage.sqlite import SQLiteStore
 
@@ -54,13 +55,26 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # A damaged database stops the start here, with a message that says what to do;
-        # the service never starts empty on top of data it could not read.
-        store = open_store(settings)
-        store.observe_commits(app.state.metrics.record_commit)
-        registry = Registry(
-            store, settings.max_collections, clock=clock, max_documents=settings.max_documents
-        )
+        registry: ServiceRegistry
+        if settings.backend is not None:
+            # Imported here: redis-py is an extra the embedded service does not need.
+            from app.service.redis_registry import RedisRegistry
+
+            registry = RedisRegistry(
+                settings.backend,
+                max_collections=settings.max_collections,
+                wait_replicas=settings.redis_wait_replicas,
+                clock=clock,
+                max_documents=settings.max_documents,
+            )
+        else:
+            # A damaged database stops the start here, with a message that says what to
+            # do; the service never starts empty on top of data it could not read.
+            store = open_store(settings)
+            store.observe_commits(app.state.metrics.record_commit)
+            registry = Registry(
+                store, settings.max_collections, clock=clock, max_documents=settings.max_documents
+            )
         registry.observe_merges(app.state.metrics.record_merge)
         registry.observe_evictions(app.state.metrics.record_eviction)
 

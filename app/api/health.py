@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 from app.api.errors import RETRY_AFTER, error_response
+from app.errors import StorageUnavailable
 
 router = APIRouter(tags=["health"])
 
@@ -19,8 +21,13 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", responses={503: {"description": "still rebuilding the indexes"}})
 async def readyz(request: Request) -> JSONResponse:
-    """200 once the indexes are rebuilt and the service takes requests, 503 before."""
+    """200 once the indexes are rebuilt and the service takes requests (and, on the Redis
+    backend, Redis answers a PING), 503 otherwise."""
     if request.app.state.ready.is_set():
+        try:
+            await run_in_threadpool(request.app.state.registry.ping)
+        except StorageUnavailable as error:
+            return error_response(503, error.code, str(error), **RETRY_AFTER)
         return JSONResponse({"status": "ready"})
     failure = request.app.state.startup_error
     message = f"start-up failed: {failure}" if failure else "rebuilding indexes"

@@ -1,0 +1,906 @@
+"""A collection kept in Redis (``NEARDUP_BACKEND=redis://...``): the process holds nothing.
+
+Every document, fingerprint, index table, cluster and setting lives in Redis (the
+documents and tables in a RedisStore, app/redis_store), so any number of processes serve
+the same collection and each sees the others' acknowledged writes at once. The answers
+are the embedded Collection's: the same fingerprints (app/core), the same match rule and
+scores, the same retries, clusters and errors.
+
+Per document, beside the store's fixed fields and signature, a JSON record:
+``{"s": seq, "c": created_at, "k": cluster seq, "n": cluster name, "m": metadata, "t":
+text}``. ``seq`` numbers a collection's inserts in order (one ``HINCRBY`` a batch): it is
+what "older" means where the embedded service compares rows (the store's row numbers
+are per row group, not in insert order). A cluster is named by its first document's
+seq (``k``; ``n`` is that document's id, kept when it goes), and its members are a sorted
+set by seq, ``{nd:<collection>:c<k>}``, so that ``duplicate_of`` (the oldest live member)
+is its first member still held.
+
+An insert (a batch), in round trips: the collection's settings (``HGET``), the ids
+(lookup: retries and conflicts), the seqs, the search (2), the clusters' member sets, the
+store's insert (3), the counters, and for the documents whose cluster's first document
+is not known to be live, the member sets read and looked up (2). A process's inserts
+into one collection are serialised by a lock, so that each matches the ones before it
+as in the embedded service; inserts from other processes at the same moment do not see
+each other until acknowledged (a near-duplicate pair sent at once to two processes may
+start two clusters), and the store's functions keep ids unique across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import xxhash
+from redis.exceptions import RedisError
+
+from app.collection_config import CollectionConfig
+from app.core.fingerprint import Fingerprints, fingerprint_nonempty
+from app.core.types import Backlog, Rows
+from app.errors import (
+    DocumentExists,
+    DuplicateId,
+    InvalidDocument,
+    InvalidParameter,
+    NeardupError,
+    StorageUnavailable,
+    UnknownDocument,
+)
+from app.redis_store.layout import Layout
+from app.redis_store.store import NewDocuments, RedisStore, RowData, Status, Written
+from app.redis_store.wire import Command, ReplicasBehind
+from app.service.coalesce import Options, SingleInserts
+from app.service.indexes import DocumentIndex, ExactMatcher, MinHashMatcher, SimHashMatcher
+from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, SIMHASH
+from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
+from app.service.types import (
+    INSERT_MATCH_LIMIT,
+    InsertResult,
+    Match,
+    NewDocument,
+    OnDuplicate,
+    Query,
+    Refused,
+    StoredDocument,
+    iso_time,
+)
+
+# Members of a cluster read a page at a time when its first document is gone.
+MEMBER_PAGE = 32
+_BITS = {"exact": EXACT, "simhash": SIMHASH, "minhash": MINHASH}
+
+
+@contextlib.contextmanager
+def storage_errors() -> Iterator[None]:
+    """Redis out of reach, an error reply, or replicas behind: 503 storage_unavailable.
+    What a write did before it failed stays; a retry of the same request is safe."""
+    try:
+        yield
+    except ReplicasBehind as error:
+        raise StorageUnavailable(f"Redis replicas did not confirm the write: {error}") from error
+    except RedisError as error:
+        raise StorageUnavailable(f"Redis: {error}") from error
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A collection as stored now: its settings and where its keys are."""
+
+    name: str
+    key: str  # the collection's name in its Redis keys: name~epoch (a new one per create)
+    config: CollectionConfig
+    layout: Layout
+    matchers: list[DocumentIndex] = field(compare=False)
+
+    @staticmethod
+    def of(name: str, key: str, config: CollectionConfig, namespace: str) -> Resolved:
+        layout = Layout(
+            key,
+            namespace=namespace,
+            simhash=config.simhash.enabled,
+            max_distance=config.simhash.max_distance,
+            minhash=config.minhash.enabled,
+            num_perm=config.minhash.num_perm,
+            threshold=config.minhash.threshold,
+        )
+        matchers: list[DocumentIndex] = [ExactMatcher()]
+        if config.simhash.enabled:
+            matchers.append(SimHashMatcher(config.simhash.max_distance))
+        if config.minhash.enabled:
+            matchers.append(MinHashMatcher(config.minhash.threshold, config.minhash.num_perm))
+        return Resolved(name, key, config, layout, matchers)
+
+    @property
+    def num_perm(self) -> int:
+        return self.config.minhash.num_perm if self.config.minhash.enabled else 0
+
+    def counters_key(self) -> bytes:
+        """A hash beside the layout's (same slot): seq, duplicates."""
+        return self.layout.meta_key() + b"c"
+
+    def members_key(self, cluster: int) -> bytes:
+        return f"{{{self.layout.namespace}:{self.key}:c{cluster}}}".encode()
+
+    def retry_methods(self) -> tuple[Any, ...]:
+        bits = EXACT
+        if self.config.simhash.enabled:
+            bits |= SIMHASH
+        if self.config.minhash.enabled:
+            bits |= MINHASH
+        return METHODS_OF_BITS[bits]
+
+
+class Backend(Protocol):
+    """What a RedisCollection asks of its registry."""
+
+    clock: Clock
+
+    def resolve(self, name: str) -> Resolved:
+        """The collection's settings now (UnknownCollection if it is not stored)."""
+
+    def store(self, resolved: Resolved) -> RedisStore:
+        """This thread's store of the collection."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    seq: int
+    created: float
+    cluster: int
+    cluster_name: str
+    metadata: dict[str, Any] | None
+    text: str | None
+
+    def pack(self) -> bytes:
+        return orjson.dumps(
+            {
+                "s": self.seq,
+                "c": self.created,
+                "k": self.cluster,
+                "n": self.cluster_name,
+                "m": self.metadata,
+                "t": self.text,
+            }
+        )
+
+    @staticmethod
+    def unpack(raw: bytes) -> _Record:
+        data = orjson.loads(raw)
+        return _Record(data["s"], data["c"], data["k"], data["n"], data["m"], data["t"])
+
+
+class _Held:
+    """Rows a read returned, with their records parsed on demand."""
+
+    def __init__(self, data: RowData) -> None:
+        self.data = data
+        self._records: dict[int, _Record] = {}
+
+    def record(self, at: int) -> _Record:
+        record = self._records.get(at)
+        if record is None:
+            record = self._records[at] = _Record.unpack(self.data.records[at])
+        return record
+
+    def seqs(self, at: Rows) -> Rows:
+        return np.array([self.record(i).seq for i in at.tolist()], dtype=np.int64)
+
+
+def _digest(exact: npt.NDArray[np.uint64], metadata: dict[str, Any] | None) -> bytes:
+    """What decides a retry: the normalised text's hash and the metadata."""
+    meta = orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS)
+    return exact.astype(">u8").tobytes() + xxhash.xxh3_64_digest(meta)
+
+
+def _check_range(since: int | None, until: int | None) -> None:
+    if since is not None and until is not None and since > until:
+        raise InvalidParameter("since must not be later than until")
+
+
+def _in_range(stamps: npt.NDArray[np.int64], since: int | None, until: int | None) -> Any:
+    keep = np.ones(len(stamps), dtype=np.bool_)
+    if since is not None:
+        keep &= stamps >= since
+    if until is not None:
+        keep &= stamps <= until
+    return keep
+
+
+@dataclass(slots=True)
+class _Scored:
+    """Matches as columns: query position, key (a row of the store, or a batch's
+    document), method bits, similarity, Hamming distance, age (seq: lower is older)."""
+
+    positions: Rows
+    keys: Rows
+    bits: npt.NDArray[np.uint8]
+    similarity: npt.NDArray[np.float64]
+    distances: Rows
+    ages: Rows
+
+    @staticmethod
+    def empty() -> _Scored:
+        none = np.zeros(0, dtype=np.int64)
+        return _Scored(none, none, np.zeros(0, np.uint8), np.zeros(0), none, none)
+
+    def sorted(self) -> _Scored:
+        """By position, then best first: similarity, nearer SimHash, older."""
+        order = np.lexsort((self.ages, self.distances, -self.similarity, self.positions))
+        return _Scored(
+            self.positions[order],
+            self.keys[order],
+            self.bits[order],
+            self.similarity[order],
+            self.distances[order],
+            self.ages[order],
+        )
+
+    def spans(self, count: int) -> list[tuple[int, int]]:
+        bounds = np.searchsorted(self.positions, np.arange(count + 1), "left").tolist()
+        return list(itertools.pairwise(bounds))
+
+
+def _combined(parts: list[tuple[Rows, Rows, int]]) -> tuple[Rows, Rows, npt.NDArray[np.uint8]]:
+    """(positions, keys, method bits): each (position, key) once, with every method's bit."""
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.uint8)
+    positions = np.concatenate([p for p, _, _ in parts]).astype(np.int64)
+    keys = np.concatenate([k for _, k, _ in parts]).astype(np.int64)
+    bits = np.concatenate([np.full(len(k), bit, np.uint8) for _, k, bit in parts])
+    unique, inverse = np.unique((positions << 32) | keys, return_inverse=True)
+    methods = np.zeros(len(unique), dtype=np.uint8)
+    np.bitwise_or.at(methods, inverse, bits)
+    return unique >> 32, unique & 0xFFFFFFFF, methods
+
+
+def _scored(
+    resolved: Resolved,
+    queries: Fingerprints,
+    positions: Rows,
+    keys: Rows,
+    bits: npt.NDArray[np.uint8],
+    simhashes: npt.NDArray[np.uint64],
+    signatures: npt.NDArray[np.uint32],
+    ages: Rows,
+    min_similarity: float | None,
+) -> _Scored:
+    """The embedded service's scores (Collection._scored, without the n-gram index):
+    the MinHash estimate, or with MinHash off 1 - distance / 64, to 6 decimals."""
+    distances = np.bitwise_count(simhashes ^ queries.simhash[positions]).astype(np.int64)
+    num_perm = resolved.num_perm
+    if num_perm:
+        agree = np.count_nonzero(signatures == queries.minhash[positions], axis=1)
+        similarity = np.round(agree / num_perm, 6)
+    else:
+        similarity = np.round(1.0 - distances / 64.0, 6)
+    scored = _Scored(positions, keys, bits, similarity, distances, ages)
+    if min_similarity is not None:
+        keep = similarity >= min_similarity
+        scored = _Scored(
+            positions[keep], keys[keep], bits[keep], similarity[keep], distances[keep], ages[keep]
+        )
+    return scored.sorted()
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A document of a batch that will be stored."""
+
+    position: int
+    seq: int
+    cluster: int
+    cluster_name: str
+
+
+class RedisCollection:
+    """One collection over Redis, as the API uses it (ServiceCollection). Holds no data:
+    a handle that reads the collection's settings at every call, so that a collection
+    created, changed or dropped by another process is seen at once."""
+
+    blocking = True  # every read is a round trip: the async handlers use the thread pool
+    eviction_seconds = 0.0  # no retention on this backend
+
+    def __init__(self, name: str, backend: Backend) -> None:
+        self.name = name
+        self._backend = backend
+        self._write_lock = threading.Lock()
+        self._single_inserts = SingleInserts(self._insert_many_async)
+
+    @property
+    def config(self) -> CollectionConfig:
+        with storage_errors():
+            return self._backend.resolve(self.name).config
+
+    def _open(self) -> tuple[Resolved, RedisStore]:
+        resolved = self._backend.resolve(self.name)
+        return resolved, self._backend.store(resolved)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, document_id: str) -> StoredDocument:
+        with storage_errors():
+            _, store = self._open()
+            held, at = self._held(store, document_id)
+        record = held.record(at)
+        return StoredDocument(
+            id=document_id,
+            metadata=record.metadata,
+            created_at=iso_time(record.created),
+            cluster_id=record.cluster_name,
+            simhash=f"{int(held.data.simhash[at]):016x}",
+            text=record.text,
+            timestamp=iso_time_us(int(held.data.timestamps[at])),
+        )
+
+    def _held(self, store: RedisStore, document_id: str) -> tuple[_Held, int]:
+        rows, data = store.lookup([document_id])
+        if rows[0] < 0:
+            raise UnknownDocument(self.name, document_id)
+        return _Held(data), int(data.index(rows)[0])
+
+    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """Documents matching a text, best first; nothing is stored."""
+        with storage_errors():
+            resolved, store = self._open()
+            self._validate(resolved, query)
+            fingerprints = self._fingerprint(resolved, [text], html)
+            scored, held = self._match_store(resolved, store, fingerprints, query)
+        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+
+    def similar(self, document_id: str, query: Query) -> list[Match]:
+        """Documents matching a stored one, itself excluded."""
+        with storage_errors():
+            resolved, store = self._open()
+            self._validate(resolved, query)
+            own, at = self._held(store, document_id)
+            data = own.data
+            fingerprints = Fingerprints(
+                data.simhash[at : at + 1],
+                data.signatures[at : at + 1, : resolved.num_perm],
+                data.exact[at : at + 1],
+            )
+            exclude = data.rows[at : at + 1]
+            scored, held = self._match_store(resolved, store, fingerprints, query, exclude)
+        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+
+    def _validate(self, resolved: Resolved, query: Query) -> None:
+        k = resolved.config.simhash.max_distance
+        if query.max_distance is not None and not 0 <= query.max_distance <= k:
+            raise InvalidParameter(
+                f"max_distance must be between 0 and the collection's max_distance {k}, "
+                f"not {query.max_distance}"
+            )
+        if query.min_similarity is not None and not 0.0 <= query.min_similarity <= 1.0:
+            raise InvalidParameter(f"min_similarity must be 0 to 1, not {query.min_similarity}")
+        if query.limit < 1:
+            raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
+        _check_range(query.since, query.until)
+
+    def stats(self) -> dict[str, Any]:
+        """Documents (the store's count, a round trip over its row groups) and
+        duplicates (a counter kept by the writers). No merges, evictions or retention
+        on this backend; the oldest timestamp is not tracked (null)."""
+        with storage_errors():
+            resolved, store = self._open()
+            documents = store.count()
+            (duplicates,) = store.wire.send([("HGET", resolved.counters_key(), "duplicates")])
+        return {
+            "documents": documents,
+            "duplicates": max(0, int(duplicates or 0)),
+            "merges": 0,
+            "index_bytes": 0,
+            "evicted": 0,
+            "expiring": 0,
+            "oldest_timestamp": None,
+            "oldest_seconds": None,
+        }
+
+    def backlogs(self) -> dict[str, Backlog]:
+        """Redis's sorted sets take every entry at once: no buffer, no tombstones."""
+        return {}
+
+    # ------------------------------------------------------------------ matching
+
+    def _fingerprint(self, resolved: Resolved, texts: Sequence[str], html: bool) -> Fingerprints:
+        fingerprints, kept = self._fingerprint_nonempty(resolved, texts, html)
+        if len(kept) < len(texts):
+            raise InvalidDocument("text is empty after normalisation")
+        return fingerprints
+
+    def _fingerprint_nonempty(
+        self, resolved: Resolved, texts: Sequence[str], html: bool
+    ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
+        config = resolved.config
+        fingerprints, kept = fingerprint_nonempty(
+            list(texts), config.fingerprint_params, html=html, short_chars=0
+        )
+        if not resolved.num_perm:
+            fingerprints = Fingerprints(
+                fingerprints.simhash, fingerprints.minhash[:, :0], fingerprints.exact
+            )
+        return fingerprints, kept
+
+    def _match_store(
+        self,
+        resolved: Resolved,
+        store: RedisStore,
+        fingerprints: Fingerprints,
+        query: Query,
+        exclude: Rows | None = None,
+    ) -> tuple[_Scored, _Held]:
+        """Every stored document matching each of a batch of documents, by any method
+        (two round trips), within since / until, scored and sorted best first."""
+        found = store.search(
+            fingerprints.simhash,
+            fingerprints.minhash if resolved.num_perm else None,
+            fingerprints.exact,
+            max_distance=query.max_distance,
+            threshold=query.min_similarity,
+        )
+        held = _Held(found.rows)
+        parts: list[tuple[Rows, Rows, int]] = []
+        for name, part in (("exact", found.exact), ("simhash", found.simhash)):
+            parts.append((part.positions, part.rows, _BITS[name]))
+        parts.append((found.minhash.positions, found.minhash.rows, MINHASH))
+        positions, rows, bits = _combined([p for p in parts if len(p[1])])
+        if exclude is not None and len(rows):
+            keep = rows != exclude[positions]
+            positions, rows, bits = positions[keep], rows[keep], bits[keep]
+        data = found.rows
+        at = data.index(rows)
+        keep = _in_range(data.timestamps[at], query.since, query.until)
+        positions, rows, bits, at = positions[keep], rows[keep], bits[keep], at[keep]
+        scored = _scored(
+            resolved,
+            fingerprints,
+            positions,
+            rows,
+            bits,
+            data.simhash[at],
+            data.signatures[at],
+            held.seqs(at),
+            query.min_similarity,
+        )
+        return scored, held
+
+    def _matches(
+        self, scored: _Scored, held: _Held, span: tuple[int, int], limit: int
+    ) -> list[Match]:
+        start, end = span[0], min(span[1], span[0] + limit)
+        if start >= end:
+            return []
+        at = held.data.index(scored.keys[start:end])
+        return [
+            Match(held.data.ids[i], similarity, distance, METHODS_OF_BITS[bits])
+            for i, similarity, distance, bits in zip(
+                at.tolist(),
+                scored.similarity[start:end].tolist(),
+                scored.distances[start:end].tolist(),
+                scored.bits[start:end].tolist(),
+                strict=True,
+            )
+        ]
+
+    def _match_within(
+        self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
+    ) -> _Scored:
+        """(later, earlier) documents of one batch matching by the indexes' own rules,
+        the earlier within since / until: a batch answers as one-by-one inserts would."""
+        parts = []
+        for matcher in resolved.matchers:
+            pairs = matcher.pairs_within(fingerprints)
+            parts.append((pairs.positions, pairs.rows, matcher.bit))
+        later, earlier, bits = _combined([p for p in parts if len(p[1])])
+        keep = _in_range(stamps[earlier], query.since, query.until)
+        later, earlier, bits = later[keep], earlier[keep], bits[keep]
+        return _scored(
+            resolved,
+            fingerprints,
+            later,
+            earlier,
+            bits,
+            fingerprints.simhash[earlier],
+            fingerprints.minhash[earlier],
+            earlier,  # within a batch, the earlier position is the older
+            None,
+        )
+
+    # ------------------------------------------------------------------ writes
+
+    def insert(
+        self,
+        documents: Sequence[NewDocument],
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        replace: bool = False,
+        html: bool = False,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> list[InsertResult | Refused]:
+        """Insert documents in order, as Collection.insert does (the same answers, the
+        same refusals at their positions). Answers once Redis has every write (and, with
+        NEARDUP_REDIS_WAIT_REPLICAS, the replicas); a Redis failure is 503 and a retry
+        of the request finishes what it started."""
+        _check_range(since, until)
+        with storage_errors():
+            resolved, store = self._open()
+            with self._write_lock:
+                return _Insertion(self, resolved, store, documents, html).run(
+                    on_duplicate, replace, since, until
+                )
+
+    async def insert_async(
+        self,
+        document: NewDocument,
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        html: bool = False,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> InsertResult | Refused:
+        """One document; the single inserts of one turn of the event loop go in together
+        as one batch (app/service/coalesce.py), in the thread pool."""
+        _check_range(since, until)
+        return await self._single_inserts.insert(document, (on_duplicate, html, since, until))
+
+    async def _insert_many_async(
+        self, documents: list[NewDocument], options: Options
+    ) -> list[InsertResult | Refused]:
+        on_duplicate, html, since, until = options
+        return await asyncio.to_thread(
+            self.insert, documents, on_duplicate, html=html, since=since, until=until
+        )
+
+    def delete(self, document_id: str) -> None:
+        with storage_errors():
+            resolved, store = self._open()
+            held, at = self._held(store, document_id)
+            record = held.record(at)
+            if store.remove([document_id])[0] < 0:
+                raise UnknownDocument(self.name, document_id)  # removed meanwhile
+            commands: list[Command] = [("ZREM", resolved.members_key(record.cluster), document_id)]
+            if record.cluster != record.seq:
+                commands.append(("HINCRBY", resolved.counters_key(), "duplicates", -1))
+            store.wire.send(commands, durable=True)
+
+    def clock_us(self) -> int:
+        return now_us(self._backend.clock)
+
+
+class _Insertion:
+    """One insert call: refusals, retries, matching, clusters, the writes, the answers."""
+
+    def __init__(
+        self,
+        collection: RedisCollection,
+        resolved: Resolved,
+        store: RedisStore,
+        documents: Sequence[NewDocument],
+        html: bool,
+    ) -> None:
+        self.collection = collection
+        self.resolved = resolved
+        self.store = store
+        self.documents = documents
+        self.ids = [document.id or uuid.uuid4().hex for document in documents]
+        self.fingerprints, kept = collection._fingerprint_nonempty(
+            resolved, [document.text for document in documents], html
+        )
+        self.now = collection.clock_us()
+        self.stamps = np.array(
+            [self.now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
+        )
+        self.fingerprint_at = np.full(len(documents), -1, dtype=np.int64)
+        self.fingerprint_at[kept] = np.arange(len(kept))
+        self.results: list[InsertResult | Refused | None] = [None] * len(documents)
+        self.refused: dict[int, NeardupError] = {}
+        # Position -> (cluster, its name, whether its first document is known live), for
+        # the answers with matches: their duplicate_of is found once everything is written.
+        self.clusters: dict[int, tuple[int, str, bool]] = {}
+        # Position -> the record of the document a replacement replaces.
+        self.old_records: dict[int, _Record] = {}
+
+    def run(
+        self, on_duplicate: OnDuplicate, replace: bool, since: int | None, until: int | None
+    ) -> list[InsertResult | Refused]:
+        first_position: dict[str, int] = {}
+        for position, document_id in enumerate(self.ids):
+            if self.fingerprint_at[position] < 0:
+                self.refused[position] = InvalidDocument("text is empty after normalisation")
+            elif document_id in first_position:
+                self.refused[position] = DuplicateId(document_id, first_position[document_id])
+            else:
+                first_position[document_id] = position
+        candidates = [p for p in range(len(self.ids)) if p not in self.refused]
+        old_rows, retried = self._held_ids(candidates, replace)
+        accepted = [p for p in candidates if p not in retried]
+        pending: list[_Pending] = []
+        if accepted:
+            query = Query(limit=INSERT_MATCH_LIMIT, since=since, until=until)
+            pending = self._match(accepted, old_rows, on_duplicate, query)
+        self._write(pending, retried, replace)
+        for position, error in self.refused.items():
+            given = self.documents[position].id
+            self.results[position] = Refused(self.ids[position] if given else None, error)
+        return [result for result in self.results if result is not None]
+
+    def _exact(self, position: int) -> npt.NDArray[np.uint64]:
+        exact: npt.NDArray[np.uint64] = self.fingerprints.exact[self.fingerprint_at[position]]
+        return exact
+
+    def _held_ids(
+        self, candidates: list[int], replace: bool
+    ) -> tuple[dict[int, int], dict[int, _Record]]:
+        """(position -> row held under its id, for a replacement), (position -> stored
+        record of the documents sent again: retries); conflicts are refused."""
+        if not candidates:
+            return {}, {}
+        rows, data = self.store.lookup([self.ids[p] for p in candidates])
+        held = _Held(data)
+        old_rows: dict[int, int] = {}
+        retried: dict[int, _Record] = {}
+        at_of = data.index(rows[rows >= 0])
+        for position, at in zip(
+            [p for p, row in zip(candidates, rows.tolist(), strict=True) if row >= 0],
+            at_of.tolist(),
+            strict=True,
+        ):
+            record = held.record(at)
+            same = bool((data.exact[at] == self._exact(position)).all())
+            if same and record.metadata == self.documents[position].metadata:
+                # A retry; for a replacement, the same document again: nothing changes.
+                retried[position] = record
+            elif replace:
+                old_rows[position] = int(data.rows[at])
+                self.old_records[position] = record
+            else:
+                self.refused[position] = DocumentExists(self.ids[position])
+        return old_rows, retried
+
+    def _retry_result(self, position: int, record: _Record) -> InsertResult:
+        document_id = self.ids[position]
+        return InsertResult(
+            id=document_id,
+            inserted=False,
+            duplicate_of=document_id,
+            cluster_id=record.cluster_name,
+            matches=[Match(document_id, 1.0, 0, self.resolved.retry_methods())],
+        )
+
+    def _match(
+        self,
+        accepted: list[int],
+        old_rows: dict[int, int],
+        on_duplicate: OnDuplicate,
+        query: Query,
+    ) -> list[_Pending]:
+        """Each accepted document matched against the store and the earlier accepted
+        documents of the batch; its answer, and the documents to store."""
+        fingerprints = self.fingerprints.select(self.fingerprint_at[accepted])
+        stamps = self.stamps[accepted]
+        exclude = np.array([old_rows.get(p, -1) for p in accepted], dtype=np.int64)
+        (last,) = self.store.wire.send(
+            [("HINCRBY", self.resolved.counters_key(), "seq", len(accepted))]
+        )
+        first_seq = int(last) - len(accepted) + 1
+        from_store, held = self.collection._match_store(
+            self.resolved, self.store, fingerprints, query, exclude
+        )
+        if len(accepted) > 1:
+            within = self.collection._match_within(self.resolved, fingerprints, stamps, query)
+        else:
+            within = _Scored.empty()
+        store_spans = from_store.spans(len(accepted))
+        batch_spans = within.spans(len(accepted))
+        stored_at = held.data.index(from_store.keys)
+        pending: list[_Pending] = []
+        pending_of: dict[int, _Pending] = {}  # index in accepted -> its pending document
+        # Clusters whose first document is live: found by the search, or of this batch.
+        live = {int(seq) for seq in held.seqs(np.arange(len(held.data.rows)))}
+        live -= {old.seq for old in self.old_records.values()}  # replaced: gone
+        for i, position in enumerate(accepted):
+            start, end = store_spans[i]
+            candidates: list[tuple[float, int, int, str, int, tuple[int, str]]] = []
+            for j in range(start, min(end, start + INSERT_MATCH_LIMIT)):
+                record = held.record(int(stored_at[j]))
+                candidates.append(
+                    (
+                        float(from_store.similarity[j]),
+                        int(from_store.distances[j]),
+                        record.seq,
+                        held.data.ids[int(stored_at[j])],
+                        int(from_store.bits[j]),
+                        (record.cluster, record.cluster_name),
+                    )
+                )
+            start, end = batch_spans[i]
+            for j in range(start, end):
+                earlier = pending_of.get(int(within.keys[j]))
+                if earlier is None:
+                    continue  # skipped: it is not stored
+                candidates.append(
+                    (
+                        float(within.similarity[j]),
+                        int(within.distances[j]),
+                        earlier.seq,
+                        self.ids[earlier.position],
+                        int(within.bits[j]),
+                        (earlier.cluster, earlier.cluster_name),
+                    )
+                )
+            candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+            candidates = candidates[:INSERT_MATCH_LIMIT]
+            matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
+            skipped = bool(matches) and on_duplicate == "skip"
+            cluster = candidates[0][5] if candidates else None
+            if not skipped:
+                seq = first_seq + i
+                cluster = cluster or (seq, self.ids[position])
+                entry = _Pending(position, seq, cluster[0], cluster[1])
+                pending.append(entry)
+                pending_of[i] = entry
+                live.add(seq)
+            assert cluster is not None or skipped
+            if matches and cluster is not None:
+                self.clusters[position] = (cluster[0], cluster[1], cluster[0] in live)
+            self.results[position] = InsertResult(
+                id=self.ids[position],
+                inserted=not skipped,
+                duplicate_of=None,  # filled in once the clusters are written (_oldest)
+                cluster_id=cluster[1] if cluster is not None else self.ids[position],
+                matches=matches,
+                replaced=position in old_rows and not skipped,
+            )
+        return pending
+
+    def _write(self, pending: list[_Pending], retried: dict[int, _Record], replace: bool) -> None:
+        """The clusters' members, then the documents (the store's three round trips;
+        retries go through it too, so that a first attempt that died before its table
+        entries were all written is finished), then the counters; then the answers'
+        duplicate_of."""
+        resolved, store = self.resolved, self.store
+        positions = [p.position for p in pending] + sorted(retried)
+        new_records: dict[int, _Record] = {}
+        commands: list[Command] = []
+        for entry in pending:
+            document = self.documents[entry.position]
+            record = _Record(
+                entry.seq,
+                self.now / MICROSECONDS,
+                entry.cluster,
+                entry.cluster_name,
+                document.metadata,
+                document.text if resolved.config.store_text else None,
+            )
+            new_records[entry.position] = record
+            commands.append(
+                ("ZADD", resolved.members_key(entry.cluster), entry.seq, self.ids[entry.position])
+            )
+        if positions:
+            at = self.fingerprint_at[positions]
+            batch = NewDocuments(
+                ids=[self.ids[p] for p in positions],
+                simhash=self.fingerprints.simhash[at],
+                minhash=self.fingerprints.minhash[at],
+                exact=self.fingerprints.exact[at],
+                timestamps=self.stamps[positions],
+                digests=[_digest(self._exact(p), self.documents[p].metadata) for p in positions],
+                records=[
+                    new_records[p].pack() if p in new_records else retried[p].pack()
+                    for p in positions
+                ],
+            )
+            # A replacement leaves the cluster its old document was in.
+            leave: list[Command] = [
+                ("ZREM", resolved.members_key(old.cluster), self.ids[position])
+                for position, old in self.old_records.items()
+            ]
+            store.wire.send(leave + commands, durable=True)
+            written = store.insert(batch, replace=replace)
+            self._settle(positions, written, new_records, retried)
+        for position, record in retried.items():
+            if position not in self.refused and self.results[position] is None:
+                self.results[position] = self._retry_result(position, record)
+        self._oldest()
+
+    def _settle(
+        self,
+        positions: list[int],
+        written: Written,
+        new_records: dict[int, _Record],
+        retried: dict[int, _Record],
+    ) -> None:
+        """What the store did with each document: a new one counts as a duplicate when
+        it joined a cluster; one another process stored meanwhile is a retry (same
+        content) or a conflict."""
+        joined = 0
+        raced: list[int] = []
+        for position, status in zip(positions, written.status.tolist(), strict=True):
+            record = new_records.get(position)
+            if status in (Status.INSERTED, Status.REPLACED):
+                if record is not None and record.cluster != record.seq:
+                    joined += 1
+                old = self.old_records.get(position)
+                if status == Status.REPLACED and old is not None and old.cluster != old.seq:
+                    joined -= 1
+            elif status == Status.OTHER:
+                self.results[position] = None
+                self.refused[position] = DocumentExists(self.ids[position])
+            elif record is not None:  # SAME: stored by another attempt meanwhile
+                raced.append(position)
+        if joined:
+            self.store.wire.send([("HINCRBY", self.resolved.counters_key(), "duplicates", joined)])
+        if raced:
+            rows, data = self.store.lookup([self.ids[p] for p in raced])
+            held = _Held(data)
+            for position, row in zip(raced, rows.tolist(), strict=True):
+                self.results[position] = None
+                self.clusters.pop(position, None)
+                if row < 0:
+                    self.refused[position] = StorageUnavailable(
+                        f"document {self.ids[position]!r} changed while it was inserted; "
+                        "send it again"
+                    )
+                    continue
+                retried[position] = held.record(int(data.index(np.array([row]))[0]))
+
+    def _oldest(self) -> None:
+        """duplicate_of of each answer with matches: the oldest live member of its
+        cluster; its first document when that is known to be live, else the member sets
+        read a page at a time and their members looked up (held, and still in it)."""
+        unknown = {cluster: name for cluster, name, live in self.clusters.values() if not live}
+        oldest: dict[int, str | None] = {}
+        for cluster, name, live in self.clusters.values():
+            if live:
+                oldest[cluster] = name
+        start = 0
+        while unknown:
+            clusters = sorted(unknown)
+            pages = self.store.wire.send(
+                [
+                    ("ZRANGE", self.resolved.members_key(c), start, start + MEMBER_PAGE - 1)
+                    for c in clusters
+                ]
+            )
+            ids = sorted({m.decode() for page in pages for m in page})
+            cluster_of: dict[str, int] = {}
+            if ids:
+                rows, data = self.store.lookup(ids)
+                held = _Held(data)
+                for document_id, at in zip(
+                    [i for i, r in zip(ids, rows.tolist(), strict=True) if r >= 0],
+                    data.index(rows[rows >= 0]).tolist(),
+                    strict=True,
+                ):
+                    cluster_of[document_id] = held.record(at).cluster
+            for cluster, page in zip(clusters, pages, strict=True):
+                for member in page:
+                    if cluster_of.get(member.decode()) == cluster:
+                        oldest[cluster] = member.decode()
+                        del unknown[cluster]
+                        break
+                else:
+                    if len(page) < MEMBER_PAGE:
+                        oldest[cluster] = None
+                        del unknown[cluster]
+            start += MEMBER_PAGE
+        for position, (cluster, _, _) in self.clusters.items():
+            result = self.results[position]
+            if isinstance(result, InsertResult):
+                self.results[position] = InsertResult(
+                    id=result.id,
+                    inserted=result.inserted,
+                    duplicate_of=oldest.get(cluster),
+                    cluster_id=result.cluster_id,
+                    matches=result.matches,
+                    replaced=result.replaced,
+                )

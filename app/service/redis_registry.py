@@ -1,0 +1,247 @@
+"""The collections of a service over Redis (``NEARDUP_BACKEND``): nothing kept in process.
+
+Every collection's settings are a field of one hash, ``{nd:collections}``: name -> JSON
+``{"key": "<name>~<epoch>", "config": {...}}``. The key names the collection in its
+Redis keys (``{nd:<key>:...}``) and is new at every create, so that a collection dropped
+and created again starts on fresh keys even while the old ones are being deleted. Every
+call reads the settings (one ``HGET``): a collection created, changed or dropped by
+another process is seen at once.
+
+What this backend does not do yet is refused when a collection is created (422
+``unsupported_setting``): the n-gram index of short texts (off by default here), the
+match window, retention, and ``limits``; ``NEARDUP_MAX_DOCUMENTS`` stops the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import orjson
+
+from app.collection_config import CollectionConfig, NgramConfig
+from app.errors import (
+    SettingsConflict,
+    StorageUnavailable,
+    TooManyCollections,
+    UnknownCollection,
+    UnsupportedSetting,
+)
+from app.redis_store import functions
+from app.redis_store.connect import connect
+from app.redis_store.store import RedisStore
+from app.redis_store.types import Client
+from app.redis_store.wire import Wire
+from app.service.redis_collection import RedisCollection, Resolved, storage_errors
+from app.service.registry import DEFAULT_COLLECTION, warm_up
+from app.service.times import Clock
+from app.service.types import EvictionObserver, MergeObserver
+
+NAMESPACE = "nd"
+COLLECTIONS_KEY = "{" + NAMESPACE + ":collections}"
+# Keys deleted per round trip when a collection is dropped.
+DROP_CHUNK = 1000
+
+
+def supported(config: CollectionConfig) -> CollectionConfig:
+    """The settings as this backend keeps them: the n-gram index off unless asked for
+    otherwise than by default; UnsupportedSetting for what it cannot do yet."""
+    if config.ngram == NgramConfig():
+        config = dataclasses.replace(config, ngram=dataclasses.replace(config.ngram, enabled=False))
+    refused = []
+    if config.ngram.enabled:
+        refused.append("ngram (the n-gram index of short texts)")
+    if config.match_window is not None:
+        refused.append("match_window")
+    if config.retention.enabled:
+        refused.append("retention")
+    if config.limits.max_documents is not None:
+        refused.append("limits.max_documents")
+    if refused:
+        raise UnsupportedSetting(
+            f"the Redis backend (NEARDUP_BACKEND) does not support {', '.join(refused)} yet: "
+            "leave them out, or use the embedded service (NEARDUP_BACKEND unset)"
+        )
+    return config
+
+
+class RedisRegistry:
+    """Every collection in one Redis or Redis Cluster (ServiceRegistry)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_collections: int = 1000,
+        wait_replicas: int = 0,
+        clock: Clock = time.time,
+        max_documents: int | None = None,
+    ) -> None:
+        if max_documents is not None:
+            raise ValueError(
+                "NEARDUP_MAX_DOCUMENTS is not supported on the Redis backend yet: unset it"
+            )
+        self.url = url
+        self.clock = clock
+        self._max_collections = max_collections
+        self._wait_replicas = wait_replicas
+        self._client: Client | None = None
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._resolved: dict[str, tuple[bytes, Resolved]] = {}
+        self._set_up: set[str] = set()  # collection keys whose layout this process checked
+        self._handles: dict[str, RedisCollection] = {}
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = connect(self.url)
+        return self._client
+
+    def _wire(self) -> Wire:
+        wire: Wire | None = getattr(self._local, "wire", None)
+        if wire is None:
+            wire = self._local.wire = Wire(self.client)
+        return wire
+
+    def open(self) -> None:
+        """Load the functions, create ``default`` if no process has, compile the kernels."""
+        with storage_errors():
+            self.client.function_load(functions.SOURCE, replace=True)
+            if not self._wire().send([("HEXISTS", COLLECTIONS_KEY, DEFAULT_COLLECTION)])[0]:
+                self.create(DEFAULT_COLLECTION, CollectionConfig())
+        warm_up()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def ping(self) -> None:
+        with storage_errors():
+            self.client.ping()
+
+    def start_merger(self) -> None:
+        """Nothing to merge or evict: Redis's sorted sets take every entry at once."""
+
+    def observe_merges(self, observer: MergeObserver) -> None:
+        """No merges on this backend."""
+
+    def observe_evictions(self, observer: EvictionObserver) -> None:
+        """No evictions on this backend."""
+
+    def store_eviction_seconds(self) -> float:
+        return 0.0
+
+    # ------------------------------------------------------------------ collections
+
+    def resolve(self, name: str) -> Resolved:
+        """The collection's settings now (one round trip); UnknownCollection if none."""
+        (raw,) = self._wire().send([("HGET", COLLECTIONS_KEY, name)])
+        if raw is None:
+            raise UnknownCollection(name)
+        cached = self._resolved.get(name)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        stored = orjson.loads(raw)
+        config = CollectionConfig.from_dict(stored["config"])
+        resolved = Resolved.of(name, stored["key"], config, NAMESPACE)
+        self._resolved[name] = (raw, resolved)
+        return resolved
+
+    def store(self, resolved: Resolved) -> RedisStore:
+        """This thread's store of a collection (one per thread: a store's round-trip
+        state is not shared), its layout checked once per process."""
+        stores: dict[str, RedisStore] | None = getattr(self._local, "stores", None)
+        if stores is None:
+            stores = self._local.stores = {}
+        store = stores.get(resolved.key)
+        if store is None:
+            store = RedisStore(self.client, resolved.layout, wait_replicas=self._wait_replicas)
+            if resolved.key not in self._set_up:
+                store.setup()
+                self._set_up.add(resolved.key)
+            stores[resolved.key] = store
+        return store
+
+    def get(self, name: str) -> RedisCollection:
+        """A handle, without a round trip: its calls find out whether the collection
+        exists (404 then)."""
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._handles.setdefault(name, RedisCollection(name, self))
+        return handle
+
+    def create(self, name: str, config: CollectionConfig) -> tuple[RedisCollection, bool]:
+        config = supported(config)
+        with storage_errors(), self._lock:
+            for _ in range(2):  # a second time if another process dropped it meanwhile
+                try:
+                    self._change(self.resolve(name), config)
+                    return self.get(name), False
+                except UnknownCollection:
+                    pass
+                (count,) = self._wire().send([("HLEN", COLLECTIONS_KEY)])
+                if count >= self._max_collections:
+                    raise TooManyCollections(
+                        f"at most {self._max_collections} collections; delete one first"
+                    )
+                key = f"{name}~{uuid.uuid4().hex[:12]}"
+                value = orjson.dumps({"key": key, "config": config.to_dict()})
+                (created,) = self._wire().send([("HSETNX", COLLECTIONS_KEY, name, value)])
+                if created:
+                    self.store(self.resolve(name))  # records the layout
+                    return self.get(name), True
+            raise StorageUnavailable(f"collection {name!r} is being created and dropped; retry")
+
+    def update(self, name: str, config: CollectionConfig) -> RedisCollection:
+        config = supported(config)
+        with storage_errors():
+            self._change(self.resolve(name), config)
+        return self.get(name)
+
+    def _change(self, resolved: Resolved, config: CollectionConfig) -> None:
+        differences = resolved.config.fixed_differences(config)
+        if differences:
+            raise SettingsConflict(
+                f"collection {resolved.name!r} exists with other settings that cannot "
+                f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
+                "retention and limits can change (PATCH)"
+            )
+        # The settings that may change (match_window, retention, limits) are refused by
+        # supported() on this backend: nothing else to store.
+
+    def list(self) -> list[RedisCollection]:
+        with storage_errors():
+            (names,) = self._wire().send([("HKEYS", COLLECTIONS_KEY)])
+        return [self.get(name) for name in sorted(n.decode() for n in names)]
+
+    def drop(self, name: str) -> None:
+        """Forget the collection (at once, for every process), then delete its keys."""
+        with storage_errors():
+            resolved = self.resolve(name)
+            (removed,) = self._wire().send([("HDEL", COLLECTIONS_KEY, name)])
+            if not removed:
+                raise UnknownCollection(name)
+            self._resolved.pop(name, None)
+            wire = self._wire()
+            for chunk in _chunks(self._keys_of(resolved), DROP_CHUNK):
+                wire.send([("UNLINK", key) for key in chunk])
+
+    def _keys_of(self, resolved: Resolved) -> Iterator[bytes]:
+        """Every key of a collection, by SCAN on each primary."""
+        pattern = f"{{{NAMESPACE}:{resolved.key}:*"
+        yield from self.client.scan_iter(match=pattern, count=DROP_CHUNK)
+
+
+def _chunks(keys: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
+    chunk: list[bytes] = []
+    for key in keys:
+        chunk.append(key)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
