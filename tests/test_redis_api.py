@@ -6,17 +6,22 @@ compared with the embedded service's for the same input; what the backend refuse
 
 from __future__ import annotations
 
+import contextlib
+import random
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
-import redis
 from fastapi.testclient import TestClient
 
+from app.redis_store.connect import connect
 from tests.conftest import make_client
+from tests.corpus import english_like_text, mutate_words
 from tests.redis_servers import RedisServer, redis_server
 from tests.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_a_batch_is_refused_whole_only_when_the_request_is_wrong,
@@ -44,6 +49,8 @@ from tests.test_api import (  # noqa: F401 (collected again here, on the Redis b
 
 __all__ = ["redis_server"]  # a fixture, used by name
 
+WEEK_START = 1_714_521_600  # 2024-05-01, Unix seconds: the stream's timestamps
+
 # The limits of tests/conftest.py's client, which the contract tests assume.
 LIMITS = {
     "max_text_chars": 20_000,
@@ -55,7 +62,8 @@ LIMITS = {
 
 
 def emptied(url: str) -> None:
-    made = redis.Redis.from_url(url)
+    """Nothing left on the server (every primary of a cluster)."""
+    made = connect(url)
     made.flushall()
     made.close()
 
@@ -65,3 +73,120 @@ def client(redis_server: RedisServer, tmp_path: Path) -> Iterator[TestClient]:
     """An app on the Redis backend, on an emptied server."""
     emptied(redis_server.url)
     yield from make_client(tmp_path, backend=redis_server.url, **LIMITS)
+
+
+def _document(rng: random.Random, bases: list[str], number: int) -> dict[str, Any]:
+    """A document of the stream: a near or exact copy of a base, another text, or an
+    empty one; an id from a small pool (so that retries and conflicts come up), a
+    timestamp from a week, metadata sometimes."""
+    base = rng.choice(bases)
+    rate = rng.choice([0, 0, 0.005, 0.01, 0.03, 0.1, 0.3, 1.0])
+    text = base if rate == 0 else mutate_words(rng, base, rate)
+    if rng.random() < 0.03:
+        text = " \t "
+    document: dict[str, Any] = {
+        "id": f"d{rng.randrange(number)}",
+        "text": text,
+        "timestamp": WEEK_START + rng.randrange(7 * 86_400),
+    }
+    if rng.random() < 0.3:
+        document["metadata"] = {"source": rng.choice(["wire", "web"])}
+    return document
+
+
+def _window(rng: random.Random) -> dict[str, int]:
+    if rng.random() < 0.7:
+        return {}
+    since = WEEK_START + rng.randrange(7 * 86_400)
+    return {"since": since, "until": since + rng.randrange(3 * 86_400)}
+
+
+def _operations(seed: int, count: int) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(kind, method, path under the collection, JSON body or query) of a seeded stream."""
+    rng = random.Random(seed)
+    bases = [english_like_text(random.Random(seed * 100 + i), 900) for i in range(6)]
+    sent: list[dict[str, Any]] = []
+    for _ in range(count):
+        kind = rng.random()
+        if kind < 0.3:
+            documents = [_document(rng, bases, 60) for _ in range(rng.randint(1, 8))]
+            if sent and rng.random() < 0.3:
+                documents.append(rng.choice(sent))  # sent again: a retry, or a conflict
+            sent += documents
+            on_duplicate = rng.choice(["insert", "insert", "skip"])
+            body = {"documents": documents, "on_duplicate": on_duplicate, **_window(rng)}
+            yield "batch", "POST", "/documents/batch", body
+        elif kind < 0.5:
+            document = (
+                rng.choice(sent) if sent and rng.random() < 0.2 else _document(rng, bases, 60)
+            )
+            sent.append(document)
+            yield "insert", "POST", "/documents", {**document, **_window(rng)}
+        elif kind < 0.55:
+            document = _document(rng, bases, 60)
+            yield "put", "PUT", f"/documents/{document.pop('id')}", document
+        elif kind < 0.62:
+            yield "delete", "DELETE", f"/documents/d{rng.randrange(60)}", {}
+        elif kind < 0.8:
+            query: dict[str, Any] = {
+                "text": _document(rng, bases, 1)["text"],
+                "limit": rng.choice([1, 3, 10, 100]),
+            }
+            if rng.random() < 0.3:
+                query["min_similarity"] = rng.choice([0.5, 0.8, 0.9, 1.0])
+            if rng.random() < 0.3:
+                query["max_distance"] = rng.randint(0, 3)
+            yield "search", "POST", "/search", {**query, **_window(rng)}
+        elif kind < 0.9:
+            similar = f"/documents/d{rng.randrange(60)}/similar"
+            yield "similar", "GET", similar, {"limit": 100, **_window(rng)}
+        else:
+            yield "get", "GET", f"/documents/d{rng.randrange(60)}", {}
+
+
+def _answer(client: TestClient, method: str, path: str, payload: dict[str, Any]) -> Any:
+    url = "/v1/collections/stream" + path
+    if method == "GET":
+        response = client.get(url, params=payload)
+    elif method == "DELETE":
+        response = client.delete(url)
+    else:
+        response = client.request(method, url, json=payload)
+    body = response.json() if response.content else None
+    if isinstance(body, dict):
+        body.pop("created_at", None)  # the insert's own time
+    return response.status_code, body
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_stream_of_operations_answers_as_the_embedded_service(
+    redis_server: RedisServer, tmp_path: Path, seed: int
+) -> None:
+    compare_stream(redis_server.url, tmp_path, seed)
+
+
+def compare_stream(url: str, tmp_path: Path, seed: int, **settings: Any) -> None:
+    """Inserts (batches with retries, conflicts, empty texts and skips, single inserts,
+    replacements), deletes, searches, similar and gets, sent to the embedded service and
+    to the Redis backend: every status and answer the same (the embedded service is the
+    reference; its indexes are tested against brute force elsewhere)."""
+    emptied(url)
+    served = contextlib.contextmanager(make_client)
+    with (
+        served(tmp_path / "embedded", **LIMITS) as embedded,
+        served(tmp_path / "redis", backend=url, **LIMITS, **settings) as over_redis,
+    ):
+        for made in (embedded, over_redis):
+            created = made.put("/v1/collections/stream", json={"ngram": {"enabled": False}})
+            assert created.status_code == 201
+        seen: Counter[tuple[str, int]] = Counter()
+        for name, method, path, payload in _operations(seed, 300):
+            expected = _answer(embedded, method, path, payload)
+            assert _answer(over_redis, method, path, payload) == expected, (name, payload)
+            seen[(name, expected[0])] += 1
+        stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
+    assert stats[1]["documents"] == stats[0]["documents"] > 0
+    assert stats[1]["duplicates"] == stats[0]["duplicates"] > 0
+    # The stream did what it is for: retries, conflicts, new documents, deletes.
+    assert seen[("insert", 409)] and seen[("insert", 200)] and seen[("insert", 201)], seen
+    assert seen[("delete", 204)] and seen[("delete", 404)] and seen[("put", 200)], seen

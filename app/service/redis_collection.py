@@ -622,7 +622,7 @@ class _Insertion:
                 first_position[document_id] = position
         candidates = [p for p in range(len(self.ids)) if p not in self.refused]
         old_rows, retried = self._held_ids(candidates, replace)
-        accepted = [p for p in candidates if p not in retried]
+        accepted = [p for p in candidates if p not in retried and p not in self.refused]
         pending: list[_Pending] = []
         if accepted:
             query = Query(limit=INSERT_MATCH_LIMIT, since=since, until=until)
@@ -655,13 +655,13 @@ class _Insertion:
             strict=True,
         ):
             record = held.record(at)
-            same = bool((data.exact[at] == self._exact(position)).all())
-            if same and record.metadata == self.documents[position].metadata:
-                # A retry; for a replacement, the same document again: nothing changes.
-                retried[position] = record
-            elif replace:
+            if replace:
                 old_rows[position] = int(data.rows[at])
                 self.old_records[position] = record
+                continue
+            same = bool((data.exact[at] == self._exact(position)).all())
+            if same and record.metadata == self.documents[position].metadata:
+                retried[position] = record
             else:
                 self.refused[position] = DocumentExists(self.ids[position])
         return old_rows, retried
@@ -793,7 +793,13 @@ class _Insertion:
                 minhash=self.fingerprints.minhash[at],
                 exact=self.fingerprints.exact[at],
                 timestamps=self.stamps[positions],
-                digests=[_digest(self._exact(p), self.documents[p].metadata) for p in positions],
+                digests=[
+                    _digest(self._exact(p), self.documents[p].metadata)
+                    # A replacement replaces even the same content (a new row, as in the
+                    # embedded service): its digest is its own.
+                    + (new_records[p].seq.to_bytes(8, "big") if replace else b"")
+                    for p in positions
+                ],
                 records=[
                     new_records[p].pack() if p in new_records else retried[p].pack()
                     for p in positions
@@ -832,7 +838,7 @@ class _Insertion:
                 old = self.old_records.get(position)
                 if status == Status.REPLACED and old is not None and old.cluster != old.seq:
                     joined -= 1
-            elif status == Status.OTHER:
+            elif status == Status.OTHER and position not in retried:
                 self.results[position] = None
                 self.refused[position] = DocumentExists(self.ids[position])
             elif record is not None:  # SAME: stored by another attempt meanwhile
