@@ -18,11 +18,13 @@ import pytest
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
+from app.config import Settings
 from app.redis_store.connect import connect
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
-from tests.redis_servers import RedisServer, redis_server
+from tests.redis_servers import RedisServer, redis_server, standalone
 from tests.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_a_batch_is_refused_whole_only_when_the_request_is_wrong,
     test_a_chain_of_reissues_lands_in_one_cluster,
@@ -49,6 +51,7 @@ from tests.test_api import (  # noqa: F401 (collected again here, on the Redis b
 
 __all__ = ["redis_server"]  # a fixture, used by name
 
+DOCS = "/v1/collections/default/documents"
 WEEK_START = 1_714_521_600  # 2024-05-01, Unix seconds: the stream's timestamps
 
 # The limits of tests/conftest.py's client, which the contract tests assume.
@@ -190,3 +193,77 @@ def compare_stream(url: str, tmp_path: Path, seed: int, **settings: Any) -> None
     # The stream did what it is for: retries, conflicts, new documents, deletes.
     assert seen[("insert", 409)] and seen[("insert", 200)] and seen[("insert", 201)], seen
     assert seen[("delete", 204)] and seen[("delete", 404)] and seen[("put", 200)], seen
+
+
+def test_settings_the_backend_cannot_honour_are_refused(client: TestClient) -> None:
+    """The n-gram index is off by default here; asking for it otherwise, or for a match
+    window, retention or limits, is 422 unsupported_setting, and nothing is created."""
+    default = client.get("/v1/collections/default").json()["settings"]
+    assert default["ngram"]["enabled"] is False
+    for settings in (
+        {"ngram": {"max_chars": 280}},
+        {"match_window": "48h"},
+        {"retention": {"max_age": "7d"}},
+        {"retention": {"max_documents": 10}},
+        {"limits": {"max_documents": 10}},
+    ):
+        refused = client.put("/v1/collections/timed", json=settings)
+        assert refused.status_code == 422, settings
+        assert refused.json()["error"]["code"] == "unsupported_setting"
+        assert client.get("/v1/collections/timed").status_code == 404
+    patched = client.patch("/v1/collections/default", json={"retention": {"max_age": "1d"}})
+    assert patched.json()["error"]["code"] == "unsupported_setting"
+
+
+def test_a_service_limit_of_documents_is_refused_with_the_backend(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    with pytest.raises(ValidationError, match="NEARDUP_MAX_DOCUMENTS"):
+        Settings(data_dir=tmp_path, backend=redis_server.url, max_documents=10)
+
+
+def test_redis_out_of_reach_is_503_with_the_error_body(tmp_path: Path) -> None:
+    with standalone(tmp_path / "redis") as server:
+        served = contextlib.contextmanager(make_client)
+        with served(tmp_path / "app", backend=server.url) as client:
+            assert client.post(DOCS, json={"id": "a", "text": "before"}).status_code == 201
+            server.stop()
+            for response in (
+                client.get("/readyz"),
+                client.post(DOCS, json={"id": "b", "text": "after"}),
+                client.post(f"{DOCS}/batch", json={"documents": [{"text": "after"}]}),
+                client.post("/v1/collections/default/search", json={"text": "before"}),
+                client.get(f"{DOCS}/a"),
+                client.get("/v1/collections/default"),
+            ):
+                assert response.status_code == 503, response.text
+                assert response.json()["error"]["code"] in ("storage_unavailable", "not_ready")
+
+
+def test_replicas_behind_is_503_and_nothing_is_acknowledged(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A standalone server has no replica: with NEARDUP_REDIS_WAIT_REPLICAS=1 the first
+    write of an insert waits in vain and the answer is 503; sent again without the wait,
+    the document is inserted (and then a retry), found by every method."""
+    emptied(redis_server.url)
+    text = english_like_text(random.Random(5), 1200)
+    served = contextlib.contextmanager(make_client)
+    with served(tmp_path / "a", backend=redis_server.url, redis_wait_replicas=1) as waiting:
+        refused = waiting.post(DOCS, json={"id": "w", "text": text})
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "storage_unavailable"
+        assert waiting.delete(f"{DOCS}/w").status_code == 404  # a read: no wait
+    with served(tmp_path / "b", backend=redis_server.url) as plain:
+        assert plain.post(DOCS, json={"id": "w", "text": text}).status_code == 201
+        again = plain.post(DOCS, json={"id": "w", "text": text})
+        assert again.status_code == 200 and again.json()["inserted"] is False
+        found = plain.post("/v1/collections/default/search", json={"text": text}).json()
+        assert found["matches"] == [
+            {
+                "id": "w",
+                "similarity": 1.0,
+                "hamming_distance": 0,
+                "methods": ["exact", "simhash", "minhash"],
+            }
+        ]

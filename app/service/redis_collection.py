@@ -688,8 +688,9 @@ class _Insertion:
         fingerprints = self.fingerprints.select(self.fingerprint_at[accepted])
         stamps = self.stamps[accepted]
         exclude = np.array([old_rows.get(p, -1) for p in accepted], dtype=np.int64)
+        # WAITed like the documents: a failover must not hand out a seq again.
         (last,) = self.store.wire.send(
-            [("HINCRBY", self.resolved.counters_key(), "seq", len(accepted))]
+            [("HINCRBY", self.resolved.counters_key(), "seq", len(accepted))], durable=True
         )
         first_seq = int(last) - len(accepted) + 1
         from_store, held = self.collection._match_store(
