@@ -17,8 +17,9 @@ WORKDIR /app
 
 # Dependencies first, in their own layer: a code change does not reinstall them.
 COPY pyproject.toml README.md ./
+# The redis extra: redis-py and hiredis, for NEARDUP_BACKEND=redis://... (docs/redis.md).
 RUN mkdir -p app && touch app/__init__.py \
-    && pip install . \
+    && pip install '.[redis]' \
     && pip uninstall -y neardup \
     && rm -rf app
 
@@ -43,5 +44,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=120s --retries=3 \
     CMD python -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=2).status == 200 else 1)"
 
-# Exactly one worker: the indexes live in this process (see docs/design.md).
+# Exactly one worker: the indexes live in this process (see docs/design.md). With
+# NEARDUP_BACKEND (Redis) the process holds nothing: run as many containers as wanted.
 CMD ["neardup", "serve"]
