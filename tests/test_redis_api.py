@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.redis_store.connect import connect
+from app.redis_store.wire import Wire
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
 from tests.redis_servers import RedisServer, redis_server, standalone
@@ -267,3 +268,41 @@ def test_replicas_behind_is_503_and_nothing_is_acknowledged(
                 "methods": ["exact", "simhash", "minhash"],
             }
         ]
+
+
+def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings a process read last ride in the search's first round trip; when
+    another process dropped the collection, or dropped it and created it again with
+    other settings, the search answers for what is stored now."""
+    emptied(redis_server.url)
+    sent: list[int] = []
+    send = Wire.send
+
+    def counted(wire: Wire, commands: Any, durable: bool = False) -> list[Any]:
+        if commands:
+            sent.append(len(commands))
+        return send(wire, commands, durable)
+
+    monkeypatch.setattr(Wire, "send", counted)
+    text = english_like_text(random.Random(8), 1200)
+    search = "/v1/collections/news/search"
+    served = contextlib.contextmanager(make_client)
+    with (
+        served(tmp_path / "a", backend=redis_server.url) as one,
+        served(tmp_path / "b", backend=redis_server.url) as other,
+    ):
+        assert one.put("/v1/collections/news").status_code == 201
+        assert one.post("/v1/collections/news/documents", json={"text": text}).status_code == 201
+        assert len(one.post(search, json={"text": text}).json()["matches"]) == 1
+        sent.clear()
+        assert len(one.post(search, json={"text": text}).json()["matches"]) == 1
+        assert len(sent) == 2, sent
+        assert other.delete("/v1/collections/news").status_code == 204
+        gone = one.post(search, json={"text": text})
+        assert gone.json()["error"]["code"] == "collection_not_found"
+        assert other.put("/v1/collections/news", json={"simhash": {"max_distance": 2}}).is_success
+        assert one.post(search, json={"text": text}).json() == {"matches": []}
+        wider = one.post(search, json={"text": text, "max_distance": 3})
+        assert wider.json()["error"]["code"] == "invalid_parameter"

@@ -26,6 +26,7 @@ A writer that dies between (1) and (3) leaves work marks; ``repair()`` finishes 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
 from collections.abc import Sequence
@@ -141,6 +142,7 @@ class SearchResult:
     simhash: Found
     minhash: Found
     rows: RowData  # every row found by any method
+    also: list[Any] = dataclasses.field(default_factory=list)  # replies to search(also=...)
 
 
 METHODS = ("exact", "simhash", "minhash")
@@ -506,8 +508,11 @@ class RedisStore:
         threshold: float | None = None,
         methods: Sequence[str] = METHODS,
         records: bool = True,
+        also: Sequence[Command] = (),
     ) -> SearchResult:
         """Every live row matching each query by each method asked for. Two round trips.
+        ``also``: read-only commands of the caller's, sent in the first round trip (the
+        service reads the collection's settings there); their replies in ``also``.
 
         ``max_distance`` (default the layout's k, at most it) and ``threshold`` (default
         the layout's; a lower one finds only what the bands make candidates, as in
@@ -540,7 +545,9 @@ class RedisStore:
             lookups.add("minhash", layout.band_tables, layout.band_keys(minhash), None, None)
 
         candidates: dict[str, list[tuple[Rows, Rows, Floats]]] = defaultdict(list)
-        for method, table, lane, at, members in lookups.answers(self.wire.send(lookups.commands)):
+        replies = self.wire.send([*also, *lookups.commands])
+        also_replies, replies = replies[: len(also)], replies[len(also) :]
+        for method, table, lane, at, members in lookups.answers(replies):
             keys, extra_bytes, rows = table.decode(lookups.shards(method, lane, at), members)
             if method == "simhash":
                 distances = np.bitwise_count(keys ^ permuted[at, lane]).astype(np.int64)
@@ -566,7 +573,7 @@ class RedisStore:
             verified = agree >= min_matches(bar, layout.num_perm)
             scores = agree[verified] / layout.num_perm
             lsh = _best_first(lsh.positions[verified], lsh.rows[verified], scores)
-        return SearchResult(live["exact"], live["simhash"], lsh, data)
+        return SearchResult(live["exact"], live["simhash"], lsh, data, also_replies)
 
 
 class _Lookups:

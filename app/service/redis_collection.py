@@ -146,6 +146,12 @@ class Backend(Protocol):
     def resolve(self, name: str) -> Resolved:
         """The collection's settings now (UnknownCollection if it is not stored)."""
 
+    def cached(self, name: str) -> tuple[bytes, Resolved] | None:
+        """The settings this process read last (as stored, and parsed), if any."""
+
+    def settings_command(self, name: str) -> Command:
+        """The read of the collection's settings (to send with other commands)."""
+
     def store(self, resolved: Resolved) -> RedisStore:
         """This thread's store of the collection."""
 
@@ -348,12 +354,30 @@ class RedisCollection:
         return _Held(data), int(data.index(rows)[0])
 
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
-        """Documents matching a text, best first; nothing is stored."""
+        """Documents matching a text, best first; nothing is stored. Two round trips: the
+        settings this process last read are used, and read again in the search's first
+        round trip; if they changed meanwhile (the collection was dropped, or dropped and
+        created again), the search is made again on the settings read."""
         with storage_errors():
+            known = self._backend.cached(self.name)
+            if known is not None:
+                raw, resolved = known
+                with contextlib.suppress(InvalidParameter):  # judged on fresh settings
+                    self._validate(resolved, query)
+                    fingerprints = self._fingerprint(resolved, [text], html)
+                    scored, held, (now,) = self._match_store(
+                        resolved,
+                        self._backend.store(resolved),
+                        fingerprints,
+                        query,
+                        also=[self._backend.settings_command(self.name)],
+                    )
+                    if now == raw:
+                        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
             resolved, store = self._open()
             self._validate(resolved, query)
             fingerprints = self._fingerprint(resolved, [text], html)
-            scored, held = self._match_store(resolved, store, fingerprints, query)
+            scored, held, _ = self._match_store(resolved, store, fingerprints, query)
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
@@ -369,7 +393,7 @@ class RedisCollection:
                 data.exact[at : at + 1],
             )
             exclude = data.rows[at : at + 1]
-            scored, held = self._match_store(resolved, store, fingerprints, query, exclude)
+            scored, held, _ = self._match_store(resolved, store, fingerprints, query, exclude)
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def _validate(self, resolved: Resolved, query: Query) -> None:
@@ -436,7 +460,8 @@ class RedisCollection:
         fingerprints: Fingerprints,
         query: Query,
         exclude: Rows | None = None,
-    ) -> tuple[_Scored, _Held]:
+        also: Sequence[Command] = (),
+    ) -> tuple[_Scored, _Held, list[Any]]:
         """Every stored document matching each of a batch of documents, by any method
         (two round trips), within since / until, scored and sorted best first."""
         found = store.search(
@@ -445,6 +470,7 @@ class RedisCollection:
             fingerprints.exact,
             max_distance=query.max_distance,
             threshold=query.min_similarity,
+            also=also,
         )
         held = _Held(found.rows)
         parts: list[tuple[Rows, Rows, int]] = []
@@ -470,7 +496,7 @@ class RedisCollection:
             held.seqs(at),
             query.min_similarity,
         )
-        return scored, held
+        return scored, held, found.also
 
     def _matches(
         self, scored: _Scored, held: _Held, span: tuple[int, int], limit: int
@@ -693,7 +719,7 @@ class _Insertion:
             [("HINCRBY", self.resolved.counters_key(), "seq", len(accepted))], durable=True
         )
         first_seq = int(last) - len(accepted) + 1
-        from_store, held = self.collection._match_store(
+        from_store, held, _ = self.collection._match_store(
             self.resolved, self.store, fingerprints, query, exclude
         )
         if len(accepted) > 1:

@@ -34,7 +34,7 @@ from app.redis_store import functions
 from app.redis_store.connect import connect
 from app.redis_store.store import RedisStore
 from app.redis_store.types import Client
-from app.redis_store.wire import Wire
+from app.redis_store.wire import Command, Wire
 from app.service.redis_collection import RedisCollection, Resolved, storage_errors
 from app.service.registry import DEFAULT_COLLECTION, warm_up
 from app.service.times import Clock
@@ -139,7 +139,7 @@ class RedisRegistry:
 
     def resolve(self, name: str) -> Resolved:
         """The collection's settings now (one round trip); UnknownCollection if none."""
-        (raw,) = self._wire().send([("HGET", COLLECTIONS_KEY, name)])
+        (raw,) = self._wire().send([self.settings_command(name)])
         if raw is None:
             raise UnknownCollection(name)
         cached = self._resolved.get(name)
@@ -150,6 +150,12 @@ class RedisRegistry:
         resolved = Resolved.of(name, stored["key"], config, NAMESPACE)
         self._resolved[name] = (raw, resolved)
         return resolved
+
+    def settings_command(self, name: str) -> Command:
+        return ("HGET", COLLECTIONS_KEY, name)
+
+    def cached(self, name: str) -> tuple[bytes, Resolved] | None:
+        return self._resolved.get(name)
 
     def store(self, resolved: Resolved) -> RedisStore:
         """This thread's store of a collection (one per thread: a store's round-trip
