@@ -9,11 +9,14 @@ no callbacks (HGETALL answers a flat list).
 
 In a cluster, a command answered MOVED or ASK (slots moving, a failover) is sent again
 through redis-py's own client, which follows the redirect and refreshes its slot map;
-that costs a round trip per such command, only while slots move.
+that costs a round trip per such command, only while slots move. A node that cannot be
+reached (a primary down, before or after its replica took over) fails the batch, and the
+slot map is read again from the cluster, so that the next batch goes to the new primary.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -96,6 +99,27 @@ class Wire:
         self._acknowledged = []
         started: list[tuple[redis.ConnectionPool, list[int], Any]] = []
         try:
+            self._exchange(cluster, by_node, commands, wait, replies, started)
+        except (redis.ConnectionError, redis.TimeoutError):
+            with contextlib.suppress(redis.RedisError):
+                cluster.nodes_manager.initialize()  # a failover: learn the new primaries
+            raise
+        for position, reply in enumerate(replies):
+            if isinstance(reply, ResponseError) and str(reply).startswith(_REDIRECTS):
+                replies[position] = cast(Any, cluster).execute_command(*commands[position])
+        return replies
+
+    def _exchange(
+        self,
+        cluster: RedisCluster,
+        by_node: dict[str, tuple[Any, list[int]]],
+        commands: Sequence[Command],
+        wait: Command | None,
+        replies: list[Any],
+        started: list[tuple[redis.ConnectionPool, list[int], Any]],
+    ) -> None:
+        """Every node's batch written, then every node's replies read."""
+        try:
             for node, positions in by_node.values():
                 pool = cluster.get_redis_connection(node).connection_pool
                 batch = [commands[p] for p in positions] + ([wait] if wait else [])
@@ -111,10 +135,6 @@ class Wire:
             for pool, _, connection in started:  # written to but not read: not reusable
                 connection.disconnect()
                 pool.release(connection)
-        for position, reply in enumerate(replies):
-            if isinstance(reply, ResponseError) and str(reply).startswith(_REDIRECTS):
-                replies[position] = cast(Any, cluster).execute_command(*commands[position])
-        return replies
 
 
 def _start(pool: redis.ConnectionPool, commands: Sequence[Command]) -> tuple[Any, Any]:
