@@ -306,3 +306,20 @@ def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
         assert one.post(search, json={"text": text}).json() == {"matches": []}
         wider = one.post(search, json={"text": text, "max_distance": 3})
         assert wider.json()["error"]["code"] == "invalid_parameter"
+
+
+def test_an_unknown_collection_is_404_before_the_requests_own_errors(client: TestClient) -> None:
+    """As on the embedded service, whose registry finds the collection first: a request
+    above a limit, or a batch of only invalid documents, to a missing collection is 404."""
+    base = "/v1/collections/missing"
+    for response in (
+        client.post(f"{base}/search", json={"text": "x", "limit": 101}),
+        client.get(f"{base}/search", params={"text": "x", "limit": 101}),
+        client.get(f"{base}/documents/a/similar", params={"limit": 101}),
+        client.post(f"{base}/documents", json={"text": "x" * 20_001}),
+        client.put(f"{base}/documents/a", json={"text": "x" * 20_001}),
+        client.post(f"{base}/documents/batch", json={"documents": [{"id": "a"}]}),
+        client.post(f"{base}/documents/batch", json={"documents": [{"text": "x"}] * 51}),
+    ):
+        assert response.status_code == 404, response.text
+        assert response.json()["error"]["code"] == "collection_not_found"

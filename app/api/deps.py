@@ -6,7 +6,8 @@ cost each request a hop through the threadpool.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Request
@@ -14,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.schemas import COLLECTION_NAME_PATTERN, ErrorOut
 from app.config import Settings
-from app.errors import NotReady
+from app.errors import NeardupError, NotReady
 from app.service.protocols import ServiceCollection, ServiceRegistry
 
 T = TypeVar("T")
@@ -58,6 +59,28 @@ async def off_loop(collection: ServiceCollection, call: Callable[[], T]) -> T:
     if collection.blocking:
         return await run_in_threadpool(call)
     return call()
+
+
+@contextlib.contextmanager
+def found_first(collection: ServiceCollection) -> Iterator[None]:
+    """Checks of the request itself (limits) inside: when one refuses it, an unknown
+    collection answers 404 instead, as the embedded service does (its registry finds
+    the collection before any check; a Redis registry's handles find out when used)."""
+    try:
+        yield
+    except NeardupError:
+        _ = collection.config  # UnknownCollection if it does not exist
+        raise
+
+
+@contextlib.asynccontextmanager
+async def found_first_async(collection: ServiceCollection) -> AsyncIterator[None]:
+    """found_first, with the collection's lookup off the event loop when it blocks."""
+    try:
+        yield
+    except NeardupError:
+        await off_loop(collection, lambda: collection.config)
+        raise
 
 
 def _error(description: str) -> dict[str, Any]:

@@ -9,7 +9,15 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import AfterValidator, ValidationError
 
 from app.api import limits
-from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, off_loop, settings_of
+from app.api.deps import (
+    ERROR_RESPONSES,
+    CollectionName,
+    collection_of,
+    found_first,
+    found_first_async,
+    off_loop,
+    settings_of,
+)
 from app.api.errors import describe_validation_errors
 from app.api.schemas import (
     MAX_ID_LENGTH,
@@ -80,7 +88,8 @@ async def insert_answer(
 ) -> tuple[int, bytes]:
     """The status and JSON answer of a one-document insert: for this route and for the
     hot path (app/api/hot.py)."""
-    limits.check_documents(settings, [body])
+    async with found_first_async(collection):
+        limits.check_documents(settings, [body])
     document = NewDocument(body.text, body.id, body.metadata, body.timestamp)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
     answer = await collection.insert_async(
@@ -118,7 +127,8 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
     error code is the one the document alone would get. The whole request is refused
     only when it is wrong itself (not JSON, not this shape, too many documents)."""
     collection, settings = collection_of(request, name), settings_of(request)
-    limits.check_batch(settings, len(body.documents))
+    with found_first(collection):
+        limits.check_batch(settings, len(body.documents))
     checked = [_checked(raw, settings) for raw in body.documents]
     valid = [(position, d) for position, d in enumerate(checked) if isinstance(d, BatchDocument)]
     results: list[InsertResult | Refused | None] = [
@@ -134,12 +144,12 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
             )[0]
             for document, (_, item) in zip(documents, valid, strict=True)
         ]
-    elif valid:
-        answers = collection.insert(
-            documents, body.on_duplicate, html=html.pop(), since=since, until=until
-        )
     else:
-        answers = []
+        # Also with no valid document: the call is what finds an unknown collection
+        # (404) on a backend whose registry answers handles without asking (Redis).
+        answers = collection.insert(
+            documents, body.on_duplicate, html=bool(html and html.pop()), since=since, until=until
+        )
     for (position, _), answer in zip(valid, answers, strict=True):
         results[position] = answer
     return json_response({"results": [insert_json(result) for result in results if result]})
@@ -173,7 +183,8 @@ def put_document(
 ) -> Response:
     """Insert (201) or replace (200) the document with this id."""
     collection, settings = collection_of(request, name), settings_of(request)
-    limits.check_documents(settings, [body])
+    with found_first(collection):
+        limits.check_documents(settings, [body])
     document = NewDocument(body.text, document_id, body.metadata, body.timestamp)
     answer = collection.insert(
         [document], "insert", replace=True, html=body.html, since=body.since, until=body.until
@@ -206,7 +217,8 @@ async def similar_documents(
     """Documents near this one, itself excluded, best first; with since / until, only
     those with a timestamp in that range."""
     collection, settings = collection_of(request, name), settings_of(request)
-    limits.check_limit(settings, limit)
+    async with found_first_async(collection):
+        limits.check_limit(settings, limit)
     query = SearchQuery(limit, max_distance, min_similarity, since, until)
     matches = await off_loop(collection, lambda: collection.similar(document_id, query))
     return json_response({"matches": matches})

@@ -9,7 +9,14 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import AfterValidator
 
 from app.api import limits
-from app.api.deps import ERROR_RESPONSES, CollectionName, collection_of, off_loop, settings_of
+from app.api.deps import (
+    ERROR_RESPONSES,
+    CollectionName,
+    collection_of,
+    found_first_async,
+    off_loop,
+    settings_of,
+)
 from app.api.documents import json_response
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.api.times import TimeParameter
@@ -35,8 +42,9 @@ async def search(body: SearchIn, name: CollectionName, request: Request) -> Resp
 
 async def search_answer(collection: ServiceCollection, settings: Settings, body: SearchIn) -> bytes:
     """The answer to a POST, as JSON: for this route and for the hot path (app/api/hot.py)."""
-    limits.check_limit(settings, body.limit)
-    limits.check_text(settings, body.text)
+    async with found_first_async(collection):
+        limits.check_limit(settings, body.limit)
+        limits.check_text(settings, body.text)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
     matches = await off_loop(
         collection, lambda: collection.search(body.text, query, html=body.html)
@@ -57,8 +65,9 @@ async def search_get(
 ) -> Response:
     """The same as POST, for short texts in the query string."""
     collection, settings = collection_of(request, name), settings_of(request)
-    limits.check_limit(settings, limit)
-    limits.check_text(settings, text)
+    async with found_first_async(collection):
+        limits.check_limit(settings, limit)
+        limits.check_text(settings, text)
     query = SearchQuery(limit, max_distance, min_similarity, since, until)
     return json_response(
         {"matches": await off_loop(collection, lambda: collection.search(text, query))}
