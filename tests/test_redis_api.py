@@ -239,6 +239,17 @@ def test_redis_out_of_reach_is_503_with_the_error_body(tmp_path: Path) -> None:
             ):
                 assert response.status_code == 503, response.text
                 assert response.json()["error"]["code"] in ("storage_unavailable", "not_ready")
+            metrics = client.get("/metrics")
+            assert metrics.status_code == 200
+            failures = _sample(metrics.text, 'neardup_storage_failures_total{kind="redis_error"}')
+            assert failures >= 5
+            assert _sample(metrics.text, "neardup_storage_round_trips_total") > 0
+
+
+def _sample(text: str, name: str) -> float:
+    """A sample's value in Prometheus's text format."""
+    [line] = [line for line in text.splitlines() if line.startswith(name + " ")]
+    return float(line.split()[-1])
 
 
 def test_replicas_behind_is_503_and_nothing_is_acknowledged(
@@ -255,6 +266,8 @@ def test_replicas_behind_is_503_and_nothing_is_acknowledged(
         assert refused.status_code == 503
         assert refused.json()["error"]["code"] == "storage_unavailable"
         assert waiting.delete(f"{DOCS}/w").status_code == 404  # a read: no wait
+        metrics = waiting.get("/metrics").text
+        assert _sample(metrics, 'neardup_storage_failures_total{kind="replicas_behind"}') == 1
     with served(tmp_path / "b", backend=redis_server.url) as plain:
         assert plain.post(DOCS, json={"id": "w", "text": text}).status_code == 201
         again = plain.post(DOCS, json={"id": "w", "text": text})

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.errors import NeardupError
 from app.service.protocols import ServiceRegistry
 
 MERGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -77,9 +78,31 @@ class IndexCollector:
             "neardup_eviction_store_cpu_seconds",
             "CPU time the store spent removing evicted documents",
         )
+        round_trips = CounterMetricFamily(
+            "neardup_storage_round_trips",
+            "Round trips to a networked storage (the Redis backend)",
+        )
+        failures = CounterMetricFamily(
+            "neardup_storage_failures",
+            "Failures of a networked storage by kind (redis_error, replicas_behind)",
+            labels=["kind"],
+        )
         if registry is not None:
-            for collection in registry.list():
-                stats = collection.stats()
+            counters = registry.storage_counters()
+            for kind, count in counters.items():
+                if kind == "round_trips":
+                    round_trips.add_metric([], count)
+                else:
+                    failures.add_metric([kind], count)
+            try:
+                collections = list(registry.list())
+            except NeardupError:  # the storage is out of reach: its failures say so
+                collections = []
+            for collection in collections:
+                try:
+                    stats = collection.stats()
+                except NeardupError:
+                    continue
                 for key, family in families.items():
                     family.add_metric([collection.name], stats[key])
                 for index, backlog in collection.backlogs().items():
@@ -95,6 +118,7 @@ class IndexCollector:
         yield unmerged
         yield tombstones
         yield from (evicted, expiring, oldest, eviction_seconds, store_eviction)
+        yield from (round_trips, failures)
 
 
 class Metrics:

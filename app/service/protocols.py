@@ -30,10 +30,17 @@ from app.service.types import (
 class ServiceCollection(Protocol):
     """One collection as the API handlers use it."""
 
-    name: str
-    config: CollectionConfig
-    eviction_seconds: float
-    blocking: bool
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> CollectionConfig: ...
+
+    @property
+    def eviction_seconds(self) -> float: ...
+
+    @property
+    def blocking(self) -> bool: ...
 
     def get(self, document_id: str) -> StoredDocument: ...
 
@@ -96,3 +103,6 @@ class ServiceRegistry(Protocol):
     def observe_evictions(self, observer: EvictionObserver) -> None: ...
 
     def store_eviction_seconds(self) -> float: ...
+
+    def storage_counters(self) -> dict[str, float]:
+        """Networked storage (Redis): ``round_trips`` so far, and failures by kind."""

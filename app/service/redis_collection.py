@@ -78,15 +78,31 @@ MEMBER_PAGE = 32
 _BITS = {"exact": EXACT, "simhash": SIMHASH, "minhash": MINHASH}
 
 
+class Failures:
+    """Redis failures by kind (``redis_error``, ``replicas_behind``), for /metrics."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {"redis_error": 0, "replicas_behind": 0}
+
+    def add(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+
+
 @contextlib.contextmanager
-def storage_errors() -> Iterator[None]:
+def storage_errors(failures: Failures | None = None) -> Iterator[None]:
     """Redis out of reach, an error reply, or replicas behind: 503 storage_unavailable.
     What a write did before it failed stays; a retry of the same request is safe."""
     try:
         yield
     except ReplicasBehind as error:
+        if failures is not None:
+            failures.add("replicas_behind")
         raise StorageUnavailable(f"Redis replicas did not confirm the write: {error}") from error
     except RedisError as error:
+        if failures is not None:
+            failures.add("redis_error")
         raise StorageUnavailable(f"Redis: {error}") from error
 
 
@@ -142,6 +158,7 @@ class Backend(Protocol):
     """What a RedisCollection asks of its registry."""
 
     clock: Clock
+    failures: Failures
 
     def resolve(self, name: str) -> Resolved:
         """The collection's settings now (UnknownCollection if it is not stored)."""
@@ -323,7 +340,7 @@ class RedisCollection:
 
     @property
     def config(self) -> CollectionConfig:
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             return self._backend.resolve(self.name).config
 
     def _open(self) -> tuple[Resolved, RedisStore]:
@@ -333,7 +350,7 @@ class RedisCollection:
     # ------------------------------------------------------------------ reads
 
     def get(self, document_id: str) -> StoredDocument:
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             _, store = self._open()
             held, at = self._held(store, document_id)
         record = held.record(at)
@@ -358,7 +375,7 @@ class RedisCollection:
         settings this process last read are used, and read again in the search's first
         round trip; if they changed meanwhile (the collection was dropped, or dropped and
         created again), the search is made again on the settings read."""
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             known = self._backend.cached(self.name)
             if known is not None:
                 raw, resolved = known
@@ -382,7 +399,7 @@ class RedisCollection:
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             resolved, store = self._open()
             self._validate(resolved, query)
             own, at = self._held(store, document_id)
@@ -413,7 +430,7 @@ class RedisCollection:
         """Documents (the store's count, a round trip over its row groups) and
         duplicates (a counter kept by the writers). No merges, evictions or retention
         on this backend; the oldest timestamp is not tracked (null)."""
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             resolved, store = self._open()
             documents = store.count()
             (duplicates,) = store.wire.send([("HGET", resolved.counters_key(), "duplicates")])
@@ -557,7 +574,7 @@ class RedisCollection:
         NEARDUP_REDIS_WAIT_REPLICAS, the replicas); a Redis failure is 503 and a retry
         of the request finishes what it started."""
         _check_range(since, until)
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             resolved, store = self._open()
             with self._write_lock:
                 return _Insertion(self, resolved, store, documents, html).run(
@@ -587,7 +604,7 @@ class RedisCollection:
         )
 
     def delete(self, document_id: str) -> None:
-        with storage_errors():
+        with storage_errors(self._backend.failures):
             resolved, store = self._open()
             held, at = self._held(store, document_id)
             record = held.record(at)

@@ -35,7 +35,7 @@ from app.redis_store.connect import connect
 from app.redis_store.store import RedisStore
 from app.redis_store.types import Client
 from app.redis_store.wire import Command, Wire
-from app.service.redis_collection import RedisCollection, Resolved, storage_errors
+from app.service.redis_collection import Failures, RedisCollection, Resolved, storage_errors
 from app.service.registry import DEFAULT_COLLECTION, warm_up
 from app.service.times import Clock
 from app.service.types import EvictionObserver, MergeObserver
@@ -94,6 +94,9 @@ class RedisRegistry:
         self._resolved: dict[str, tuple[bytes, Resolved]] = {}
         self._set_up: set[str] = set()  # collection keys whose layout this process checked
         self._handles: dict[str, RedisCollection] = {}
+        self.failures = Failures()
+        self._wires: list[Wire] = []  # every thread's, for the count of round trips
+        self._wires_lock = threading.Lock()
 
     @property
     def client(self) -> Client:
@@ -105,11 +108,13 @@ class RedisRegistry:
         wire: Wire | None = getattr(self._local, "wire", None)
         if wire is None:
             wire = self._local.wire = Wire(self.client)
+            with self._wires_lock:
+                self._wires.append(wire)
         return wire
 
     def open(self) -> None:
         """Load the functions, create ``default`` if no process has, compile the kernels."""
-        with storage_errors():
+        with storage_errors(self.failures):
             self.client.function_load(functions.SOURCE, replace=True)
             if not self._wire().send([("HEXISTS", COLLECTIONS_KEY, DEFAULT_COLLECTION)])[0]:
                 self.create(DEFAULT_COLLECTION, CollectionConfig())
@@ -120,7 +125,7 @@ class RedisRegistry:
             self._client.close()
 
     def ping(self) -> None:
-        with storage_errors():
+        with storage_errors(self.failures):
             self.client.ping()
 
     def start_merger(self) -> None:
@@ -134,6 +139,12 @@ class RedisRegistry:
 
     def store_eviction_seconds(self) -> float:
         return 0.0
+
+    def storage_counters(self) -> dict[str, float]:
+        """Round trips to Redis so far, and failures by kind."""
+        with self._wires_lock:
+            round_trips = sum(wire.round_trips for wire in self._wires)
+        return {"round_trips": round_trips, **self.failures.counts}
 
     # ------------------------------------------------------------------ collections
 
@@ -166,6 +177,8 @@ class RedisRegistry:
         store = stores.get(resolved.key)
         if store is None:
             store = RedisStore(self.client, resolved.layout, wait_replicas=self._wait_replicas)
+            with self._wires_lock:
+                self._wires.append(store.wire)
             if resolved.key not in self._set_up:
                 store.setup()
                 self._set_up.add(resolved.key)
@@ -182,7 +195,7 @@ class RedisRegistry:
 
     def create(self, name: str, config: CollectionConfig) -> tuple[RedisCollection, bool]:
         config = supported(config)
-        with storage_errors(), self._lock:
+        with storage_errors(self.failures), self._lock:
             for _ in range(2):  # a second time if another process dropped it meanwhile
                 try:
                     self._change(self.resolve(name), config)
@@ -204,7 +217,7 @@ class RedisRegistry:
 
     def update(self, name: str, config: CollectionConfig) -> RedisCollection:
         config = supported(config)
-        with storage_errors():
+        with storage_errors(self.failures):
             self._change(self.resolve(name), config)
         return self.get(name)
 
@@ -220,13 +233,13 @@ class RedisRegistry:
         # supported() on this backend: nothing else to store.
 
     def list(self) -> list[RedisCollection]:
-        with storage_errors():
+        with storage_errors(self.failures):
             (names,) = self._wire().send([("HKEYS", COLLECTIONS_KEY)])
         return [self.get(name) for name in sorted(n.decode() for n in names)]
 
     def drop(self, name: str) -> None:
         """Forget the collection (at once, for every process), then delete its keys."""
-        with storage_errors():
+        with storage_errors(self.failures):
             resolved = self.resolve(name)
             (removed,) = self._wire().send([("HDEL", COLLECTIONS_KEY, name)])
             if not removed:

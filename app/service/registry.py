@@ -160,6 +160,10 @@ class Registry:
         seconds: float = getattr(self._store, "eviction_seconds", 0.0)
         return seconds
 
+    def storage_counters(self) -> dict[str, float]:
+        """Counters of a networked storage (none here: SQLite's are the commit metrics)."""
+        return {}
+
     def wake_evictor(self) -> None:
         self._wake_evictions.set()
 
