@@ -478,9 +478,12 @@ class RedisCollection:
         query: Query,
         exclude: Rows | None = None,
         also: Sequence[Command] = (),
+        stamps: Rows | None = None,
     ) -> tuple[_Scored, _Held, list[Any]]:
         """Every stored document matching each of a batch of documents, by any method
-        (two round trips), within since / until, scored and sorted best first."""
+        (two round trips), within since / until, and with ``stamps`` (the times of a
+        batch being inserted) within the collection's match window of each, scored and
+        sorted best first."""
         found = store.search(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
@@ -501,6 +504,9 @@ class RedisCollection:
         data = found.rows
         at = data.index(rows)
         keep = _in_range(data.timestamps[at], query.since, query.until)
+        window = resolved.config.match_window_us
+        if stamps is not None and window is not None:
+            keep &= np.abs(data.timestamps[at] - stamps[positions]) <= window
         positions, rows, bits, at = positions[keep], rows[keep], bits[keep], at[keep]
         scored = _scored(
             resolved,
@@ -537,13 +543,17 @@ class RedisCollection:
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
     ) -> _Scored:
         """(later, earlier) documents of one batch matching by the indexes' own rules,
-        the earlier within since / until: a batch answers as one-by-one inserts would."""
+        the earlier within since / until and the match window of the later: a batch
+        answers as one-by-one inserts would."""
         parts = []
         for matcher in resolved.matchers:
             pairs = matcher.pairs_within(fingerprints)
             parts.append((pairs.positions, pairs.rows, matcher.bit))
         later, earlier, bits = _combined([p for p in parts if len(p[1])])
         keep = _in_range(stamps[earlier], query.since, query.until)
+        window = resolved.config.match_window_us
+        if window is not None:
+            keep &= np.abs(stamps[later] - stamps[earlier]) <= window
         later, earlier, bits = later[keep], earlier[keep], bits[keep]
         return _scored(
             resolved,
@@ -737,7 +747,7 @@ class _Insertion:
         )
         first_seq = int(last) - len(accepted) + 1
         from_store, held, _ = self.collection._match_store(
-            self.resolved, self.store, fingerprints, query, exclude
+            self.resolved, self.store, fingerprints, query, exclude, stamps=stamps
         )
         if len(accepted) > 1:
             within = self.collection._match_within(self.resolved, fingerprints, stamps, query)
@@ -750,7 +760,8 @@ class _Insertion:
         pending_of: dict[int, _Pending] = {}  # index in accepted -> its pending document
         # Clusters whose first document is live: found by the search, or of this batch.
         live = {int(seq) for seq in held.seqs(np.arange(len(held.data.rows)))}
-        live -= {old.seq for old in self.old_records.values()}  # replaced: gone
+        # (A document being replaced still counts: the embedded service answers while
+        # the old version is live, and names it when it is its cluster's first.)
         for i, position in enumerate(accepted):
             start, end = store_spans[i]
             candidates: list[tuple[float, int, int, str, int, tuple[int, str]]] = []

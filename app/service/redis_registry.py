@@ -4,12 +4,13 @@ Every collection's settings are a field of one hash, ``{nd:collections}``: name 
 ``{"key": "<name>~<epoch>", "config": {...}}``. The key names the collection in its
 Redis keys (``{nd:<key>:...}``) and is new at every create, so that a collection dropped
 and created again starts on fresh keys even while the old ones are being deleted. Every
-call reads the settings (one ``HGET``): a collection created, changed or dropped by
-another process is seen at once.
+call reads the settings (one ``HGET``, in the first round trip of a search): a collection
+created, changed or dropped by another process is seen at once. ``match_window`` may
+change (PATCH, or PUT with a new value), by a compare-and-set of the settings.
 
-What this backend does not do yet is refused when a collection is created (422
-``unsupported_setting``): the n-gram index of short texts (off by default here), the
-match window, retention, and ``limits``; ``NEARDUP_MAX_DOCUMENTS`` stops the start.
+What this backend does not do yet is refused when a collection is created or changed
+(422 ``unsupported_setting``): the n-gram index of short texts (off by default here),
+retention, and ``limits``; ``NEARDUP_MAX_DOCUMENTS`` is refused by the settings.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ COLLECTIONS_KEY = "{" + NAMESPACE + ":collections}"
 DROP_CHUNK = 1000
 
 
+# A collection's settings replaced only if they are still those read: a PATCH never
+# brings back a collection dropped meanwhile, nor overwrites one created again.
+_SWAP = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"""
+
+
 def supported(config: CollectionConfig) -> CollectionConfig:
     """The settings as this backend keeps them: the n-gram index off unless asked for
     otherwise than by default; UnsupportedSetting for what it cannot do yet."""
@@ -54,8 +66,6 @@ def supported(config: CollectionConfig) -> CollectionConfig:
     refused = []
     if config.ngram.enabled:
         refused.append("ngram (the n-gram index of short texts)")
-    if config.match_window is not None:
-        refused.append("match_window")
     if config.retention.enabled:
         refused.append("retention")
     if config.limits.max_documents is not None:
@@ -229,8 +239,15 @@ class RedisRegistry:
                 f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
                 "retention and limits can change (PATCH)"
             )
-        # The settings that may change (match_window, retention, limits) are refused by
-        # supported() on this backend: nothing else to store.
+        if config != resolved.config:  # a new match_window (supported() refuses the rest)
+            value = orjson.dumps({"key": resolved.key, "config": config.to_dict()})
+            read = self.cached(resolved.name)
+            raw = read[0] if read is not None and read[1] is resolved else b""
+            changed = self.client.eval(_SWAP, 1, COLLECTIONS_KEY, resolved.name, raw, value)
+            if not changed:  # changed, dropped or created again meanwhile
+                raise StorageUnavailable(
+                    f"collection {resolved.name!r} changed while its settings were written; retry"
+                )
 
     def list(self) -> list[RedisCollection]:
         with storage_errors(self.failures):
