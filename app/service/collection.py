@@ -435,6 +435,8 @@ class Collection:
         answers as the same documents inserted one by one would: the earlier one within
         the query's since / until and the match window of the later one."""
         found = [(index.pairs_within(fingerprints), index.bit) for index in self._indexes]
+        if not any(len(part.rows) for part, _ in found):
+            return Pairs.empty()  # the usual batch: documents unlike each other
         later, earlier, methods, exact_similarity = _combined(found, None)
         keep = np.ones(len(later), dtype=np.bool_)
         if self._window is not None:

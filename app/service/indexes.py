@@ -25,7 +25,16 @@ from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import NgramIndex
 from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
-from app.service.matching import EXACT, MINHASH, NGRAM, SIMHASH, equal_pairs, positions_of
+from app.service.matching import (
+    EXACT,
+    MINHASH,
+    NGRAM,
+    SIMHASH,
+    SMALL_BATCH,
+    all_pairs,
+    equal_pairs,
+    positions_of,
+)
 from app.service.types import Method, Query
 
 
@@ -111,8 +120,10 @@ class ExactMatcher:
         return Found(positions, rows.astype(np.int64))
 
     def pairs_within(self, documents: Documents) -> Found:
-        # Equal low words are candidates; the high word decides.
-        later, earlier = equal_pairs(documents.exact[:, 1:])
+        if len(documents.exact) <= SMALL_BATCH:
+            later, earlier = all_pairs(len(documents.exact))
+        else:  # equal low words are candidates; the high word decides
+            later, earlier = equal_pairs(documents.exact[:, 1:])
         same = (documents.exact[later] == documents.exact[earlier]).all(axis=1)
         return Found(later[same], earlier[same])
 
@@ -153,7 +164,7 @@ class SimHashMatcher:
         return Found(positions_of(ends), rows.astype(np.int64))
 
     def pairs_within(self, documents: Documents) -> Found:
-        later, earlier = np.tril_indices(len(documents.simhash), -1)
+        later, earlier = all_pairs(len(documents.simhash))
         distances = np.bitwise_count(documents.simhash[later] ^ documents.simhash[earlier])
         near = np.flatnonzero(distances <= self.max_distance)
         return Found(later[near].astype(np.int64), earlier[near].astype(np.int64))
@@ -169,6 +180,11 @@ class SimHashMatcher:
 
     def merge(self, release_below: int = 0) -> bool:
         return self.index.merge(release_below)
+
+
+# All pairs of a batch compare K values each: below this many documents that beats
+# hashing and sorting band keys (~16 us at 7 documents against ~6).
+SMALL_MINHASH_BATCH = 16
 
 
 class MinHashMatcher:
@@ -199,9 +215,26 @@ class MinHashMatcher:
 
     def pairs_within(self, documents: Documents) -> Found:
         # A whole band in common (what the index's tables find), then verified.
-        later, earlier = equal_pairs(self.index.band_keys(documents.minhash))
-        agree = np.count_nonzero(documents.minhash[later] == documents.minhash[earlier], axis=1)
-        verified = agree >= min_matches(self.threshold, self.num_perm)
+        signatures = documents.minhash
+        needed = min_matches(self.threshold, self.num_perm)
+        if len(signatures) <= SMALL_MINHASH_BATCH:
+            # Verified first, so that the usual batch of distinct documents needs no
+            # band keys: a pair below the estimate is out whatever bands it shares, and
+            # no pair reaches it when all pairs together agree less often.
+            later, earlier = all_pairs(len(signatures))
+            equal = signatures[later] == signatures[earlier]
+            if np.count_nonzero(equal) < needed:
+                return Found.none()
+            verified = np.flatnonzero(np.count_nonzero(equal, axis=1) >= needed)
+            if not len(verified):
+                return Found.none()
+            later, earlier = later[verified], earlier[verified]
+            keys = self.index.band_keys(signatures)
+            banded = (keys[later] == keys[earlier]).any(axis=1)
+            return Found(later[banded], earlier[banded])
+        later, earlier = equal_pairs(self.index.band_keys(signatures))
+        agree = np.count_nonzero(signatures[later] == signatures[earlier], axis=1)
+        verified = agree >= needed
         return Found(later[verified], earlier[verified])
 
     def backlog(self) -> Backlog:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -18,6 +19,23 @@ METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
     tuple(method for bit, method in zip((1, 2, 4, 8), METHOD_ORDER, strict=True) if bits & bit)
     for bits in range(16)
 )
+
+
+# Batches up to this size find their pairs by comparing every pair: below it that beats
+# sorting keys (single inserts gathered by a loop turn are batches of a few documents).
+SMALL_BATCH = 64
+
+
+@functools.lru_cache(maxsize=SMALL_BATCH + 1)
+def all_pairs(count: int) -> tuple[Rows, Rows]:
+    """(later, earlier) of every pair of ``count`` positions, read-only and cached:
+    np.tril_indices costs ~10 us a call, more than comparing the pairs of a few documents.
+    O(count^2) memory once per count."""
+    later, earlier = np.tril_indices(count, -1)
+    pairs = (later.astype(np.int64), earlier.astype(np.int64))
+    for array in pairs:
+        array.flags.writeable = False
+    return pairs
 
 
 def equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
