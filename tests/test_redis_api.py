@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from app.config import Settings
 from app.redis_store.connect import connect
 from app.redis_store.wire import Wire
+from tests import test_ngram_api as ngram_api
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
 from tests.redis_servers import RedisServer, redis_server, standalone
@@ -48,6 +49,9 @@ from tests.test_api import (  # noqa: F401 (collected again here, on the Redis b
     test_similar_excludes_itself_and_checks_its_parameters,
     test_skip_reports_the_duplicate_and_stores_nothing,
     test_unknown_collection_everywhere_is_404,
+)
+from tests.test_ngram_api import (  # noqa: F401 (collected again here, on the Redis backend)
+    test_titles_match_in_the_default_collection_with_no_settings,
 )
 
 __all__ = ["redis_server"]  # a fixture, used by name
@@ -106,12 +110,15 @@ def _window(rng: random.Random) -> dict[str, int]:
 
 
 def _operations(
-    seed: int, count: int, windows: bool = False
+    seed: int, count: int, windows: bool = False, shorts: bool = False
 ) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
     """(kind, method, path under the collection, JSON body or query) of a seeded stream;
-    with ``windows``, PATCHes of the collection's match window among them."""
+    with ``windows``, PATCHes of the collection's match window among them; with
+    ``shorts``, short texts too (the n-gram index's)."""
     rng = random.Random(seed)
     bases = [english_like_text(random.Random(seed * 100 + i), 900) for i in range(6)]
+    if shorts:
+        bases += [english_like_text(random.Random(seed * 100 + i), 60) for i in range(6, 10)]
     sent: list[dict[str, Any]] = []
     for _ in range(count):
         if windows and rng.random() < 0.05:
@@ -183,8 +190,21 @@ def test_a_stream_with_match_windows_answers_as_the_embedded_service(
     compare_stream(redis_server.url, tmp_path, 4, windows=True)
 
 
+@pytest.mark.parametrize("seed", [5, 6])
+def test_a_stream_with_short_texts_answers_as_the_embedded_service(
+    redis_server: RedisServer, tmp_path: Path, seed: int
+) -> None:
+    """The default settings: the n-gram index of short texts too."""
+    compare_stream(redis_server.url, tmp_path, seed, shorts=True)
+
+
 def compare_stream(
-    url: str, tmp_path: Path, seed: int, windows: bool = False, **settings: Any
+    url: str,
+    tmp_path: Path,
+    seed: int,
+    windows: bool = False,
+    shorts: bool = False,
+    **settings: Any,
 ) -> None:
     """Inserts (batches with retries, conflicts, empty texts and skips, single inserts,
     replacements), deletes, searches, similar and gets, sent to the embedded service and
@@ -196,17 +216,18 @@ def compare_stream(
         served(tmp_path / "embedded", **LIMITS) as embedded,
         served(tmp_path / "redis", backend=url, **LIMITS, **settings) as over_redis,
     ):
-        created_with: dict[str, Any] = {"ngram": {"enabled": False}}
+        created_with: dict[str, Any] = {} if shorts else {"ngram": {"enabled": False}}
         if windows:
             created_with["match_window"] = "2d"
         for made in (embedded, over_redis):
             created = made.put("/v1/collections/stream", json=created_with)
             assert created.status_code == 201
         seen: Counter[tuple[str, int]] = Counter()
-        for name, method, path, payload in _operations(seed, 300, windows):
+        for name, method, path, payload in _operations(seed, 300, windows, shorts):
             expected = _answer(embedded, method, path, payload)
             assert _answer(over_redis, method, path, payload) == expected, (name, payload)
             seen[(name, expected[0])] += 1
+            seen[("ngram", 0)] += "'ngram'" in repr(expected[1])
         stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
     assert stats[1]["documents"] == stats[0]["documents"] > 0
     assert stats[1]["duplicates"] == stats[0]["duplicates"] > 0
@@ -214,15 +235,12 @@ def compare_stream(
     assert seen[("insert", 409)] and seen[("insert", 200)] and seen[("insert", 201)], seen
     assert seen[("delete", 204)] and seen[("delete", 404)] and seen[("put", 200)], seen
     assert seen[("patch", 200)] or not windows, seen
+    assert seen[("ngram", 0)] or not shorts, seen  # short texts matched by the n-gram index
 
 
 def test_settings_the_backend_cannot_honour_are_refused(client: TestClient) -> None:
-    """The n-gram index is off by default here; asking for it otherwise, or for
-    retention or limits, is 422 unsupported_setting, and nothing is created."""
-    default = client.get("/v1/collections/default").json()["settings"]
-    assert default["ngram"]["enabled"] is False
+    """Retention or limits are 422 unsupported_setting, and nothing is created."""
     for settings in (
-        {"ngram": {"max_chars": 280}},
         {"retention": {"max_age": "7d"}},
         {"retention": {"max_documents": 10}},
         {"limits": {"max_documents": 10}},
@@ -384,3 +402,41 @@ def test_a_match_window_changed_through_one_process_applies_in_the_other(
         # Searches are not windowed.
         found = other.post(f"{news}/search", json={"text": text}).json()["matches"]
         assert [m["id"] for m in found] == ["first", "later", "third"]
+
+
+def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """tests/test_ngram_api.py's brute force over Python sets of q-grams, on Redis:
+    batches (each matching its own earlier texts), single inserts, deletes, then every
+    query's n-gram matches exactly those at or above the threshold, with their Jaccard;
+    through a second process too."""
+    emptied(redis_server.url)
+    texts = ngram_api.short_texts(1, 300)
+    stored = {f"s{i}": text for i, text in enumerate(texts)}
+    queries = ngram_api.short_texts(2, 60) + texts[::10]
+    deleted = [f"s{i}" for i in range(0, 300, 7)]
+    short = ngram_api.SHORT
+    for run in range(2):
+        for client in make_client(tmp_path / f"run{run}", backend=redis_server.url):
+            if run == 0:
+                assert client.put(short, json=ngram_api.SETTINGS).status_code == 201
+                items = list(stored.items())
+                for start in range(0, 150, 50):
+                    batch = [{"id": i, "text": t} for i, t in items[start : start + 50]]
+                    results = client.post(f"{short}/documents/batch", json={"documents": batch})
+                    assert all("error" not in r for r in results.json()["results"])
+                for number, (document_id, text) in enumerate(items[150:], start=150):
+                    body = {"id": document_id, "text": text}
+                    answer = client.post(f"{short}/documents", json=body)
+                    assert answer.status_code == 201
+                    best = ngram_api.expected_matches(text, dict(items[:number]))
+                    got = {m["id"]: m["similarity"] for m in answer.json()["matches"]}
+                    assert set(got) <= set(best) and len(got) == min(len(best), 10)
+                    assert all(got[i] == best[i] for i in got)
+                for document_id in deleted:
+                    assert client.delete(f"{short}/documents/{document_id}").status_code == 204
+            live = {i: t for i, t in stored.items() if i not in deleted}
+            for query in queries:
+                found = ngram_api.found_by_ngram(client, query)
+                assert found == ngram_api.expected_matches(query, live), query

@@ -241,6 +241,30 @@ def code_points(texts: Sequence[str]) -> tuple[CodePoints, Offsets]:
     return np.frombuffer(joined, dtype=np.uint32), offsets
 
 
+def gram_sets(
+    texts: Sequence[str], size: int = DEFAULT_SIZE, cjk_size: int | None = None
+) -> list[npt.NDArray[np.uint64]]:
+    """The distinct q-gram codes of each normalised text, ascending: the sets whose
+    Jaccard NgramIndex compares (for a store that keeps its own index, app/redis_store).
+
+    >>> [codes.size for codes in gram_sets(["quake hits tokyo", "ab", ""], 3)]
+    [14, 1, 0]
+    """
+    if not texts:
+        return []
+    data, starts, chars, widths = kernels.pack_texts(*code_points(texts))
+    codes, ends = kernels.code_sets(
+        data,
+        starts,
+        chars,
+        widths,
+        np.arange(len(texts), dtype=np.int64),
+        size,
+        size if cjk_size is None else cjk_size,
+    )
+    return np.split(codes, ends[:-1])
+
+
 class NgramIndex:
     """Exact Jaccard search over character q-gram sets of short, normalised texts.
 

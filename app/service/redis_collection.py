@@ -54,12 +54,20 @@ from app.errors import (
     StorageUnavailable,
     UnknownDocument,
 )
+from app.redis_store.grams import GramTable
 from app.redis_store.layout import Layout
-from app.redis_store.store import NewDocuments, RedisStore, RowData, Status, Written
+from app.redis_store.store import Floats, NewDocuments, RedisStore, RowData, Status, Written
 from app.redis_store.wire import Command, ReplicasBehind
 from app.service.coalesce import Options, SingleInserts
-from app.service.indexes import DocumentIndex, ExactMatcher, MinHashMatcher, SimHashMatcher
-from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, SIMHASH
+from app.service.indexes import (
+    DocumentIndex,
+    ExactMatcher,
+    MinHashMatcher,
+    NgramMatcher,
+    SimHashMatcher,
+)
+from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
+from app.service.redis_ngram import RedisNgram
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -75,7 +83,6 @@ from app.service.types import (
 
 # Members of a cluster read a page at a time when its first document is gone.
 MEMBER_PAGE = 32
-_BITS = {"exact": EXACT, "simhash": SIMHASH, "minhash": MINHASH}
 
 
 class Failures:
@@ -115,6 +122,7 @@ class Resolved:
     config: CollectionConfig
     layout: Layout
     matchers: list[DocumentIndex] = field(compare=False)
+    ngram: RedisNgram | None = field(compare=False)
 
     @staticmethod
     def of(name: str, key: str, config: CollectionConfig, namespace: str) -> Resolved:
@@ -132,7 +140,14 @@ class Resolved:
             matchers.append(SimHashMatcher(config.simhash.max_distance))
         if config.minhash.enabled:
             matchers.append(MinHashMatcher(config.minhash.threshold, config.minhash.num_perm))
-        return Resolved(name, key, config, layout, matchers)
+        ngram = None
+        if config.ngram.enabled:
+            settings = config.ngram
+            matchers.append(NgramMatcher(settings.threshold, settings.size, settings.cjk_size))
+            # Beside the store's tables: the same hash tags, so the same slots.
+            table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits)
+            ngram = RedisNgram(settings, table)
+        return Resolved(name, key, config, layout, matchers, ngram)
 
     @property
     def num_perm(self) -> int:
@@ -145,12 +160,15 @@ class Resolved:
     def members_key(self, cluster: int) -> bytes:
         return f"{{{self.layout.namespace}:{self.key}:c{cluster}}}".encode()
 
-    def retry_methods(self) -> tuple[Any, ...]:
+    def retry_methods(self, record: _Record) -> tuple[Any, ...]:
+        """Every index that holds a document (the n-gram index: short texts only)."""
         bits = EXACT
         if self.config.simhash.enabled:
             bits |= SIMHASH
         if self.config.minhash.enabled:
             bits |= MINHASH
+        if self.ngram is not None and record.short is not None:
+            bits |= NGRAM
         return METHODS_OF_BITS[bits]
 
 
@@ -181,6 +199,7 @@ class _Record:
     cluster_name: str
     metadata: dict[str, Any] | None
     text: str | None
+    short: str | None = None  # the normalised text, when the n-gram index holds it
 
     def pack(self) -> bytes:
         return orjson.dumps(
@@ -191,13 +210,16 @@ class _Record:
                 "n": self.cluster_name,
                 "m": self.metadata,
                 "t": self.text,
+                "q": self.short,
             }
         )
 
     @staticmethod
     def unpack(raw: bytes) -> _Record:
         data = orjson.loads(raw)
-        return _Record(data["s"], data["c"], data["k"], data["n"], data["m"], data["t"])
+        return _Record(
+            data["s"], data["c"], data["k"], data["n"], data["m"], data["t"], data.get("q")
+        )
 
 
 class _Held:
@@ -215,6 +237,22 @@ class _Held:
 
     def seqs(self, at: Rows) -> Rows:
         return np.array([self.record(i).seq for i in at.tolist()], dtype=np.int64)
+
+
+def _joined(first: RowData, second: RowData) -> RowData:
+    """The rows of two reads together, sorted by row (a row in both: the first's)."""
+    rows = np.concatenate([first.rows, second.rows])
+    _, unique = np.unique(rows, return_index=True)
+    ids, records = first.ids + second.ids, first.records + second.records
+    return RowData(
+        rows[unique],
+        np.concatenate([first.simhash, second.simhash])[unique],
+        np.concatenate([first.exact, second.exact])[unique],
+        np.concatenate([first.timestamps, second.timestamps])[unique],
+        np.concatenate([first.signatures, second.signatures])[unique],
+        [ids[i] for i in unique.tolist()],
+        [records[i] for i in unique.tolist()],
+    )
 
 
 def _digest(exact: npt.NDArray[np.uint64], metadata: dict[str, Any] | None) -> bytes:
@@ -271,18 +309,26 @@ class _Scored:
         return list(itertools.pairwise(bounds))
 
 
-def _combined(parts: list[tuple[Rows, Rows, int]]) -> tuple[Rows, Rows, npt.NDArray[np.uint8]]:
-    """(positions, keys, method bits): each (position, key) once, with every method's bit."""
+# A method's pairs: (positions, keys, bit, exact similarity of each pair or None).
+Part = tuple[Rows, Rows, int, "npt.NDArray[np.float64] | None"]
+
+
+def _combined(parts: list[Part]) -> tuple[Rows, Rows, npt.NDArray[np.uint8], Floats]:
+    """(positions, keys, method bits, exact similarity or NaN): each (position, key)
+    once, with every method's bit (as Collection's _combined)."""
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.uint8)
-    positions = np.concatenate([p for p, _, _ in parts]).astype(np.int64)
-    keys = np.concatenate([k for _, k, _ in parts]).astype(np.int64)
-    bits = np.concatenate([np.full(len(k), bit, np.uint8) for _, k, bit in parts])
+        return empty, empty, np.zeros(0, dtype=np.uint8), np.zeros(0)
+    positions = np.concatenate([p for p, _, _, _ in parts]).astype(np.int64)
+    keys = np.concatenate([k for _, k, _, _ in parts]).astype(np.int64)
+    bits = np.concatenate([np.full(len(k), bit, np.uint8) for _, k, bit, _ in parts])
+    known = np.concatenate([np.full(len(k), np.nan) if s is None else s for _, k, _, s in parts])
     unique, inverse = np.unique((positions << 32) | keys, return_inverse=True)
     methods = np.zeros(len(unique), dtype=np.uint8)
     np.bitwise_or.at(methods, inverse, bits)
-    return unique >> 32, unique & 0xFFFFFFFF, methods
+    exact_similarity = np.full(len(unique), np.nan)
+    np.fmax.at(exact_similarity, inverse, known)  # fmax keeps a number over NaN
+    return unique >> 32, unique & 0xFFFFFFFF, methods, exact_similarity
 
 
 def _scored(
@@ -295,16 +341,20 @@ def _scored(
     signatures: npt.NDArray[np.uint32],
     ages: Rows,
     min_similarity: float | None,
+    exact_similarity: Floats,
 ) -> _Scored:
-    """The embedded service's scores (Collection._scored, without the n-gram index):
-    the MinHash estimate, or with MinHash off 1 - distance / 64, to 6 decimals."""
+    """The embedded service's scores (Collection._scored): the MinHash estimate, or the
+    n-gram index's exact Jaccard where it found the pair and that is higher; with
+    MinHash off, that Jaccard where there is one, else 1 - distance / 64; 6 decimals."""
     distances = np.bitwise_count(simhashes ^ queries.simhash[positions]).astype(np.int64)
     num_perm = resolved.num_perm
     if num_perm:
         agree = np.count_nonzero(signatures == queries.minhash[positions], axis=1)
-        similarity = np.round(agree / num_perm, 6)
+        similarity = np.fmax(agree / num_perm, exact_similarity)
     else:
-        similarity = np.round(1.0 - distances / 64.0, 6)
+        estimate = 1.0 - distances / 64.0
+        similarity = np.where(np.isnan(exact_similarity), estimate, exact_similarity)
+    similarity = np.round(similarity, 6)
     scored = _Scored(positions, keys, bits, similarity, distances, ages)
     if min_similarity is not None:
         keep = similarity >= min_similarity
@@ -408,6 +458,7 @@ class RedisCollection:
                 data.simhash[at : at + 1],
                 data.signatures[at : at + 1, : resolved.num_perm],
                 data.exact[at : at + 1],
+                [own.record(at).short] if resolved.ngram is not None else None,
             )
             exclude = data.rows[at : at + 1]
             scored, held, _ = self._match_store(resolved, store, fingerprints, query, exclude)
@@ -446,8 +497,11 @@ class RedisCollection:
         }
 
     def backlogs(self) -> dict[str, Backlog]:
-        """Redis's sorted sets take every entry at once: no buffer, no tombstones."""
-        return {}
+        """Per index: Redis's sorted sets take every entry at once, so no buffer and no
+        tombstones."""
+        with storage_errors(self._backend.failures):
+            resolved = self._backend.resolve(self.name)
+        return {matcher.name: Backlog(0, 0) for matcher in resolved.matchers}
 
     # ------------------------------------------------------------------ matching
 
@@ -462,11 +516,14 @@ class RedisCollection:
     ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
         config = resolved.config
         fingerprints, kept = fingerprint_nonempty(
-            list(texts), config.fingerprint_params, html=html, short_chars=0
+            list(texts), config.fingerprint_params, html=html, short_chars=config.short_chars
         )
         if not resolved.num_perm:
             fingerprints = Fingerprints(
-                fingerprints.simhash, fingerprints.minhash[:, :0], fingerprints.exact
+                fingerprints.simhash,
+                fingerprints.minhash[:, :0],
+                fingerprints.exact,
+                fingerprints.shorts,
             )
         return fingerprints, kept
 
@@ -481,29 +538,46 @@ class RedisCollection:
         stamps: Rows | None = None,
     ) -> tuple[_Scored, _Held, list[Any]]:
         """Every stored document matching each of a batch of documents, by any method
-        (two round trips), within since / until, and with ``stamps`` (the times of a
-        batch being inserted) within the collection's match window of each, scored and
-        sorted best first."""
+        (two round trips; a third for short texts found by the n-gram index alone),
+        within since / until, and with ``stamps`` (the times of a batch being inserted)
+        within the collection's match window of each, scored and sorted best first.
+        The replies to ``also`` (sent in the first round trip) come last."""
+        ngram = resolved.ngram
+        probes = ngram.probes(fingerprints.shorts) if ngram is not None else None
+        probing = probes.commands if probes is not None else []
         found = store.search(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
             fingerprints.exact,
             max_distance=query.max_distance,
             threshold=query.min_similarity,
-            also=also,
+            also=[*also, *probing],
         )
-        held = _Held(found.rows)
-        parts: list[tuple[Rows, Rows, int]] = []
-        for name, part in (("exact", found.exact), ("simhash", found.simhash)):
-            parts.append((part.positions, part.rows, _BITS[name]))
-        parts.append((found.minhash.positions, found.minhash.rows, MINHASH))
-        positions, rows, bits = _combined([p for p in parts if len(p[1])])
-        if exclude is not None and len(rows):
-            keep = rows != exclude[positions]
-            positions, rows, bits = positions[keep], rows[keep], bits[keep]
         data = found.rows
+        parts: list[Part] = [
+            (found.exact.positions, found.exact.rows, EXACT, None),
+            (found.simhash.positions, found.simhash.rows, SIMHASH, None),
+            (found.minhash.positions, found.minhash.rows, MINHASH, None),
+        ]
+        if ngram is not None and probes is not None and probes.commands:
+            positions, rows = ngram.candidates(probes, found.also[len(also) :])
+            missing = np.setdiff1d(rows, data.rows)
+            if len(missing):  # found by the n-gram index alone: their records now
+                data = _joined(data, store.rows(missing))
+            live = np.isin(rows, data.rows)
+            positions, rows = positions[live], rows[live]
+            held = _Held(data)
+            texts = [held.record(i).short for i in data.index(rows).tolist()]
+            bar = max(ngram.threshold, query.min_similarity or 0.0)
+            positions, rows, similarity = ngram.verified(probes, positions, rows, texts, bar)
+            parts.append((positions, rows, NGRAM, similarity))
+        held = _Held(data)
+        positions, rows, bits, exact_similarity = _combined([p for p in parts if len(p[1])])
+        keep = np.ones(len(rows), dtype=np.bool_)
+        if exclude is not None:
+            keep &= rows != exclude[positions]
         at = data.index(rows)
-        keep = _in_range(data.timestamps[at], query.since, query.until)
+        keep &= _in_range(data.timestamps[at], query.since, query.until)
         window = resolved.config.match_window_us
         if stamps is not None and window is not None:
             keep &= np.abs(data.timestamps[at] - stamps[positions]) <= window
@@ -518,8 +592,9 @@ class RedisCollection:
             data.signatures[at],
             held.seqs(at),
             query.min_similarity,
+            exact_similarity[keep],
         )
-        return scored, held, found.also
+        return scored, held, found.also[: len(also)]
 
     def _matches(
         self, scored: _Scored, held: _Held, span: tuple[int, int], limit: int
@@ -545,11 +620,11 @@ class RedisCollection:
         """(later, earlier) documents of one batch matching by the indexes' own rules,
         the earlier within since / until and the match window of the later: a batch
         answers as one-by-one inserts would."""
-        parts = []
+        parts: list[Part] = []
         for matcher in resolved.matchers:
             pairs = matcher.pairs_within(fingerprints)
-            parts.append((pairs.positions, pairs.rows, matcher.bit))
-        later, earlier, bits = _combined([p for p in parts if len(p[1])])
+            parts.append((pairs.positions, pairs.rows, matcher.bit, pairs.similarity))
+        later, earlier, bits, exact_similarity = _combined([p for p in parts if len(p[1])])
         keep = _in_range(stamps[earlier], query.since, query.until)
         window = resolved.config.match_window_us
         if window is not None:
@@ -565,6 +640,7 @@ class RedisCollection:
             fingerprints.minhash[earlier],
             earlier,  # within a batch, the earlier position is the older
             None,
+            exact_similarity[keep],
         )
 
     # ------------------------------------------------------------------ writes
@@ -621,6 +697,9 @@ class RedisCollection:
             if store.remove([document_id])[0] < 0:
                 raise UnknownDocument(self.name, document_id)  # removed meanwhile
             commands: list[Command] = [("ZREM", resolved.members_key(record.cluster), document_id)]
+            if resolved.ngram is not None and record.short is not None:
+                row = held.data.rows[at : at + 1]
+                commands += resolved.ngram.writes("ZREM", [record.short], row)
             if record.cluster != record.seq:
                 commands.append(("HINCRBY", resolved.counters_key(), "duplicates", -1))
             store.wire.send(commands, durable=True)
@@ -726,7 +805,7 @@ class _Insertion:
             inserted=False,
             duplicate_of=document_id,
             cluster_id=record.cluster_name,
-            matches=[Match(document_id, 1.0, 0, self.resolved.retry_methods())],
+            matches=[Match(document_id, 1.0, 0, self.resolved.retry_methods(record))],
         )
 
     def _match(
@@ -835,6 +914,7 @@ class _Insertion:
                 entry.cluster_name,
                 document.metadata,
                 document.text if resolved.config.store_text else None,
+                self._short(entry.position),
             )
             new_records[entry.position] = record
             commands.append(
@@ -867,11 +947,49 @@ class _Insertion:
             ]
             store.wire.send(leave + commands, durable=True)
             written = store.insert(batch, replace=replace)
+            if resolved.ngram is not None:
+                self._index_shorts(resolved.ngram, positions, written, new_records, retried)
             self._settle(positions, written, new_records, retried)
         for position, record in retried.items():
             if position not in self.refused and self.results[position] is None:
                 self.results[position] = self._retry_result(position, record)
         self._oldest()
+
+    def _short(self, position: int) -> str | None:
+        """The normalised text of a short document (the n-gram index's), else None."""
+        shorts = self.fingerprints.shorts
+        return None if shorts is None else shorts[int(self.fingerprint_at[position])]
+
+    def _index_shorts(
+        self,
+        ngram: RedisNgram,
+        positions: list[int],
+        written: Written,
+        new_records: dict[int, _Record],
+        retried: dict[int, _Record],
+    ) -> None:
+        """The n-gram entries of the short texts stored (and of retries: their first
+        attempt may have died before writing them; an entry written twice is one), and
+        the removal of those of replaced documents. After the store's insert: a row is
+        in a table only once its fields are written."""
+        adds: tuple[list[str], list[int]] = ([], [])
+        removes: tuple[list[str], list[int]] = ([], [])
+        for i, position in enumerate(positions):
+            status = int(written.status[i])
+            record = new_records.get(position) or retried.get(position)
+            stored = status in (Status.INSERTED, Status.REPLACED) or (
+                status == Status.SAME and position in retried
+            )
+            if stored and record is not None and record.short is not None:
+                adds[0].append(record.short)
+                adds[1].append(int(written.rows[i]))
+            old = self.old_records.get(position)
+            if status == Status.REPLACED and old is not None and old.short is not None:
+                removes[0].append(old.short)
+                removes[1].append(int(written.replaced[i]))
+        commands = ngram.writes("ZADD", adds[0], np.array(adds[1], dtype=np.int64))
+        commands += ngram.writes("ZREM", removes[0], np.array(removes[1], dtype=np.int64))
+        self.store.wire.send(commands, durable=True)
 
     def _settle(
         self,

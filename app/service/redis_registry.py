@@ -9,13 +9,12 @@ created, changed or dropped by another process is seen at once. ``match_window``
 change (PATCH, or PUT with a new value), by a compare-and-set of the settings.
 
 What this backend does not do yet is refused when a collection is created or changed
-(422 ``unsupported_setting``): the n-gram index of short texts (off by default here),
-retention, and ``limits``; ``NEARDUP_MAX_DOCUMENTS`` is refused by the settings.
+(422 ``unsupported_setting``): retention and ``limits``; ``NEARDUP_MAX_DOCUMENTS`` is
+refused by the settings.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import uuid
@@ -23,7 +22,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from app.collection_config import CollectionConfig, NgramConfig
+from app.collection_config import CollectionConfig
 from app.errors import (
     SettingsConflict,
     StorageUnavailable,
@@ -59,13 +58,8 @@ return 0
 
 
 def supported(config: CollectionConfig) -> CollectionConfig:
-    """The settings as this backend keeps them: the n-gram index off unless asked for
-    otherwise than by default; UnsupportedSetting for what it cannot do yet."""
-    if config.ngram == NgramConfig():
-        config = dataclasses.replace(config, ngram=dataclasses.replace(config.ngram, enabled=False))
+    """The settings, or UnsupportedSetting for what this backend cannot do yet."""
     refused = []
-    if config.ngram.enabled:
-        refused.append("ngram (the n-gram index of short texts)")
     if config.retention.enabled:
         refused.append("retention")
     if config.limits.max_documents is not None:

@@ -1,0 +1,119 @@
+"""The n-gram index of short texts in Redis: prefix entries of q-gram sets, by token.
+
+A short text's distinct q-grams (app/core/ngram.py's codes) are ordered by
+``fmix64(code)`` (then by code), one global order that needs no statistics and never
+changes, so that every process indexes and probes alike. A stored set of n tokens puts
+its first ``prefix_length(n, t, k)`` tokens in the index (AllPairs' prefix filter with k
+meetings, as in NgramIndex); a query probes its own prefix, and a stored set is a
+candidate when it meets the query in min(k, fewest shared tokens) of them. Candidates
+are verified by the caller with the exact Jaccard of the two sets.
+
+Entries are members of sorted sets scored 0, ordered by their bytes::
+
+    member = order key (uint64 BE) | set size (uint16 BE) | row (uint32 BE)
+
+in ``{nd:<collection>:t<shard>}g``, the shard being the order key's top ``shard_bits``
+bits: the same hash tags (slots) as the store's other tables. One token's entries with
+an admissible set size (t m <= n <= m / t for a query of m tokens) are one
+``ZRANGE key [<key><low size> [<key><high size>\\xff.. BYLEX``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.core.types import Rows
+from app.redis_store.wire import Command
+
+U64 = npt.NDArray[np.uint64]
+MEMBER_BYTES = 8 + 2 + 4
+MAX_SET_SIZE = (1 << 16) - 1
+_TOP = b"\xff" * 5  # above every row after a size
+
+
+def order_keys(codes: U64) -> U64:
+    """``fmix64`` of each code (MurmurHash3's finaliser, as the kernels compute it)."""
+    value = np.asarray(codes, dtype=np.uint64).copy()
+    value ^= value >> np.uint64(33)
+    value *= np.uint64(0xFF51AFD7ED558CCD)
+    value ^= value >> np.uint64(33)
+    value *= np.uint64(0xC4CEB93F40A6BEC5)
+    value ^= value >> np.uint64(33)
+    return value
+
+
+def ordered(codes: U64) -> U64:
+    """The order keys of a set's distinct codes, in the global order."""
+    keys = order_keys(codes)
+    return keys[np.lexsort((codes, keys))]
+
+
+@dataclass(frozen=True, slots=True)
+class GramTable:
+    """The sorted sets of one collection's n-gram index.
+
+    >>> table = GramTable(b"{nd:c:t", shard_bits=4)
+    >>> [command[:2] for command in table.writes("ZADD", np.array([0xA1 << 56],
+    ...     dtype=np.uint64), np.array([3]), np.array([7]))]
+    [('ZADD', b'{nd:c:ta}g')]
+    """
+
+    prefix: bytes  # the hash tag up to the shard, e.g. b"{nd:news:t"
+    shard_bits: int
+
+    def key(self, shard: int) -> bytes:
+        return b"%s%x}g" % (self.prefix, shard)
+
+    def _shards(self, keys: U64) -> list[int]:
+        if self.shard_bits == 0:
+            return [0] * len(keys)
+        shifted = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
+        return [int(s) for s in shifted.tolist()]
+
+    def writes(self, command: str, keys: U64, sizes: Rows, rows: Rows) -> list[Command]:
+        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row), one command per
+        set touched."""
+        if not len(keys):
+            return []
+        packed = np.zeros((len(keys), MEMBER_BYTES), dtype=np.uint8)
+        packed[:, :8] = np.asarray(keys, dtype=">u8").view(np.uint8).reshape(-1, 8)
+        capped = np.minimum(np.asarray(sizes), MAX_SET_SIZE).astype(">u2")
+        packed[:, 8:10] = capped.view(np.uint8).reshape(-1, 2)
+        packed[:, 10:] = np.asarray(rows).astype(">u4").view(np.uint8).reshape(-1, 4)
+        by_key: dict[bytes, list[bytes]] = defaultdict(list)
+        for shard, member in zip(self._shards(keys), packed, strict=True):
+            by_key[self.key(shard)].append(member.tobytes())
+        commands: list[Command] = []
+        for key, members in by_key.items():
+            if command == "ZADD":
+                commands.append(("ZADD", key, *[part for m in members for part in (0, m)]))
+            else:
+                commands.append(("ZREM", key, *members))
+        return commands
+
+    def lookups(self, keys: U64, low_size: int, high_size: int) -> list[Command]:
+        """One range read per token: its entries of sets of low_size to high_size tokens."""
+        low = min(max(low_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
+        high = min(max(high_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
+        raw = np.asarray(keys, dtype=">u8").tobytes()
+        return [
+            ("ZRANGE", self.key(shard), b"[" + token + low, b"[" + token + high + _TOP, "BYLEX")
+            for shard, token in zip(
+                self._shards(keys), (raw[at : at + 8] for at in range(0, len(raw), 8)), strict=True
+            )
+        ]
+
+    @staticmethod
+    def decode(members: list[bytes]) -> tuple[Rows, Rows]:
+        """(set sizes, rows) of entries read."""
+        if not members:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        packed = np.frombuffer(b"".join(members), dtype=np.uint8).reshape(-1, MEMBER_BYTES)
+        sizes = np.ascontiguousarray(packed[:, 8:10]).view(">u2").reshape(-1)
+        rows = np.ascontiguousarray(packed[:, 10:]).view(">u4").reshape(-1)
+        return sizes.astype(np.int64), rows.astype(np.int64)
