@@ -69,6 +69,12 @@ def _store(data_dir: str | None) -> SQLiteStore:
     from app.storage.sqlite import SQLiteStore
 
     settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
+    if settings.backend is not None:
+        # The Redis backend keeps no data directory: this would read an unrelated one.
+        sys.exit(
+            "neardup export / import work on the embedded service's data directory, and "
+            "NEARDUP_BACKEND is set (Redis): unset it to use them"
+        )
     return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
 
 

@@ -7,7 +7,9 @@ compared with the embedded service's for the same input; what the backend refuse
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +29,7 @@ from tests import test_ngram_api as ngram_api
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
 from tests.redis_servers import RedisServer, redis_server, standalone
+from tests.server import neardup_command
 from tests.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_a_batch_is_refused_whole_only_when_the_request_is_wrong,
     test_a_chain_of_reissues_lands_in_one_cluster,
@@ -440,3 +443,18 @@ def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(
             for query in queries:
                 found = ngram_api.found_by_ngram(client, query)
                 assert found == ngram_api.expected_matches(query, live), query
+
+
+def test_export_and_import_refuse_to_run_beside_a_redis_backend(tmp_path: Path) -> None:
+    """They read the embedded service's data directory, which a Redis backend has none of."""
+    environment = {**os.environ, "NEARDUP_BACKEND": "redis://127.0.0.1:6379/0"}
+    for command in (["export"], ["import", str(tmp_path / "backup.jsonl")]):
+        ran = subprocess.run(
+            [neardup_command(), *command, "--data-dir", str(tmp_path)],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 1 and "NEARDUP_BACKEND" in ran.stderr, ran.stderr
+    assert not (tmp_path / "neardup.db").exists()
