@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from app.config import Settings
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
     from app.storage.sqlite import SQLiteStore
 # The server's modules (uvicorn, FastAPI, numba) are imported by the commands that use
 # them: `neardup search` and `neardup insert` are HTTP clients and start without them.
@@ -33,11 +35,15 @@ def serve(arguments: argparse.Namespace) -> None:
             ("host", arguments.host),
             ("port", arguments.port),
             ("data_dir", arguments.data_dir),
+            ("workers", arguments.workers),
         )
         if value is not None
     }
     settings = Settings(**overrides)
     log_config = logging_config(settings.log_level, settings.log_format)
+    if settings.workers > 1:
+        _serve_workers(settings, overrides, log_config)
+        return
     logging.config.dictConfig(log_config)
     logs.use_access_log(logs.AccessLog(sys.stderr, settings.log_format))
     try:
@@ -62,6 +68,59 @@ def serve(arguments: argparse.Namespace) -> None:
         workers=1,
         timeout_graceful_shutdown=30,
     )
+
+
+def _serve_workers(
+    settings: Settings, overrides: dict[str, object], log_config: dict[str, object]
+) -> None:
+    """``neardup serve`` with several uvicorn worker processes, on the Redis backend only:
+    each worker is a new interpreter that builds its own app by ``worker_app``."""
+    import uvicorn
+
+    from app.api.auth import InvalidKeys
+    from app.main import create_app
+
+    if settings.backend is None:
+        sys.exit(
+            f"neardup serve: {settings.workers} workers (--workers, NEARDUP_WORKERS) need "
+            "NEARDUP_BACKEND (Redis): the embedded service keeps its indexes in one process, "
+            "so it runs one worker; set NEARDUP_BACKEND=redis://... or use 1 worker"
+        )
+    logging.config.dictConfig(log_config)
+    try:
+        create_app(settings)  # reads the key file: a bad one stops the start here, once
+    except InvalidKeys as error:
+        sys.exit(f"neardup serve: {error}")
+    # The workers read their settings from the environment they inherit: the options too.
+    for name, value in overrides.items():
+        os.environ[f"NEARDUP_{name.upper()}"] = str(value)
+    signal.signal(signal.SIGTERM, _exit_cleanly)  # until uvicorn's supervisor takes it
+    uvicorn.run(
+        f"{__name__}:worker_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        log_config=log_config,
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+        workers=settings.workers,
+        timeout_graceful_shutdown=30,
+    )
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker of ``neardup serve --workers N`` (uvicorn calls it by name in
+    each worker process): logging and the access log as ``serve`` sets them up, the
+    settings from the environment (NEARDUP_*, the command's options included)."""
+    from app import logs
+    from app.main import create_app
+
+    settings = Settings()
+    logging.config.dictConfig(logs.logging_config(settings.log_level, settings.log_format))
+    logs.use_access_log(logs.AccessLog(sys.stderr, settings.log_format))
+    return create_app(settings)
 
 
 def _store(data_dir: str | None) -> SQLiteStore:
@@ -151,6 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_parser.add_argument("--port", type=int, help="port to listen on (default 8000)")
     serve_parser.add_argument("--data-dir", help="data directory (default ./data)")
+    serve_parser.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes (default 1; more only with NEARDUP_BACKEND, the Redis backend)",
+    )
     serve_parser.set_defaults(handler=serve)
 
     export_parser = commands.add_parser(

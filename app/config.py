@@ -63,6 +63,13 @@ class Settings(BaseSettings):
         "Cluster, any of its nodes as seeds): every document, index, cluster and collection "
         "lives in Redis and any number of processes serve the same collections (docs/redis.md).",
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        description="uvicorn worker processes of `neardup serve`. More than one needs "
+        "NEARDUP_BACKEND (Redis: every process is stateless); the embedded service owns its "
+        "indexes in one process.",
+    )
     redis_wait_replicas: int = Field(
         0,
         ge=0,

@@ -31,8 +31,10 @@ def neardup_command() -> str:
 class Server:
     """``with Server(data_dir) as server:`` starts, waits for /readyz, and stops cleanly."""
 
-    def __init__(self, data_dir: Path, **environment: str) -> None:
+    def __init__(self, data_dir: Path, *arguments: str, **environment: str) -> None:
+        """``arguments``: options of ``neardup serve`` (``--workers``, ``2``)."""
         self.data_dir = data_dir
+        self.arguments = arguments
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.environment = {
@@ -48,7 +50,7 @@ class Server:
     def start(self) -> Server:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                [neardup_command(), "serve"],
+                [neardup_command(), "serve", *self.arguments],
                 env=self.environment,
                 stdout=log,
                 stderr=subprocess.STDOUT,
