@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.main import create_app
 from app.redis_store.connect import connect
 from app.redis_store.wire import Wire
 from tests import test_ngram_api as ngram_api
@@ -56,6 +57,7 @@ from tests.test_api import (  # noqa: F401 (collected again here, on the Redis b
 from tests.test_ngram_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_titles_match_in_the_default_collection_with_no_settings,
 )
+from tests.time_model import FakeClock
 
 __all__ = ["redis_server"]  # a fixture, used by name
 
@@ -242,17 +244,13 @@ def compare_stream(
 
 
 def test_settings_the_backend_cannot_honour_are_refused(client: TestClient) -> None:
-    """Retention or limits are 422 unsupported_setting, and nothing is created."""
-    for settings in (
-        {"retention": {"max_age": "7d"}},
-        {"retention": {"max_documents": 10}},
-        {"limits": {"max_documents": 10}},
-    ):
+    """limits is 422 unsupported_setting, and nothing is created."""
+    for settings in ({"limits": {"max_documents": 10}},):
         refused = client.put("/v1/collections/timed", json=settings)
         assert refused.status_code == 422, settings
         assert refused.json()["error"]["code"] == "unsupported_setting"
         assert client.get("/v1/collections/timed").status_code == 404
-    patched = client.patch("/v1/collections/default", json={"retention": {"max_age": "1d"}})
+    patched = client.patch("/v1/collections/default", json={"limits": {"max_documents": 5}})
     assert patched.json()["error"]["code"] == "unsupported_setting"
 
 
@@ -458,3 +456,55 @@ def test_export_and_import_refuse_to_run_beside_a_redis_backend(tmp_path: Path) 
         )
         assert ran.returncode == 1 and "NEARDUP_BACKEND" in ran.stderr, ran.stderr
     assert not (tmp_path / "neardup.db").exists()
+
+
+def _timed_operations(seed: int, count: int) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """The stream of _operations with short texts and match windows, the clock moved
+    now and then, and the retention changed."""
+    rng = random.Random(seed * 7919)
+    for operation in _operations(seed, count, windows=True, shorts=True):
+        if rng.random() < 0.08:
+            yield "tick", "TICK", "", {"seconds": rng.choice([600, 3600, 6 * 3600, 86_400])}
+        if rng.random() < 0.03:
+            retention = {
+                "max_age": rng.choice(["2d", "4d", "7d", None]),
+                "max_documents": rng.choice([10, 25, 40, None]),
+            }
+            yield "patch", "PATCH", "", {"retention": retention}
+        yield operation
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_a_stream_with_retention_answers_as_the_embedded_service(
+    redis_server: RedisServer, tmp_path: Path, seed: int
+) -> None:
+    """Retention by age and by count (changed on the way), a clock that moves, documents
+    expired on arrival, ids of expired documents used again: every answer as the
+    embedded service gives it, on one fake clock; then, both evicted, the same counts."""
+    emptied(redis_server.url)
+    clock = FakeClock(WEEK_START + 7 * 86_400.0)
+    apps = [
+        create_app(Settings(data_dir=tmp_path / name, backend=backend, **LIMITS), clock=clock)
+        for name, backend in (("embedded", None), ("redis", redis_server.url))
+    ]
+    with TestClient(apps[0]) as embedded, TestClient(apps[1]) as over_redis:
+        for app in apps:
+            assert app.state.ready.wait(60), app.state.startup_error
+        created_with = {"retention": {"max_age": "4d", "max_documents": 25}, "match_window": "2d"}
+        for made in (embedded, over_redis):
+            assert made.put("/v1/collections/stream", json=created_with).status_code == 201
+        seen: Counter[tuple[str, int]] = Counter()
+        for name, method, path, payload in _timed_operations(seed, 400):
+            if method == "TICK":
+                clock.advance(payload["seconds"])
+                continue
+            expected = _answer(embedded, method, path, payload)
+            assert _answer(over_redis, method, path, payload) == expected, (name, payload)
+            seen[(name, expected[0])] += 1
+            seen[("not stored", 0)] += "'inserted': False" in repr(expected[1])
+        for app in apps:
+            app.state.registry.evict()
+        stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
+    for key in ("documents", "duplicates", "expiring", "oldest_timestamp"):
+        assert stats[1][key] == stats[0][key], (key, stats)
+    assert stats[1]["evicted"] > 0 and seen[("patch", 200)] and seen[("not stored", 0)], seen

@@ -28,7 +28,7 @@ from redis.exceptions import ResponseError
 from app.redis_store.types import Client
 
 Command = Sequence[Any]
-_KEYED_AT = {b"FCALL": 3, b"FCALL_RO": 3, "FCALL": 3, "FCALL_RO": 3}
+_KEYED_AT = {b"FCALL": 3, b"FCALL_RO": 3, "FCALL": 3, "FCALL_RO": 3, "EVAL": 3, b"EVAL": 3}
 _REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
 
 

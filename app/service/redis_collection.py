@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import threading
 import uuid
@@ -68,6 +69,15 @@ from app.service.indexes import (
 )
 from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
 from app.service.redis_ngram import RedisNgram
+from app.service.redis_retention import (
+    EXPIRE,
+    NO_RETENTION,
+    Mark,
+    cutoff_of,
+    parse_member,
+    time_bytes,
+    time_member,
+)
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -123,9 +133,14 @@ class Resolved:
     layout: Layout
     matchers: list[DocumentIndex] = field(compare=False)
     ngram: RedisNgram | None = field(compare=False)
+    # Had a retention once: what it expired stays expired (the mark is kept and read)
+    # even when the retention is gone.
+    marked: bool = False
 
     @staticmethod
-    def of(name: str, key: str, config: CollectionConfig, namespace: str) -> Resolved:
+    def of(
+        name: str, key: str, config: CollectionConfig, namespace: str, marked: bool = False
+    ) -> Resolved:
         layout = Layout(
             key,
             namespace=namespace,
@@ -147,7 +162,7 @@ class Resolved:
             # Beside the store's tables: the same hash tags, so the same slots.
             table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits)
             ngram = RedisNgram(settings, table)
-        return Resolved(name, key, config, layout, matchers, ngram)
+        return Resolved(name, key, config, layout, matchers, ngram, marked)
 
     @property
     def num_perm(self) -> int:
@@ -156,6 +171,15 @@ class Resolved:
     def counters_key(self) -> bytes:
         """A hash beside the layout's (same slot): seq, duplicates."""
         return self.layout.meta_key() + b"c"
+
+    def time_key(self) -> bytes:
+        """The time index (app/service/redis_retention.py), in the counters' slot."""
+        return self.layout.meta_key() + b"t"
+
+    @property
+    def retains(self) -> bool:
+        """Whether reads and writes must heed a retention mark."""
+        return self.config.retention.enabled or self.marked
 
     def members_key(self, cluster: int) -> bytes:
         return f"{{{self.layout.namespace}:{self.key}:c{cluster}}}".encode()
@@ -401,8 +425,8 @@ class RedisCollection:
 
     def get(self, document_id: str) -> StoredDocument:
         with storage_errors(self._backend.failures):
-            _, store = self._open()
-            held, at = self._held(store, document_id)
+            resolved, store = self._open()
+            held, at = self._held(store, document_id, self._mark(resolved, store))
         record = held.record(at)
         return StoredDocument(
             id=document_id,
@@ -414,11 +438,49 @@ class RedisCollection:
             timestamp=iso_time_us(int(held.data.timestamps[at])),
         )
 
-    def _held(self, store: RedisStore, document_id: str) -> tuple[_Held, int]:
+    def _held(self, store: RedisStore, document_id: str, mark: Mark) -> tuple[_Held, int]:
+        """The stored document with this id, if it is visible (not expired)."""
         rows, data = store.lookup([document_id])
         if rows[0] < 0:
             raise UnknownDocument(self.name, document_id)
-        return _Held(data), int(data.index(rows)[0])
+        held, at = _Held(data), int(data.index(rows)[0])
+        if not mark.visible(int(data.timestamps[at]), held.record(at).seq):
+            raise UnknownDocument(self.name, document_id)  # expired
+        return held, at
+
+    def _mark(self, resolved: Resolved, store: RedisStore) -> Mark:
+        """What the retention expired (the mark as stored, max_age by the clock): a
+        read's view. One round trip, for collections with a retention only."""
+        if not resolved.retains:
+            return NO_RETENTION
+        (member,) = store.wire.send([("HGET", resolved.counters_key(), "mark")])
+        return Mark.of(member, self._cutoff(resolved))
+
+    def _cutoff(self, resolved: Resolved) -> int | None:
+        return cutoff_of(resolved.config.retention.max_age_us, self.clock_us())
+
+    def expire(self, resolved: Resolved, store: RedisStore) -> Mark:
+        """Move the mark up to what the retention expires now (atomic in Redis: every
+        process agrees), and answer it. One round trip, for collections with a retention."""
+        if not resolved.retains:
+            return NO_RETENTION
+        cutoff = self._cutoff(resolved)
+        kept = resolved.config.retention.max_documents or 0
+        (member,) = store.wire.send(
+            [
+                (
+                    "EVAL",
+                    EXPIRE,
+                    2,
+                    resolved.counters_key(),
+                    resolved.time_key(),
+                    b"" if cutoff is None else time_bytes(cutoff),
+                    kept,
+                )
+            ],
+            durable=True,
+        )
+        return Mark.of(member, cutoff)
 
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
         """Documents matching a text, best first; nothing is stored. Two round trips: the
@@ -438,13 +500,16 @@ class RedisCollection:
                         fingerprints,
                         query,
                         also=[self._backend.settings_command(self.name)],
+                        read_mark=True,
                     )
                     if now == raw:
                         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
             resolved, store = self._open()
             self._validate(resolved, query)
             fingerprints = self._fingerprint(resolved, [text], html)
-            scored, held, _ = self._match_store(resolved, store, fingerprints, query)
+            scored, held, _ = self._match_store(
+                resolved, store, fingerprints, query, read_mark=True
+            )
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
@@ -452,7 +517,8 @@ class RedisCollection:
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
             self._validate(resolved, query)
-            own, at = self._held(store, document_id)
+            mark = self._mark(resolved, store)
+            own, at = self._held(store, document_id, mark)
             data = own.data
             fingerprints = Fingerprints(
                 data.simhash[at : at + 1],
@@ -461,7 +527,9 @@ class RedisCollection:
                 [own.record(at).short] if resolved.ngram is not None else None,
             )
             exclude = data.rows[at : at + 1]
-            scored, held, _ = self._match_store(resolved, store, fingerprints, query, exclude)
+            scored, held, _ = self._match_store(
+                resolved, store, fingerprints, query, exclude, mark=mark
+            )
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def _validate(self, resolved: Resolved, query: Query) -> None:
@@ -478,22 +546,38 @@ class RedisCollection:
         _check_range(query.since, query.until)
 
     def stats(self) -> dict[str, Any]:
-        """Documents (the store's count, a round trip over its row groups) and
-        duplicates (a counter kept by the writers). No merges, evictions or retention
-        on this backend; the oldest timestamp is not tracked (null)."""
+        """Documents: the store's count (a round trip over its row groups), or with a
+        retention the time index's entries above the mark (the retention applied
+        first, as in the embedded service); duplicates and evicted: counters the writers
+        and evictors keep (over every process); expiring: entries at or below the mark;
+        the oldest timestamp: the time index's first entry above the mark. No merges."""
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
-            documents = store.count()
-            (duplicates,) = store.wire.send([("HGET", resolved.counters_key(), "duplicates")])
+            mark = self.expire(resolved, store)
+            member = mark.member if mark.member else None
+            above = b"(" + member if member else b"-"
+            time_key = resolved.time_key()
+            commands: list[Command] = [
+                ("HMGET", resolved.counters_key(), "duplicates", "evicted"),
+                ("ZRANGE", time_key, above, b"+", "BYLEX", "LIMIT", 0, 1),
+            ]
+            if member:
+                commands += [
+                    ("ZLEXCOUNT", time_key, above, b"+"),
+                    ("ZLEXCOUNT", time_key, b"-", b"[" + member),
+                ]
+            counters, first, *counts = store.wire.send(commands)
+            documents = int(counts[0]) if member else store.count()
+        oldest = parse_member(first[0])[0] if first else None
         return {
             "documents": documents,
-            "duplicates": max(0, int(duplicates or 0)),
+            "duplicates": max(0, int(counters[0] or 0)),
             "merges": 0,
             "index_bytes": 0,
-            "evicted": 0,
-            "expiring": 0,
-            "oldest_timestamp": None,
-            "oldest_seconds": None,
+            "evicted": int(counters[1] or 0),
+            "expiring": int(counts[1]) if member else 0,
+            "oldest_timestamp": None if oldest is None else iso_time_us(oldest),
+            "oldest_seconds": None if oldest is None else oldest / MICROSECONDS,
         }
 
     def backlogs(self) -> dict[str, Backlog]:
@@ -536,23 +620,32 @@ class RedisCollection:
         exclude: Rows | None = None,
         also: Sequence[Command] = (),
         stamps: Rows | None = None,
+        mark: Mark = NO_RETENTION,
+        read_mark: bool = False,
     ) -> tuple[_Scored, _Held, list[Any]]:
-        """Every stored document matching each of a batch of documents, by any method
-        (two round trips; a third for short texts found by the n-gram index alone),
-        within since / until, and with ``stamps`` (the times of a batch being inserted)
-        within the collection's match window of each, scored and sorted best first.
-        The replies to ``also`` (sent in the first round trip) come last."""
+        """Every visible stored document (``mark``, or with ``read_mark`` the mark read in
+        the first round trip) matching each of a batch of documents, by any method (two
+        round trips; a third for short texts found by the n-gram index alone), within
+        since / until, and with ``stamps`` (the times of a batch being inserted) within
+        the collection's match window of each, scored and sorted best first. The
+        replies to ``also`` (sent in the first round trip) come last."""
         ngram = resolved.ngram
         probes = ngram.probes(fingerprints.shorts) if ngram is not None else None
         probing = probes.commands if probes is not None else []
+        read_mark = read_mark and resolved.retains
+        reading: list[Command] = [("HGET", resolved.counters_key(), "mark")] if read_mark else []
         found = store.search(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
             fingerprints.exact,
             max_distance=query.max_distance,
             threshold=query.min_similarity,
-            also=[*also, *probing],
+            also=[*also, *reading, *probing],
         )
+        if read_mark:
+            mark = Mark.of(found.also[len(also)], self._cutoff(resolved))
+        also_replies = found.also[: len(also)]
+        found = dataclasses.replace(found, also=found.also[len(also) + len(reading) :])
         data = found.rows
         parts: list[Part] = [
             (found.exact.positions, found.exact.rows, EXACT, None),
@@ -560,7 +653,7 @@ class RedisCollection:
             (found.minhash.positions, found.minhash.rows, MINHASH, None),
         ]
         if ngram is not None and probes is not None and probes.commands:
-            positions, rows = ngram.candidates(probes, found.also[len(also) :])
+            positions, rows = ngram.candidates(probes, found.also)
             missing = np.setdiff1d(rows, data.rows)
             if len(missing):  # found by the n-gram index alone: their records now
                 data = _joined(data, store.rows(missing))
@@ -577,6 +670,8 @@ class RedisCollection:
         if exclude is not None:
             keep &= rows != exclude[positions]
         at = data.index(rows)
+        if mark is not NO_RETENTION:
+            keep &= mark.visible_many(data.timestamps[at], held.seqs(at))
         keep &= _in_range(data.timestamps[at], query.since, query.until)
         window = resolved.config.match_window_us
         if stamps is not None and window is not None:
@@ -594,7 +689,7 @@ class RedisCollection:
             query.min_similarity,
             exact_similarity[keep],
         )
-        return scored, held, found.also[: len(also)]
+        return scored, held, also_replies
 
     def _matches(
         self, scored: _Scored, held: _Held, span: tuple[int, int], limit: int
@@ -692,11 +787,15 @@ class RedisCollection:
     def delete(self, document_id: str) -> None:
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
-            held, at = self._held(store, document_id)
+            held, at = self._held(store, document_id, self.expire(resolved, store))
             record = held.record(at)
             if store.remove([document_id])[0] < 0:
                 raise UnknownDocument(self.name, document_id)  # removed meanwhile
-            commands: list[Command] = [("ZREM", resolved.members_key(record.cluster), document_id)]
+            stamp = int(held.data.timestamps[at])
+            commands: list[Command] = [
+                ("ZREM", resolved.members_key(record.cluster), document_id),
+                ("ZREM", resolved.time_key(), time_member(stamp, record.seq, document_id)),
+            ]
             if resolved.ngram is not None and record.short is not None:
                 row = held.data.rows[at : at + 1]
                 commands += resolved.ngram.writes("ZREM", [record.short], row)
@@ -706,6 +805,40 @@ class RedisCollection:
 
     def clock_us(self) -> int:
         return now_us(self._backend.clock)
+
+    def evict(self, resolved: Resolved, store: RedisStore, members: list[bytes]) -> int:
+        """Remove the documents of expired time index entries: those whose record's
+        seq is the entry's (an id stored again since is another document); then the
+        entries, and what each document has beside its fields: its cluster membership,
+        its n-gram entries, the counters. Returns the documents removed."""
+        if not members:
+            return 0
+        entries = [parse_member(member) for member in members]
+        ids = [document_id for _, _, document_id in entries]
+        rows, data = store.lookup(ids)
+        held = _Held(data)
+        doomed: list[tuple[str, _Record, int]] = []
+        for (_, seq, document_id), row in zip(entries, rows.tolist(), strict=True):
+            if row >= 0:
+                record = held.record(int(data.index(np.array([row]))[0]))
+                if record.seq == seq:
+                    doomed.append((document_id, record, row))
+        removed = store.remove([d[0] for d in doomed]) if doomed else np.zeros(0, np.int64)
+        commands: list[Command] = [("ZREM", resolved.time_key(), *members)]
+        evicted = joined = 0
+        for (document_id, record, row), gone in zip(doomed, removed.tolist(), strict=True):
+            if gone != row:
+                continue  # removed, or stored again, meanwhile
+            evicted += 1
+            joined += record.cluster != record.seq
+            commands.append(("ZREM", resolved.members_key(record.cluster), document_id))
+            if resolved.ngram is not None and record.short is not None:
+                commands += resolved.ngram.writes("ZREM", [record.short], np.array([row]))
+        counters = resolved.counters_key()
+        commands.append(("HINCRBY", counters, "evicted", evicted))
+        commands.append(("HINCRBY", counters, "duplicates", -joined))
+        store.wire.send(commands, durable=True)
+        return evicted
 
 
 class _Insertion:
@@ -738,8 +871,10 @@ class _Insertion:
         # Position -> (cluster, its name, whether its first document is known live), for
         # the answers with matches: their duplicate_of is found once everything is written.
         self.clusters: dict[int, tuple[int, str, bool]] = {}
-        # Position -> the record of the document a replacement replaces.
+        # Position -> the record of the document a replacement replaces, and its time.
         self.old_records: dict[int, _Record] = {}
+        self.old_times: dict[int, int] = {}
+        self.mark = NO_RETENTION  # what the retention expired when the insert began
 
     def run(
         self, on_duplicate: OnDuplicate, replace: bool, since: int | None, until: int | None
@@ -753,6 +888,7 @@ class _Insertion:
             else:
                 first_position[document_id] = position
         candidates = [p for p in range(len(self.ids)) if p not in self.refused]
+        self.mark = self.collection.expire(self.resolved, self.store)
         old_rows, retried = self._held_ids(candidates, replace)
         accepted = [p for p in candidates if p not in retried and p not in self.refused]
         pending: list[_Pending] = []
@@ -760,6 +896,10 @@ class _Insertion:
             query = Query(limit=INSERT_MATCH_LIMIT, since=since, until=until)
             pending = self._match(accepted, old_rows, on_duplicate, query)
         self._write(pending, retried, replace)
+        if pending and self.resolved.retains:
+            # The count is applied after each request: the batch was matched against
+            # the documents held before it and each other.
+            self.collection.expire(self.resolved, self.store)
         for position, error in self.refused.items():
             given = self.documents[position].id
             self.results[position] = Refused(self.ids[position] if given else None, error)
@@ -780,6 +920,7 @@ class _Insertion:
         held = _Held(data)
         old_rows: dict[int, int] = {}
         retried: dict[int, _Record] = {}
+        expired: list[bytes] = []
         at_of = data.index(rows[rows >= 0])
         for position, at in zip(
             [p for p, row in zip(candidates, rows.tolist(), strict=True) if row >= 0],
@@ -787,15 +928,22 @@ class _Insertion:
             strict=True,
         ):
             record = held.record(at)
+            stamp = int(data.timestamps[at])
+            if not self.mark.visible(stamp, record.seq):
+                # An expired document's id is free again: evicted now, before the insert.
+                expired.append(time_member(stamp, record.seq, self.ids[position]))
+                continue
             if replace:
                 old_rows[position] = int(data.rows[at])
                 self.old_records[position] = record
+                self.old_times[position] = stamp
                 continue
             same = bool((data.exact[at] == self._exact(position)).all())
             if same and record.metadata == self.documents[position].metadata:
                 retried[position] = record
             else:
                 self.refused[position] = DocumentExists(self.ids[position])
+        self.collection.evict(self.resolved, self.store, expired)
         return old_rows, retried
 
     def _retry_result(self, position: int, record: _Record) -> InsertResult:
@@ -826,7 +974,7 @@ class _Insertion:
         )
         first_seq = int(last) - len(accepted) + 1
         from_store, held, _ = self.collection._match_store(
-            self.resolved, self.store, fingerprints, query, exclude, stamps=stamps
+            self.resolved, self.store, fingerprints, query, exclude, stamps=stamps, mark=self.mark
         )
         if len(accepted) > 1:
             within = self.collection._match_within(self.resolved, fingerprints, stamps, query)
@@ -838,7 +986,8 @@ class _Insertion:
         pending: list[_Pending] = []
         pending_of: dict[int, _Pending] = {}  # index in accepted -> its pending document
         # Clusters whose first document is live: found by the search, or of this batch.
-        live = {int(seq) for seq in held.seqs(np.arange(len(held.data.rows)))}
+        seqs = held.seqs(np.arange(len(held.data.rows)))
+        live = set(seqs[self.mark.visible_many(held.data.timestamps, seqs)].tolist())
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)
         for i, position in enumerate(accepted):
@@ -874,7 +1023,9 @@ class _Insertion:
             candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
             candidates = candidates[:INSERT_MATCH_LIMIT]
             matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
-            skipped = bool(matches) and on_duplicate == "skip"
+            # Already expired when it arrives: matched, answered, not stored.
+            expired = self.mark.expired_on_arrival(int(self.stamps[position]))
+            skipped = (bool(matches) and on_duplicate == "skip") or expired
             cluster = candidates[0][5] if candidates else None
             if not skipped:
                 seq = first_seq + i
@@ -917,8 +1068,11 @@ class _Insertion:
                 self._short(entry.position),
             )
             new_records[entry.position] = record
+            document_id = self.ids[entry.position]
+            stamp = int(self.stamps[entry.position])
+            commands.append(("ZADD", resolved.members_key(entry.cluster), entry.seq, document_id))
             commands.append(
-                ("ZADD", resolved.members_key(entry.cluster), entry.seq, self.ids[entry.position])
+                ("ZADD", resolved.time_key(), 0, time_member(stamp, entry.seq, document_id))
             )
         if positions:
             at = self.fingerprint_at[positions]
@@ -941,10 +1095,12 @@ class _Insertion:
                 ],
             )
             # A replacement leaves the cluster its old document was in.
-            leave: list[Command] = [
-                ("ZREM", resolved.members_key(old.cluster), self.ids[position])
-                for position, old in self.old_records.items()
-            ]
+            leave: list[Command] = []
+            for position, old in self.old_records.items():
+                document_id = self.ids[position]
+                leave.append(("ZREM", resolved.members_key(old.cluster), document_id))
+                old_entry = time_member(self.old_times[position], old.seq, document_id)
+                leave.append(("ZREM", resolved.time_key(), old_entry))
             store.wire.send(leave + commands, durable=True)
             written = store.insert(batch, replace=replace)
             if resolved.ngram is not None:
@@ -1003,8 +1159,12 @@ class _Insertion:
         content) or a conflict."""
         joined = 0
         raced: list[int] = []
+        unstored: list[bytes] = []  # time index entries of documents not stored
         for position, status in zip(positions, written.status.tolist(), strict=True):
             record = new_records.get(position)
+            if record is not None and status in (Status.SAME, Status.OTHER):
+                stamp = int(self.stamps[position])
+                unstored.append(time_member(stamp, record.seq, self.ids[position]))
             if status in (Status.INSERTED, Status.REPLACED):
                 if record is not None and record.cluster != record.seq:
                     joined += 1
@@ -1016,8 +1176,12 @@ class _Insertion:
                 self.refused[position] = DocumentExists(self.ids[position])
             elif record is not None:  # SAME: stored by another attempt meanwhile
                 raced.append(position)
+        commands: list[Command] = []
         if joined:
-            self.store.wire.send([("HINCRBY", self.resolved.counters_key(), "duplicates", joined)])
+            commands.append(("HINCRBY", self.resolved.counters_key(), "duplicates", joined))
+        if unstored:
+            commands.append(("ZREM", self.resolved.time_key(), *unstored))
+        self.store.wire.send(commands)
         if raced:
             rows, data = self.store.lookup([self.ids[p] for p in raced])
             held = _Held(data)
@@ -1060,7 +1224,9 @@ class _Insertion:
                     data.index(rows[rows >= 0]).tolist(),
                     strict=True,
                 ):
-                    cluster_of[document_id] = held.record(at).cluster
+                    record = held.record(at)
+                    if self.mark.visible(int(data.timestamps[at]), record.seq):
+                        cluster_of[document_id] = record.cluster
             for cluster, page in zip(clusters, pages, strict=True):
                 for member in page:
                     if cluster_of.get(member.decode()) == cluster:

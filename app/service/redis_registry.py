@@ -15,6 +15,7 @@ refused by the settings.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -40,7 +41,13 @@ from app.service.registry import DEFAULT_COLLECTION, warm_up
 from app.service.times import Clock
 from app.service.types import EvictionObserver, MergeObserver
 
+log = logging.getLogger("neardup")
+
 NAMESPACE = "nd"
+# Expired documents evicted per round of the evictor (a few round trips each).
+EVICTION_CHUNK = 2048
+# The evictor wakes this often to catch a max_age passing while nothing is written.
+EVICT_POLL_SECONDS = 1.0
 COLLECTIONS_KEY = "{" + NAMESPACE + ":collections}"
 # Keys deleted per round trip when a collection is dropped.
 DROP_CHUNK = 1000
@@ -60,8 +67,6 @@ return 0
 def supported(config: CollectionConfig) -> CollectionConfig:
     """The settings, or UnsupportedSetting for what this backend cannot do yet."""
     refused = []
-    if config.retention.enabled:
-        refused.append("retention")
     if config.limits.max_documents is not None:
         refused.append("limits.max_documents")
     if refused:
@@ -101,6 +106,10 @@ class RedisRegistry:
         self.failures = Failures()
         self._wires: list[Wire] = []  # every thread's, for the count of round trips
         self._wires_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+        self._evictor: threading.Thread | None = None
+        self._observe_eviction: EvictionObserver = lambda collection, rows, seconds: None
 
     @property
     def client(self) -> Client:
@@ -125,6 +134,10 @@ class RedisRegistry:
         warm_up()
 
     def close(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._evictor is not None:
+            self._evictor.join()
         if self._client is not None:
             self._client.close()
 
@@ -133,13 +146,64 @@ class RedisRegistry:
             self.client.ping()
 
     def start_merger(self) -> None:
-        """Nothing to merge or evict: Redis's sorted sets take every entry at once."""
+        """Start the evictor (nothing to merge: Redis's sorted sets take every entry at
+        once). Every process runs one; they share the work safely."""
+        self._evictor = threading.Thread(target=self._evict_loop, name="evictor", daemon=True)
+        self._evictor.start()
 
     def observe_merges(self, observer: MergeObserver) -> None:
         """No merges on this backend."""
 
     def observe_evictions(self, observer: EvictionObserver) -> None:
-        """No evictions on this backend."""
+        """Call ``observer(collection name, documents, seconds)`` after each chunk."""
+        self._observe_eviction = observer
+
+    def evict(self) -> int:
+        """Evict what the retention of every collection expired by now, a chunk at a
+        time (the evictor's work; tests call it to evict at a moment of their choosing).
+        Returns the documents evicted."""
+        evicted = 0
+        for handle in self.list():
+            with storage_errors(self.failures):
+                try:
+                    resolved = self.resolve(handle.name)
+                except UnknownCollection:
+                    continue  # dropped meanwhile
+                if not resolved.retains:
+                    continue
+                store = self.store(resolved)
+                mark = handle.expire(resolved, store)
+                while mark.member and not self._stopping.is_set():
+                    started = time.perf_counter()
+                    (members,) = store.wire.send(
+                        [
+                            (
+                                "ZRANGE",
+                                resolved.time_key(),
+                                b"-",
+                                b"[" + mark.member,
+                                "BYLEX",
+                                "LIMIT",
+                                0,
+                                EVICTION_CHUNK,
+                            )
+                        ]
+                    )
+                    if not members:
+                        break
+                    count = handle.evict(resolved, store, members)
+                    evicted += count
+                    self._observe_eviction(handle.name, count, time.perf_counter() - started)
+        return evicted
+
+    def _evict_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(EVICT_POLL_SECONDS)
+            self._wake.clear()
+            try:
+                self.evict()
+            except StorageUnavailable:
+                log.warning("eviction: Redis out of reach; trying again")
 
     def store_eviction_seconds(self) -> float:
         return 0.0
@@ -162,7 +226,8 @@ class RedisRegistry:
             return cached[1]
         stored = orjson.loads(raw)
         config = CollectionConfig.from_dict(stored["config"])
-        resolved = Resolved.of(name, stored["key"], config, NAMESPACE)
+        marked = bool(stored.get("marked", False))
+        resolved = Resolved.of(name, stored["key"], config, NAMESPACE, marked)
         self._resolved[name] = (raw, resolved)
         return resolved
 
@@ -233,8 +298,11 @@ class RedisRegistry:
                 f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
                 "retention and limits can change (PATCH)"
             )
-        if config != resolved.config:  # a new match_window (supported() refuses the rest)
-            value = orjson.dumps({"key": resolved.key, "config": config.to_dict()})
+        if config != resolved.config:  # new time settings (supported() refuses limits)
+            # What the old retention expired stays expired: applied up to now first.
+            self.get(resolved.name).expire(resolved, self.store(resolved))
+            stored = {"key": resolved.key, "config": config.to_dict(), "marked": resolved.retains}
+            value = orjson.dumps(stored)
             read = self.cached(resolved.name)
             raw = read[0] if read is not None and read[1] is resolved else b""
             changed = self.client.eval(_SWAP, 1, COLLECTIONS_KEY, resolved.name, raw, value)
@@ -242,6 +310,8 @@ class RedisRegistry:
                 raise StorageUnavailable(
                     f"collection {resolved.name!r} changed while its settings were written; retry"
                 )
+            fresh = self.resolve(resolved.name)
+            self.get(resolved.name).expire(fresh, self.store(fresh))
 
     def list(self) -> list[RedisCollection]:
         with storage_errors(self.failures):
