@@ -61,13 +61,6 @@ class InvalidBody(NeardupError):
     code = "invalid_body"
 
 
-class UnsupportedSetting(NeardupError):
-    """A collection setting the configured backend cannot honour (the Redis backend's
-    missing n-gram index, match window, retention, limits)."""
-
-    code = "unsupported_setting"
-
-
 class InvalidDocument(NeardupError):
     code = "invalid_document"
 

@@ -24,7 +24,6 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.InvalidParameter: 400,
     errors.InvalidDocument: 422,
     errors.InvalidBody: 422,
-    errors.UnsupportedSetting: 422,
     errors.TooLarge: 413,
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,

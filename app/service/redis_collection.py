@@ -49,6 +49,7 @@ from app.core.types import Backlog, Rows
 from app.errors import (
     DocumentExists,
     DuplicateId,
+    InsufficientStorage,
     InvalidDocument,
     InvalidParameter,
     NeardupError,
@@ -461,12 +462,13 @@ class RedisCollection:
 
     def expire(self, resolved: Resolved, store: RedisStore) -> Mark:
         """Move the mark up to what the retention expires now (atomic in Redis: every
-        process agrees), and answer it. One round trip, for collections with a retention."""
-        if not resolved.retains:
+        process agrees), and answer it with the count of documents held. One round trip,
+        for collections with a retention or a limit."""
+        if not resolved.retains and resolved.config.limits.max_documents is None:
             return NO_RETENTION
         cutoff = self._cutoff(resolved)
         kept = resolved.config.retention.max_documents or 0
-        (member,) = store.wire.send(
+        ((member, held),) = store.wire.send(
             [
                 (
                     "EVAL",
@@ -480,7 +482,7 @@ class RedisCollection:
             ],
             durable=True,
         )
-        return Mark.of(member, cutoff)
+        return Mark.of(member, cutoff, int(held))
 
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
         """Documents matching a text, best first; nothing is stored. Two round trips: the
@@ -946,6 +948,28 @@ class _Insertion:
         self.collection.evict(self.resolved, self.store, expired)
         return old_rows, retried
 
+    def _room(self, new: int) -> tuple[int, bool]:
+        """(granted, unlimited) for a batch that may add ``new`` documents: at most
+        ``granted`` may be stored, or any number when ``unlimited`` (the retention
+        expires one for each past that point, so they add nothing), as in Collection.
+        Between processes a limit can be passed by what they insert at the same moment."""
+        held = self.mark.held
+        limits = self.resolved.config
+        adds = new
+        kept = limits.retention.max_documents
+        if kept is not None:
+            adds = max(0, min(new, kept - held))
+        limit = limits.limits.max_documents
+        granted = adds if limit is None else min(adds, max(0, limit - held))
+        return granted, granted >= adds
+
+    def _refusal(self) -> InsufficientStorage:
+        limit = self.resolved.config.limits.max_documents
+        return InsufficientStorage(
+            f"collection {self.resolved.name!r} holds its limit of {limit} documents "
+            "(limits.max_documents): delete documents, raise the limit, or set a retention"
+        )
+
     def _retry_result(self, position: int, record: _Record) -> InsertResult:
         document_id = self.ids[position]
         return InsertResult(
@@ -988,6 +1012,10 @@ class _Insertion:
         # Clusters whose first document is live: found by the search, or of this batch.
         seqs = held.seqs(np.arange(len(held.data.rows)))
         live = set(seqs[self.mark.visible_many(held.data.timestamps, seqs)].tolist())
+        expired = [self.mark.expired_on_arrival(int(self.stamps[p])) for p in accepted]
+        new = sum(p not in old_rows and not e for p, e in zip(accepted, expired, strict=True))
+        granted, unlimited = self._room(new)
+        added = 0
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)
         for i, position in enumerate(accepted):
@@ -1024,8 +1052,12 @@ class _Insertion:
             candidates = candidates[:INSERT_MATCH_LIMIT]
             matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
             # Already expired when it arrives: matched, answered, not stored.
-            expired = self.mark.expired_on_arrival(int(self.stamps[position]))
-            skipped = (bool(matches) and on_duplicate == "skip") or expired
+            skipped = (bool(matches) and on_duplicate == "skip") or expired[i]
+            adds = position not in old_rows and not skipped
+            if adds and not unlimited and added >= granted:
+                self.refused[position] = self._refusal()
+                continue
+            added += adds
             cluster = candidates[0][5] if candidates else None
             if not skipped:
                 seq = first_seq + i

@@ -5,12 +5,11 @@ Every collection's settings are a field of one hash, ``{nd:collections}``: name 
 Redis keys (``{nd:<key>:...}``) and is new at every create, so that a collection dropped
 and created again starts on fresh keys even while the old ones are being deleted. Every
 call reads the settings (one ``HGET``, in the first round trip of a search): a collection
-created, changed or dropped by another process is seen at once. ``match_window`` may
-change (PATCH, or PUT with a new value), by a compare-and-set of the settings.
-
-What this backend does not do yet is refused when a collection is created or changed
-(422 ``unsupported_setting``): retention and ``limits``; ``NEARDUP_MAX_DOCUMENTS`` is
-refused by the settings.
+created, changed or dropped by another process is seen at once. The time settings
+(``match_window``, ``retention``, ``limits``) may change (PATCH, or PUT with new values),
+by a compare-and-set of the settings value; what the old retention expired stays so
+(``"marked"`` in the value once a collection had one). ``NEARDUP_MAX_DOCUMENTS`` (one
+budget over every collection) is not supported: the settings refuse it.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from app.errors import (
     StorageUnavailable,
     TooManyCollections,
     UnknownCollection,
-    UnsupportedSetting,
 )
 from app.redis_store import functions
 from app.redis_store.connect import connect
@@ -62,19 +60,6 @@ if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
 end
 return 0
 """
-
-
-def supported(config: CollectionConfig) -> CollectionConfig:
-    """The settings, or UnsupportedSetting for what this backend cannot do yet."""
-    refused = []
-    if config.limits.max_documents is not None:
-        refused.append("limits.max_documents")
-    if refused:
-        raise UnsupportedSetting(
-            f"the Redis backend (NEARDUP_BACKEND) does not support {', '.join(refused)} yet: "
-            "leave them out, or use the embedded service (NEARDUP_BACKEND unset)"
-        )
-    return config
 
 
 class RedisRegistry:
@@ -263,7 +248,6 @@ class RedisRegistry:
         return handle
 
     def create(self, name: str, config: CollectionConfig) -> tuple[RedisCollection, bool]:
-        config = supported(config)
         with storage_errors(self.failures), self._lock:
             for _ in range(2):  # a second time if another process dropped it meanwhile
                 try:
@@ -285,7 +269,6 @@ class RedisRegistry:
             raise StorageUnavailable(f"collection {name!r} is being created and dropped; retry")
 
     def update(self, name: str, config: CollectionConfig) -> RedisCollection:
-        config = supported(config)
         with storage_errors(self.failures):
             self._change(self.resolve(name), config)
         return self.get(name)
@@ -298,7 +281,7 @@ class RedisRegistry:
                 f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
                 "retention and limits can change (PATCH)"
             )
-        if config != resolved.config:  # new time settings (supported() refuses limits)
+        if config != resolved.config:  # new time settings: match_window, retention, limits
             # What the old retention expired stays expired: applied up to now first.
             self.get(resolved.name).expire(resolved, self.store(resolved))
             stored = {"key": resolved.key, "config": config.to_dict(), "marked": resolved.retains}

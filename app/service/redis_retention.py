@@ -35,8 +35,9 @@ _SIGN = 1 << 63
 TIME_PREFIX_BYTES = 16  # timestamp and seq, before the id
 
 # Moves the mark (KEYS: the counters hash, the time index; ARGV: the max_age cutoff as
-# an 8-byte time prefix or '', max_documents or 0); answers the mark ('' if none). Byte
-# strings are compared byte by byte: Lua's < follows the server's locale.
+# an 8-byte time prefix or '', max_documents or 0); answers {the mark ('' if none), the
+# entries above it: the documents held}. Byte strings are compared byte by byte: Lua's <
+# follows the server's locale.
 EXPIRE = """
 local function less(a, b)
   local n = math.min(#a, #b)
@@ -52,16 +53,15 @@ if ARGV[1] ~= '' then
   if below[1] and less(mark, below[1]) then mark = below[1] end
 end
 local kept = tonumber(ARGV[2])
-if kept > 0 then
-  local low = '-'
-  if mark ~= '' then low = '(' .. mark end
-  local visible = redis.call('ZLEXCOUNT', KEYS[2], low, '+')
-  if visible > kept then
-    mark = redis.call('ZRANGE', KEYS[2], low, '+', 'BYLEX', 'LIMIT', visible - kept - 1, 1)[1]
-  end
+local low = '-'
+if mark ~= '' then low = '(' .. mark end
+local visible = redis.call('ZLEXCOUNT', KEYS[2], low, '+')
+if kept > 0 and visible > kept then
+  mark = redis.call('ZRANGE', KEYS[2], low, '+', 'BYLEX', 'LIMIT', visible - kept - 1, 1)[1]
+  visible = kept
 end
 if mark ~= '' then redis.call('HSET', KEYS[1], 'mark', mark) end
-return mark
+return {mark, visible}
 """
 
 
@@ -93,13 +93,14 @@ class Mark:
     through: tuple[int, int] | None
     cutoff: int | None
     member: bytes = b""  # the mark as stored (its time index member), b"" if none
+    held: int = 0  # the documents held above it, when an expire answered it
 
     @staticmethod
-    def of(member: bytes | None, cutoff: int | None) -> Mark:
+    def of(member: bytes | None, cutoff: int | None, held: int = 0) -> Mark:
         if not member:
-            return Mark(None, cutoff)
+            return Mark(None, cutoff, b"", held)
         timestamp, seq, _ = parse_member(member)
-        return Mark((timestamp, seq), cutoff, member)
+        return Mark((timestamp, seq), cutoff, member, held)
 
     def visible(self, timestamp: int, seq: int) -> bool:
         if self.cutoff is not None and timestamp < self.cutoff:
