@@ -1,0 +1,496 @@
+"""An insert on the Redis backend (a batch, from RedisCollection.insert): refusals,
+retries and conflicts, matching against the store and within the batch, clusters,
+retention and limits, the writes in their order, and the answers, as the embedded
+Collection gives them (docs/redis.md, "An insert")."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from app.errors import (
+    DocumentExists,
+    DuplicateId,
+    InsufficientStorage,
+    InvalidDocument,
+    NeardupError,
+    StorageUnavailable,
+)
+from app.redis_store.store import NewDocuments, RedisStore, Status, Written
+from app.redis_store.wire import Command
+from app.service.matching import METHODS_OF_BITS
+from app.service.redis_ngram import RedisNgram
+from app.service.redis_records import Held, Record, digest
+from app.service.redis_retention import NO_RETENTION, time_member
+from app.service.redis_scoring import Scored
+from app.service.times import MICROSECONDS
+from app.service.types import (
+    INSERT_MATCH_LIMIT,
+    InsertResult,
+    Match,
+    NewDocument,
+    OnDuplicate,
+    Query,
+    Refused,
+)
+
+if TYPE_CHECKING:
+    from app.service.redis_collection import RedisCollection, Resolved
+
+# Members of a cluster read a page at a time when its first document is gone.
+MEMBER_PAGE = 32
+
+
+@dataclass(slots=True)
+class Pending:
+    """A document of a batch that will be stored."""
+
+    position: int
+    seq: int
+    cluster: int
+    cluster_name: str
+
+
+class Insertion:
+    """One insert call: refusals, retries, matching, clusters, the writes, the answers."""
+
+    def __init__(
+        self,
+        collection: RedisCollection,
+        resolved: Resolved,
+        store: RedisStore,
+        documents: Sequence[NewDocument],
+        html: bool,
+    ) -> None:
+        self.collection = collection
+        self.resolved = resolved
+        self.store = store
+        self.documents = documents
+        self.ids = [document.id or uuid.uuid4().hex for document in documents]
+        self.fingerprints, kept = collection.fingerprint_nonempty_of(
+            resolved, [document.text for document in documents], html
+        )
+        self.now = collection.clock_us()
+        self.stamps = np.array(
+            [self.now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
+        )
+        self.fingerprint_at = np.full(len(documents), -1, dtype=np.int64)
+        self.fingerprint_at[kept] = np.arange(len(kept))
+        self.results: list[InsertResult | Refused | None] = [None] * len(documents)
+        self.refused: dict[int, NeardupError] = {}
+        # Position -> (cluster, its name, whether its first document is known live), for
+        # the answers with matches: their duplicate_of is found once everything is written.
+        self.clusters: dict[int, tuple[int, str, bool]] = {}
+        # Position -> the record of the document a replacement replaces, and its time.
+        self.old_records: dict[int, Record] = {}
+        self.old_times: dict[int, int] = {}
+        self.mark = NO_RETENTION  # what the retention expired when the insert began
+
+    def run(
+        self, on_duplicate: OnDuplicate, replace: bool, since: int | None, until: int | None
+    ) -> list[InsertResult | Refused]:
+        first_position: dict[str, int] = {}
+        for position, document_id in enumerate(self.ids):
+            if self.fingerprint_at[position] < 0:
+                self.refused[position] = InvalidDocument("text is empty after normalisation")
+            elif document_id in first_position:
+                self.refused[position] = DuplicateId(document_id, first_position[document_id])
+            else:
+                first_position[document_id] = position
+        candidates = [p for p in range(len(self.ids)) if p not in self.refused]
+        self.mark = self.collection.expire(self.resolved, self.store)
+        old_rows, retried = self._held_ids(candidates, replace)
+        accepted = [p for p in candidates if p not in retried and p not in self.refused]
+        pending: list[Pending] = []
+        if accepted:
+            query = Query(limit=INSERT_MATCH_LIMIT, since=since, until=until)
+            pending = self._match(accepted, old_rows, on_duplicate, query)
+        self._write(pending, retried, replace)
+        if pending and self.resolved.retains:
+            # The count is applied after each request: the batch was matched against
+            # the documents held before it and each other.
+            self.collection.expire(self.resolved, self.store)
+        for position, error in self.refused.items():
+            given = self.documents[position].id
+            self.results[position] = Refused(self.ids[position] if given else None, error)
+        return [result for result in self.results if result is not None]
+
+    def _exact(self, position: int) -> npt.NDArray[np.uint64]:
+        exact: npt.NDArray[np.uint64] = self.fingerprints.exact[self.fingerprint_at[position]]
+        return exact
+
+    def _held_ids(
+        self, candidates: list[int], replace: bool
+    ) -> tuple[dict[int, int], dict[int, Record]]:
+        """(position -> row held under its id, for a replacement), (position -> stored
+        record of the documents sent again: retries); conflicts are refused."""
+        if not candidates:
+            return {}, {}
+        rows, data = self.store.lookup([self.ids[p] for p in candidates])
+        held = Held(data)
+        old_rows: dict[int, int] = {}
+        retried: dict[int, Record] = {}
+        expired: list[bytes] = []
+        at_of = data.index(rows[rows >= 0])
+        for position, at in zip(
+            [p for p, row in zip(candidates, rows.tolist(), strict=True) if row >= 0],
+            at_of.tolist(),
+            strict=True,
+        ):
+            record = held.record(at)
+            stamp = int(data.timestamps[at])
+            if not self.mark.visible(stamp, record.seq):
+                # An expired document's id is free again: evicted now, before the insert.
+                expired.append(time_member(stamp, record.seq, self.ids[position]))
+                continue
+            if replace:
+                old_rows[position] = int(data.rows[at])
+                self.old_records[position] = record
+                self.old_times[position] = stamp
+                continue
+            same = bool((data.exact[at] == self._exact(position)).all())
+            if same and record.metadata == self.documents[position].metadata:
+                retried[position] = record
+            else:
+                self.refused[position] = DocumentExists(self.ids[position])
+        self.collection.evict(self.resolved, self.store, expired)
+        return old_rows, retried
+
+    def _room(self, new: int) -> tuple[int, bool]:
+        """(granted, unlimited) for a batch that may add ``new`` documents: at most
+        ``granted`` may be stored, or any number when ``unlimited`` (the retention
+        expires one for each past that point, so they add nothing), as in Collection.
+        Between processes a limit can be passed by what they insert at the same moment."""
+        held = self.mark.held
+        limits = self.resolved.config
+        adds = new
+        kept = limits.retention.max_documents
+        if kept is not None:
+            adds = max(0, min(new, kept - held))
+        limit = limits.limits.max_documents
+        granted = adds if limit is None else min(adds, max(0, limit - held))
+        return granted, granted >= adds
+
+    def _refusal(self) -> InsufficientStorage:
+        limit = self.resolved.config.limits.max_documents
+        return InsufficientStorage(
+            f"collection {self.resolved.name!r} holds its limit of {limit} documents "
+            "(limits.max_documents): delete documents, raise the limit, or set a retention"
+        )
+
+    def _retry_result(self, position: int, record: Record) -> InsertResult:
+        document_id = self.ids[position]
+        return InsertResult(
+            id=document_id,
+            inserted=False,
+            duplicate_of=document_id,
+            cluster_id=record.cluster_name,
+            matches=[Match(document_id, 1.0, 0, self.resolved.retry_methods(record))],
+        )
+
+    def _match(
+        self,
+        accepted: list[int],
+        old_rows: dict[int, int],
+        on_duplicate: OnDuplicate,
+        query: Query,
+    ) -> list[Pending]:
+        """Each accepted document matched against the store and the earlier accepted
+        documents of the batch; its answer, and the documents to store."""
+        fingerprints = self.fingerprints.select(self.fingerprint_at[accepted])
+        stamps = self.stamps[accepted]
+        exclude = np.array([old_rows.get(p, -1) for p in accepted], dtype=np.int64)
+        # WAITed like the documents: a failover must not hand out a seq again.
+        (last,) = self.store.wire.send(
+            [("HINCRBY", self.resolved.counters_key(), "seq", len(accepted))], durable=True
+        )
+        first_seq = int(last) - len(accepted) + 1
+        from_store, held, _ = self.collection.match_store(
+            self.resolved, self.store, fingerprints, query, exclude, stamps=stamps, mark=self.mark
+        )
+        if len(accepted) > 1:
+            within = self.collection.match_within(self.resolved, fingerprints, stamps, query)
+        else:
+            within = Scored.empty()
+        store_spans = from_store.spans(len(accepted))
+        batch_spans = within.spans(len(accepted))
+        stored_at = held.data.index(from_store.keys)
+        pending: list[Pending] = []
+        pending_of: dict[int, Pending] = {}  # index in accepted -> its pending document
+        # Clusters whose first document is live: found by the search, or of this batch.
+        seqs = held.seqs(np.arange(len(held.data.rows)))
+        live = set(seqs[self.mark.visible_many(held.data.timestamps, seqs)].tolist())
+        expired = [self.mark.expired_on_arrival(int(self.stamps[p])) for p in accepted]
+        new = sum(p not in old_rows and not e for p, e in zip(accepted, expired, strict=True))
+        granted, unlimited = self._room(new)
+        added = 0
+        # (A document being replaced still counts: the embedded service answers while
+        # the old version is live, and names it when it is its cluster's first.)
+        for i, position in enumerate(accepted):
+            start, end = store_spans[i]
+            candidates: list[tuple[float, int, int, str, int, tuple[int, str]]] = []
+            for j in range(start, min(end, start + INSERT_MATCH_LIMIT)):
+                record = held.record(int(stored_at[j]))
+                candidates.append(
+                    (
+                        float(from_store.similarity[j]),
+                        int(from_store.distances[j]),
+                        record.seq,
+                        held.data.ids[int(stored_at[j])],
+                        int(from_store.bits[j]),
+                        (record.cluster, record.cluster_name),
+                    )
+                )
+            start, end = batch_spans[i]
+            for j in range(start, end):
+                earlier = pending_of.get(int(within.keys[j]))
+                if earlier is None:
+                    continue  # skipped: it is not stored
+                candidates.append(
+                    (
+                        float(within.similarity[j]),
+                        int(within.distances[j]),
+                        earlier.seq,
+                        self.ids[earlier.position],
+                        int(within.bits[j]),
+                        (earlier.cluster, earlier.cluster_name),
+                    )
+                )
+            candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
+            candidates = candidates[:INSERT_MATCH_LIMIT]
+            matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
+            # Already expired when it arrives: matched, answered, not stored.
+            skipped = (bool(matches) and on_duplicate == "skip") or expired[i]
+            adds = position not in old_rows and not skipped
+            if adds and not unlimited and added >= granted:
+                self.refused[position] = self._refusal()
+                continue
+            added += adds
+            cluster = candidates[0][5] if candidates else None
+            if not skipped:
+                seq = first_seq + i
+                cluster = cluster or (seq, self.ids[position])
+                entry = Pending(position, seq, cluster[0], cluster[1])
+                pending.append(entry)
+                pending_of[i] = entry
+                live.add(seq)
+            assert cluster is not None or skipped
+            if matches and cluster is not None:
+                self.clusters[position] = (cluster[0], cluster[1], cluster[0] in live)
+            self.results[position] = InsertResult(
+                id=self.ids[position],
+                inserted=not skipped,
+                duplicate_of=None,  # filled in once the clusters are written (_oldest)
+                cluster_id=cluster[1] if cluster is not None else self.ids[position],
+                matches=matches,
+                replaced=position in old_rows and not skipped,
+            )
+        return pending
+
+    def _write(self, pending: list[Pending], retried: dict[int, Record], replace: bool) -> None:
+        """The clusters' members, then the documents (the store's three round trips;
+        retries go through it too, so that a first attempt that died before its table
+        entries were all written is finished), then the counters; then the answers'
+        duplicate_of."""
+        resolved, store = self.resolved, self.store
+        positions = [p.position for p in pending] + sorted(retried)
+        new_records: dict[int, Record] = {}
+        commands: list[Command] = []
+        for entry in pending:
+            document = self.documents[entry.position]
+            record = Record(
+                entry.seq,
+                self.now / MICROSECONDS,
+                entry.cluster,
+                entry.cluster_name,
+                document.metadata,
+                document.text if resolved.config.store_text else None,
+                self._short(entry.position),
+            )
+            new_records[entry.position] = record
+            document_id = self.ids[entry.position]
+            stamp = int(self.stamps[entry.position])
+            commands.append(("ZADD", resolved.members_key(entry.cluster), entry.seq, document_id))
+            commands.append(
+                ("ZADD", resolved.time_key(), 0, time_member(stamp, entry.seq, document_id))
+            )
+        if positions:
+            at = self.fingerprint_at[positions]
+            batch = NewDocuments(
+                ids=[self.ids[p] for p in positions],
+                simhash=self.fingerprints.simhash[at],
+                minhash=self.fingerprints.minhash[at],
+                exact=self.fingerprints.exact[at],
+                timestamps=self.stamps[positions],
+                digests=[
+                    digest(self._exact(p), self.documents[p].metadata)
+                    # A replacement replaces even the same content (a new row, as in the
+                    # embedded service): its digest is its own.
+                    + (new_records[p].seq.to_bytes(8, "big") if replace else b"")
+                    for p in positions
+                ],
+                records=[
+                    new_records[p].pack() if p in new_records else retried[p].pack()
+                    for p in positions
+                ],
+            )
+            # A replacement leaves the cluster its old document was in.
+            leave: list[Command] = []
+            for position, old in self.old_records.items():
+                document_id = self.ids[position]
+                leave.append(("ZREM", resolved.members_key(old.cluster), document_id))
+                old_entry = time_member(self.old_times[position], old.seq, document_id)
+                leave.append(("ZREM", resolved.time_key(), old_entry))
+            store.wire.send(leave + commands, durable=True)
+            written = store.insert(batch, replace=replace)
+            if resolved.ngram is not None:
+                self._index_shorts(resolved.ngram, positions, written, new_records, retried)
+            self._settle(positions, written, new_records, retried)
+        for position, record in retried.items():
+            if position not in self.refused and self.results[position] is None:
+                self.results[position] = self._retry_result(position, record)
+        self._oldest()
+
+    def _short(self, position: int) -> str | None:
+        """The normalised text of a short document (the n-gram index's), else None."""
+        shorts = self.fingerprints.shorts
+        return None if shorts is None else shorts[int(self.fingerprint_at[position])]
+
+    def _index_shorts(
+        self,
+        ngram: RedisNgram,
+        positions: list[int],
+        written: Written,
+        new_records: dict[int, Record],
+        retried: dict[int, Record],
+    ) -> None:
+        """The n-gram entries of the short texts stored (and of retries: their first
+        attempt may have died before writing them; an entry written twice is one), and
+        the removal of those of replaced documents. After the store's insert: a row is
+        in a table only once its fields are written."""
+        adds: tuple[list[str], list[int]] = ([], [])
+        removes: tuple[list[str], list[int]] = ([], [])
+        for i, position in enumerate(positions):
+            status = int(written.status[i])
+            record = new_records.get(position) or retried.get(position)
+            stored = status in (Status.INSERTED, Status.REPLACED) or (
+                status == Status.SAME and position in retried
+            )
+            if stored and record is not None and record.short is not None:
+                adds[0].append(record.short)
+                adds[1].append(int(written.rows[i]))
+            old = self.old_records.get(position)
+            if status == Status.REPLACED and old is not None and old.short is not None:
+                removes[0].append(old.short)
+                removes[1].append(int(written.replaced[i]))
+        commands = ngram.writes("ZADD", adds[0], np.array(adds[1], dtype=np.int64))
+        commands += ngram.writes("ZREM", removes[0], np.array(removes[1], dtype=np.int64))
+        self.store.wire.send(commands, durable=True)
+
+    def _settle(
+        self,
+        positions: list[int],
+        written: Written,
+        new_records: dict[int, Record],
+        retried: dict[int, Record],
+    ) -> None:
+        """What the store did with each document: a new one counts as a duplicate when
+        it joined a cluster; one another process stored meanwhile is a retry (same
+        content) or a conflict."""
+        joined = 0
+        raced: list[int] = []
+        unstored: list[bytes] = []  # time index entries of documents not stored
+        for position, status in zip(positions, written.status.tolist(), strict=True):
+            record = new_records.get(position)
+            if record is not None and status in (Status.SAME, Status.OTHER):
+                stamp = int(self.stamps[position])
+                unstored.append(time_member(stamp, record.seq, self.ids[position]))
+            if status in (Status.INSERTED, Status.REPLACED):
+                if record is not None and record.cluster != record.seq:
+                    joined += 1
+                old = self.old_records.get(position)
+                if status == Status.REPLACED and old is not None and old.cluster != old.seq:
+                    joined -= 1
+            elif status == Status.OTHER and position not in retried:
+                self.results[position] = None
+                self.refused[position] = DocumentExists(self.ids[position])
+            elif record is not None:  # SAME: stored by another attempt meanwhile
+                raced.append(position)
+        commands: list[Command] = []
+        if joined:
+            commands.append(("HINCRBY", self.resolved.counters_key(), "duplicates", joined))
+        if unstored:
+            commands.append(("ZREM", self.resolved.time_key(), *unstored))
+        self.store.wire.send(commands)
+        if raced:
+            rows, data = self.store.lookup([self.ids[p] for p in raced])
+            held = Held(data)
+            for position, row in zip(raced, rows.tolist(), strict=True):
+                self.results[position] = None
+                self.clusters.pop(position, None)
+                if row < 0:
+                    self.refused[position] = StorageUnavailable(
+                        f"document {self.ids[position]!r} changed while it was inserted; "
+                        "send it again"
+                    )
+                    continue
+                retried[position] = held.record(int(data.index(np.array([row]))[0]))
+
+    def _oldest(self) -> None:
+        """duplicate_of of each answer with matches: the oldest live member of its
+        cluster; its first document when that is known to be live, else the member sets
+        read a page at a time and their members looked up (held, and still in it)."""
+        unknown = {cluster: name for cluster, name, live in self.clusters.values() if not live}
+        oldest: dict[int, str | None] = {}
+        for cluster, name, live in self.clusters.values():
+            if live:
+                oldest[cluster] = name
+        start = 0
+        while unknown:
+            clusters = sorted(unknown)
+            pages = self.store.wire.send(
+                [
+                    ("ZRANGE", self.resolved.members_key(c), start, start + MEMBER_PAGE - 1)
+                    for c in clusters
+                ]
+            )
+            ids = sorted({m.decode() for page in pages for m in page})
+            cluster_of: dict[str, int] = {}
+            if ids:
+                rows, data = self.store.lookup(ids)
+                held = Held(data)
+                for document_id, at in zip(
+                    [i for i, r in zip(ids, rows.tolist(), strict=True) if r >= 0],
+                    data.index(rows[rows >= 0]).tolist(),
+                    strict=True,
+                ):
+                    record = held.record(at)
+                    if self.mark.visible(int(data.timestamps[at]), record.seq):
+                        cluster_of[document_id] = record.cluster
+            for cluster, page in zip(clusters, pages, strict=True):
+                for member in page:
+                    if cluster_of.get(member.decode()) == cluster:
+                        oldest[cluster] = member.decode()
+                        del unknown[cluster]
+                        break
+                else:
+                    if len(page) < MEMBER_PAGE:
+                        oldest[cluster] = None
+                        del unknown[cluster]
+            start += MEMBER_PAGE
+        for position, (cluster, _, _) in self.clusters.items():
+            result = self.results[position]
+            if isinstance(result, InsertResult):
+                self.results[position] = InsertResult(
+                    id=result.id,
+                    inserted=result.inserted,
+                    duplicate_of=oldest.get(cluster),
+                    cluster_id=result.cluster_id,
+                    matches=result.matches,
+                    replaced=result.replaced,
+                )
