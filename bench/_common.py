@@ -260,6 +260,7 @@ class WrkRun:
     p50_ms: float
     p99_ms: float
     errors: int
+    requests: int = 0  # answered in the run (0 in a median of runs)
 
 
 def parse_wrk(output: str) -> WrkRun:
@@ -277,7 +278,8 @@ def parse_wrk(output: str) -> WrkRun:
     socket_errors = re.search(r"Socket errors: (.*)", output)
     if socket_errors:
         errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
-    return WrkRun(rate, p50, p99, errors)
+    answered = re.search(r"(\d+) requests in", output)
+    return WrkRun(rate, p50, p99, errors, int(answered.group(1)) if answered else 0)
 
 
 def run_wrk(
@@ -288,10 +290,12 @@ def run_wrk(
     script: Path | None = None,
     script_args: Sequence[str] = (),
     cpu: int | None = None,
+    threads: int = 2,
 ) -> WrkRun:
-    """``wrk -t2`` with ``clients`` connections for ``duration`` seconds, on CPU ``cpu``
-    (taskset) or anywhere (None); ``script_args`` reach the Lua script's ``init(args)``."""
-    command = ["wrk", "-t2", f"-c{clients}", f"-d{duration}s", "--latency"]
+    """``wrk -t<threads>`` with ``clients`` connections for ``duration`` seconds, on CPU
+    ``cpu`` (taskset) or anywhere (None); ``script_args`` reach the Lua script's
+    ``init(args)``."""
+    command = ["wrk", f"-t{threads}", f"-c{clients}", f"-d{duration}s", "--latency"]
     if script is not None:
         command += ["-s", str(script)]
     if cpu is not None:
@@ -311,6 +315,59 @@ def median_run(runs: Sequence[WrkRun]) -> WrkRun:
         statistics.median(r.p99_ms for r in runs),
         sum(r.errors for r in runs),
     )
+
+
+def wait_for_quiet(
+    busy_cpu_seconds: Callable[[], float],
+    quiet: float,
+    timeout: float,
+    log: Callable[[str], None],
+) -> None:
+    """Until the machine stays under ``quiet`` busy cores for a second (``busy_cpu_seconds``:
+    the machine's busy CPU time so far), at most ``timeout`` seconds: other people's jobs
+    would take the CPU a measurement needs."""
+    deadline = time.monotonic() + timeout
+    waited = False
+    while True:
+        before = busy_cpu_seconds()
+        time.sleep(1)
+        load = busy_cpu_seconds() - before
+        if load < quiet:
+            return
+        if time.monotonic() > deadline:
+            log(f"the machine is still busy ({load:.2f} cores): measuring anyway")
+            return
+        if not waited:
+            log(f"waiting for the machine to be quiet ({load:.2f} cores busy)")
+            waited = True
+
+
+def child_pids(pid: int) -> list[int]:
+    """The child processes of ``pid`` (from /proc; none where it is absent)."""
+    tasks = Path(f"/proc/{pid}/task")
+    if not tasks.is_dir():
+        return []
+    found: list[int] = []
+    for task in tasks.iterdir():
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return found
+
+
+def scrape_metric(url: str, name: str) -> float:
+    """The sum of a Prometheus metric's samples (every label set) at ``url``/metrics."""
+    from urllib.request import ProxyHandler, build_opener
+
+    # No proxy from the environment: the service is on this machine.
+    with build_opener(ProxyHandler({})).open(url + "/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name) : len(name) + 1] in (" ", "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 # Width of the running text in the generated markdown documents.

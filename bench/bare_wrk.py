@@ -82,6 +82,7 @@ from _common import (
     median_run,
     priority,
     run_wrk,
+    wait_for_quiet,
     write_result,
 )
 from search_wrk import write_script
@@ -244,20 +245,7 @@ class Bench:
     def wait_for_quiet(self) -> None:
         """Until the rest of the machine stays under --quiet cores for a second (at most
         --quiet-timeout seconds): other people's test runs would take the servers' CPU."""
-        deadline = time.monotonic() + self.arguments.quiet_timeout
-        waited = False
-        while True:
-            before = busy_cpu_seconds()
-            time.sleep(1)
-            load = busy_cpu_seconds() - before
-            if load < self.arguments.quiet:
-                return
-            if time.monotonic() > deadline:
-                log(f"the machine is still busy ({load:.2f} cores): measuring anyway")
-                return
-            if not waited:
-                log(f"waiting for the machine to be quiet ({load:.2f} cores busy)")
-                waited = True
+        wait_for_quiet(busy_cpu_seconds, self.arguments.quiet, self.arguments.quiet_timeout, log)
 
     def measure(self, workload: Workload) -> None:
         for mode in self.arguments.modes:

@@ -310,21 +310,33 @@ def lean(values: np.ndarray) -> Any:
     )
 
 
-def datasketch_run(client: redis.Redis, port: int, data: Data, probe: Data, size: int) -> PeerRun:
-    client.flushall()
+def datasketch_fill(client: redis.Redis, port: int, signatures: np.ndarray) -> tuple[Any, PeerRun]:
+    """A MinHashLSH on Redis storage (keys ``bench...``) holding ``signatures`` as
+    ``doc-{i}``, inserted through ``insertion_session``: the index, the insert rate and
+    used_memory added per document."""
     lsh = datasketch_lsh(port)
-
-    objects = [lean(data.minhash[i]) for i in range(size)]
+    objects = [lean(values) for values in signatures]
     before = used_memory(client)
     start = time.perf_counter()
     with lsh.insertion_session(buffer_size=BATCH) as session:
         for i, minhash in enumerate(objects):
             session.insert(f"doc-{i}", minhash, check_duplication=False)
     elapsed = time.perf_counter() - start
-    result = PeerRun(size / elapsed, (used_memory(client) - before) / size)
-    probes = [lean(probe.minhash[q]) for q in range(len(probe.minhash))]
-    latency = latencies_us(lsh.query, probes)
+    size = len(objects)
+    return lsh, PeerRun(size / elapsed, (used_memory(client) - before) / size)
+
+
+def datasketch_query(lsh: Any, result: PeerRun, signatures: np.ndarray) -> list[float]:
+    """Microseconds of each ``lsh.query``, one signature at a time; p50 and p99 in result."""
+    latency = latencies_us(lsh.query, [lean(values) for values in signatures])
     result.query_p50_us, result.query_p99_us = percentile(latency, 50), percentile(latency, 99)
+    return latency
+
+
+def datasketch_run(client: redis.Redis, port: int, data: Data, probe: Data, size: int) -> PeerRun:
+    client.flushall()
+    lsh, result = datasketch_fill(client, port, data.minhash[:size])
+    datasketch_query(lsh, result, probe.minhash)
     return result
 
 
