@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -88,12 +88,3 @@ class Settings(BaseSettings):
                 f"redis-cluster://host:port,host:port, not {value!r}"
             )
         return value
-
-    @model_validator(mode="after")
-    def _backend_supports(self) -> Settings:
-        if self.backend is not None and self.max_documents is not None:
-            raise ValueError(
-                "NEARDUP_MAX_DOCUMENTS is not supported with NEARDUP_BACKEND (Redis) yet: "
-                "unset one of them"
-            )
-        return self

@@ -20,7 +20,6 @@ import pytest
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
 from fastapi.testclient import TestClient
-from pydantic import ValidationError
 
 from app.config import Settings
 from app.main import create_app
@@ -267,11 +266,41 @@ def test_a_collection_limit_refuses_each_document_past_it(client: TestClient) ->
     assert client.get(news).json()["stats"]["documents"] == 4
 
 
-def test_a_service_limit_of_documents_is_refused_with_the_backend(
+def test_the_service_limit_counts_every_collection(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    with pytest.raises(ValidationError, match="NEARDUP_MAX_DOCUMENTS"):
-        Settings(data_dir=tmp_path, backend=redis_server.url, max_documents=10)
+    """NEARDUP_MAX_DOCUMENTS over every collection: past it a document is refused (507,
+    the service's message) at its position; a collection whose retention keeps it at its
+    size still takes documents; a delete makes room."""
+    emptied(redis_server.url)
+    texts = [english_like_text(random.Random(i), 400) for i in range(12)]
+    served = contextlib.contextmanager(make_client)
+    with served(tmp_path, backend=redis_server.url, max_documents=5) as client:
+        for name, settings in (
+            ("a", {}),
+            ("b", {}),
+            ("rolling", {"retention": {"max_documents": 1}}),
+        ):
+            assert client.put(f"/v1/collections/{name}", json=settings).status_code == 201
+        for i in range(3):
+            body = {"id": f"a{i}", "text": texts[i]}
+            assert client.post("/v1/collections/a/documents", json=body).status_code == 201
+        batch = [{"id": f"b{i}", "text": texts[3 + i]} for i in range(4)]
+        results = client.post("/v1/collections/b/documents/batch", json={"documents": batch})
+        answers = results.json()["results"]
+        assert [a.get("inserted") for a in answers[:2]] == [True, True]
+        for refused in answers[2:]:
+            assert refused["error"]["code"] == "insufficient_storage"
+            assert "NEARDUP_MAX_DOCUMENTS" in refused["error"]["message"]
+        rolling = "/v1/collections/rolling/documents"
+        assert client.post(rolling, json={"id": "r0", "text": texts[8]}).status_code == 507
+        assert client.delete("/v1/collections/a/documents/a0").status_code == 204
+        for i in range(3):  # one place, kept by a retention of one: adds nothing net
+            body = {"id": f"r{i}", "text": texts[8 + i]}
+            assert client.post(rolling, json=body).status_code == 201
+        assert (
+            client.post("/v1/collections/a/documents", json={"text": texts[11]}).status_code == 507
+        )
 
 
 def test_redis_out_of_reach_is_503_with_the_error_body(tmp_path: Path) -> None:
@@ -488,9 +517,9 @@ def _timed_operations(seed: int, count: int) -> Iterator[tuple[str, str, str, di
         yield operation
 
 
-@pytest.mark.parametrize("seed", [7, 8])
+@pytest.mark.parametrize(("seed", "budget"), [(7, None), (8, None), (9, 18)])
 def test_a_stream_with_retention_answers_as_the_embedded_service(
-    redis_server: RedisServer, tmp_path: Path, seed: int
+    redis_server: RedisServer, tmp_path: Path, seed: int, budget: int | None
 ) -> None:
     """Retention by age and by count (changed on the way), a clock that moves, documents
     expired on arrival, ids of expired documents used again: every answer as the
@@ -498,7 +527,10 @@ def test_a_stream_with_retention_answers_as_the_embedded_service(
     emptied(redis_server.url)
     clock = FakeClock(WEEK_START + 4 * 86_400.0)
     apps = [
-        create_app(Settings(data_dir=tmp_path / name, backend=backend, **LIMITS), clock=clock)
+        create_app(
+            Settings(data_dir=tmp_path / name, backend=backend, max_documents=budget, **LIMITS),
+            clock=clock,
+        )
         for name, backend in (("embedded", None), ("redis", redis_server.url))
     ]
     with TestClient(apps[0]) as embedded, TestClient(apps[1]) as over_redis:

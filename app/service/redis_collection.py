@@ -193,6 +193,10 @@ class Backend(Protocol):
 
     clock: Clock
     failures: Failures
+    max_documents: int | None  # NEARDUP_MAX_DOCUMENTS
+
+    def held_everywhere(self) -> int:
+        """The documents every collection holds."""
 
     def resolve(self, name: str) -> Resolved:
         """The collection's settings now (UnknownCollection if it is not stored)."""
@@ -615,6 +619,13 @@ class RedisCollection:
             if record.cluster != record.seq:
                 commands.append(("HINCRBY", resolved.counters_key(), "duplicates", -1))
             store.wire.send(commands, durable=True)
+
+    def budget(self) -> int | None:
+        """NEARDUP_MAX_DOCUMENTS: the documents of every collection together."""
+        return self._backend.max_documents
+
+    def held_everywhere(self) -> int:
+        return self._backend.held_everywhere()
 
     def clock_us(self) -> int:
         return now_us(self._backend.clock)

@@ -90,6 +90,7 @@ class Insertion:
         self.old_records: dict[int, Record] = {}
         self.old_times: dict[int, int] = {}
         self.mark = NO_RETENTION  # what the retention expired when the insert began
+        self.by_budget = False  # NEARDUP_MAX_DOCUMENTS, not the collection's limit, binds
 
     def run(
         self, on_duplicate: OnDuplicate, replace: bool, since: int | None, until: int | None
@@ -173,10 +174,22 @@ class Insertion:
         if kept is not None:
             adds = max(0, min(new, kept - held))
         limit = limits.limits.max_documents
-        granted = adds if limit is None else min(adds, max(0, limit - held))
+        wanted = adds if limit is None else min(adds, max(0, limit - held))
+        granted = wanted
+        budget = self.collection.budget()
+        if budget is not None and wanted:
+            everywhere = self.collection.held_everywhere()
+            granted = max(0, min(wanted, budget - everywhere))
+            # The service's budget, not the collection's limit, refuses past this point.
+            self.by_budget = granted < wanted
         return granted, granted >= adds
 
     def _refusal(self) -> InsufficientStorage:
+        if self.by_budget:
+            return InsufficientStorage(
+                f"the service holds its limit of {self.collection.budget()} documents over "
+                "all collections (NEARDUP_MAX_DOCUMENTS): delete documents or collections"
+            )
         limit = self.resolved.config.limits.max_documents
         return InsufficientStorage(
             f"collection {self.resolved.name!r} holds its limit of {limit} documents "

@@ -74,12 +74,9 @@ class RedisRegistry:
         clock: Clock = time.time,
         max_documents: int | None = None,
     ) -> None:
-        if max_documents is not None:
-            raise ValueError(
-                "NEARDUP_MAX_DOCUMENTS is not supported on the Redis backend yet: unset it"
-            )
         self.url = url
         self.clock = clock
+        self.max_documents = max_documents  # NEARDUP_MAX_DOCUMENTS
         self._max_collections = max_collections
         self._wait_replicas = wait_replicas
         self._client: Client | None = None
@@ -206,6 +203,9 @@ class RedisRegistry:
         (raw,) = self._wire().send([self.settings_command(name)])
         if raw is None:
             raise UnknownCollection(name)
+        return self._parse(name, raw)
+
+    def _parse(self, name: str, raw: bytes) -> Resolved:
         cached = self._resolved.get(name)
         if cached is not None and cached[0] == raw:
             return cached[1]
@@ -215,6 +215,19 @@ class RedisRegistry:
         resolved = Resolved.of(name, stored["key"], config, NAMESPACE, marked)
         self._resolved[name] = (raw, resolved)
         return resolved
+
+    def held_everywhere(self) -> int:
+        """The documents every collection holds (above its retention mark), for
+        NEARDUP_MAX_DOCUMENTS: two round trips, a command per collection."""
+        wire = self._wire()
+        (flat,) = wire.send([("HGETALL", COLLECTIONS_KEY)])
+        pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+        commands: list[Command] = []
+        for name, raw in pairs:
+            resolved = self._parse(name.decode(), raw)
+            keys = (resolved.counters_key(), resolved.time_key())
+            commands.append(("EVAL", HELD, 2, *keys))
+        return sum(int(count) for count in wire.send(commands))
 
     def settings_command(self, name: str) -> Command:
         return ("HGET", COLLECTIONS_KEY, name)
@@ -317,6 +330,15 @@ class RedisRegistry:
         """Every key of a collection, by SCAN on each primary."""
         pattern = f"{{{NAMESPACE}:{resolved.key}:*"
         yield from self.client.scan_iter(match=pattern, count=DROP_CHUNK)
+
+
+# The documents a collection holds (KEYS: its counters hash, its time index): the time
+# index's entries above the retention mark. Read-only.
+HELD = """
+local mark = redis.call('HGET', KEYS[1], 'mark')
+if mark then return redis.call('ZLEXCOUNT', KEYS[2], '(' .. mark, '+') end
+return redis.call('ZCARD', KEYS[2])
+"""
 
 
 def _chunks(keys: Iterator[bytes], size: int) -> Iterator[list[bytes]]:
