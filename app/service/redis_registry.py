@@ -9,7 +9,8 @@ created, changed or dropped by another process is seen at once. The time setting
 (``match_window``, ``retention``, ``limits``) may change (PATCH, or PUT with new values),
 by a compare-and-set of the settings value; what the old retention expired stays so
 (``"marked"`` in the value once a collection had one). ``NEARDUP_MAX_DOCUMENTS`` (one
-budget over every collection) is not supported: the settings refuse it.
+budget over every collection) is counted at each insert that may add documents
+(``held_everywhere``).
 """
 
 from __future__ import annotations
