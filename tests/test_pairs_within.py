@@ -1,9 +1,11 @@
 """Pairs within a batch, each index's rule, against brute force over every pair: batches
 below and above the sizes where the matchers switch from comparing every pair to sorting
-keys, with planted equal, near and banded documents."""
+keys, with planted equal, near and banded documents. Also the small helpers of a batch's
+way through the service: result positions of a batched search, generated ids."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +14,8 @@ import pytest
 from app.collection_config import CollectionConfig
 from app.core.lsh import LSHIndex
 from app.service.indexes import ExactMatcher, MinHashMatcher, SimHashMatcher, build_indexes
+from app.service.matching import positions_of
+from app.service.types import new_document_id
 
 K = 128
 
@@ -115,3 +119,21 @@ def test_pairs_within_match_brute_force(size: int, seed: int) -> None:
     assert checked == 3
     if size >= 40:  # the planting makes pairs of every kind
         assert all(expected.values())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_positions_of_matches_a_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 4, int(rng.integers(0, 6))) * (rng.random() < 0.8)
+    ends = np.cumsum(counts).astype(np.int64)
+    expected = [query for query, count in enumerate(counts.tolist()) for _ in range(count)]
+    assert positions_of(ends).tolist() == expected
+
+
+def test_new_document_ids_are_version_4_uuids() -> None:
+    ids = [new_document_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids[:200]:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122

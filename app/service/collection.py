@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -68,6 +67,7 @@ from app.service.types import (
     Refused,
     StoredDocument,
     iso_time,
+    new_document_id,
 )
 from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
 
@@ -604,7 +604,7 @@ class Collection:
     ) -> _Insertion:
         """What needs no lock: ids, times, fingerprints, refusals of empty texts and ids
         repeated within the batch."""
-        ids = [document.id or uuid.uuid4().hex for document in documents]
+        ids = [document.id or new_document_id() for document in documents]
         fingerprints, kept = self._fingerprint_nonempty(
             [document.text for document in documents], html
         )

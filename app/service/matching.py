@@ -64,10 +64,15 @@ def equal_pairs(keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
 
 
 def positions_of(ends: Rows) -> Rows:
-    """Query position of each result of a batched search answering (ends, results)."""
-    if len(ends) == 1:
-        return np.zeros(int(ends[0]), dtype=np.int64)
-    return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+    """Query position of each result of a batched search answering (ends, results):
+    query i's results are [ends[i-1], ends[i]). O(len(ends) + results)."""
+    total = int(ends[-1]) if len(ends) else 0
+    if len(ends) <= 1 or total == 0:  # one query, or the usual answer: nothing found
+        return np.zeros(total, dtype=np.int64)
+    counts = np.empty(len(ends), dtype=np.int64)
+    counts[0] = ends[0]
+    np.subtract(ends[1:], ends[:-1], out=counts[1:])  # np.diff(prepend=) costs ~10 us
+    return np.repeat(np.arange(len(ends), dtype=np.int64), counts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,6 +14,16 @@ OnDuplicate = Literal["insert", "skip"]
 MergeObserver = Callable[[str, float], None]
 EvictionObserver = Callable[[str, int, float], None]  # collection, documents, lock seconds
 Method = Literal["exact", "simhash", "minhash", "ngram"]
+
+
+def new_document_id() -> str:
+    """A random version-4 UUID as 32 hex digits, as ``uuid.uuid4().hex`` writes it, in a
+    fraction of the time (uuid.UUID's constructor checks and converts: ~3 us an id)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    return raw.hex()
+
 
 # An insert answers with its best matches only; a search asks for as many as it wants.
 INSERT_MATCH_LIMIT = 10
