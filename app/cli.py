@@ -16,6 +16,7 @@ from app.config import Settings
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from app.service.redis_registry import RedisRegistry
     from app.storage.sqlite import SQLiteStore
 # The server's modules (uvicorn, FastAPI, numba) are imported by the commands that use
 # them: `neardup search` and `neardup insert` are HTTP clients and start without them.
@@ -123,61 +124,92 @@ def worker_app() -> FastAPI:
     return create_app(settings)
 
 
-def _store(data_dir: str | None) -> SQLiteStore:
+def _settings(data_dir: str | None) -> Settings:
+    return Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
+
+
+def _store(settings: Settings) -> SQLiteStore:
     from app.main import DATABASE_FILE
     from app.storage.sqlite import SQLiteStore
 
-    settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
-    if settings.backend is not None:
-        # The Redis backend keeps no data directory: this would read an unrelated one.
-        sys.exit(
-            "neardup export / import work on the embedded service's data directory, and "
-            "NEARDUP_BACKEND is set (Redis): unset it to use them"
-        )
     return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
 
 
+def _redis(settings: Settings) -> RedisRegistry:
+    """The Redis backend's collections (NEARDUP_BACKEND), for export and import."""
+    from app.service.redis_registry import RedisRegistry
+
+    assert settings.backend is not None
+    return RedisRegistry(settings.backend, wait_replicas=settings.redis_wait_replicas)
+
+
 def export(arguments: argparse.Namespace) -> None:
+    """The embedded service's data directory, or with NEARDUP_BACKEND the Redis backend's
+    collections, as JSON lines."""
     # Imported here, as in import_: `neardup serve` starts without them.
     from tqdm import tqdm
 
     from app.transfer import export_lines
 
-    store = _store(arguments.data_dir)
+    settings = _settings(arguments.data_dir)
+    out = sys.stdout if arguments.output == "-" else open(arguments.output, "w")  # noqa: SIM115
     try:
-        collections = [
-            stored
-            for stored in store.load()
-            if not arguments.collection or stored.name in arguments.collection
-        ]
-        total = sum(len(stored.documents) + 1 for stored in collections)
-        out = sys.stdout if arguments.output == "-" else open(arguments.output, "w")  # noqa: SIM115
+        if settings.backend is not None:
+            from app.service.redis_transfer import export_lines as export_redis
+
+            registry = _redis(settings)
+            try:
+                with tqdm(unit="line", desc="export", file=sys.stderr) as progress:
+                    for line in export_redis(registry, arguments.collection or ()):
+                        out.write(line + "\n")
+                        progress.update()
+            finally:
+                registry.close()
+            return
+        store = _store(settings)
         try:
+            collections = [
+                stored
+                for stored in store.load()
+                if not arguments.collection or stored.name in arguments.collection
+            ]
+            total = sum(len(stored.documents) + 1 for stored in collections)
             with tqdm(total=total, unit="line", desc="export", file=sys.stderr) as progress:
                 for line in export_lines(collections):
                     out.write(line + "\n")
                     progress.update()
         finally:
-            if out is not sys.stdout:
-                out.close()
+            store.close()
     finally:
-        store.close()
+        if out is not sys.stdout:
+            out.close()
 
 
 def import_(arguments: argparse.Namespace) -> None:
+    """Into the embedded service's data directory, or with NEARDUP_BACKEND into the
+    Redis backend (collections that do not exist yet, either way)."""
     from tqdm import tqdm
 
-    from app.transfer import ImportFailed, import_lines
+    from app.transfer import ImportFailed, ImportTarget, import_lines
 
-    store = _store(arguments.data_dir)
+    settings = _settings(arguments.data_dir)
+    target: ImportTarget
+    if settings.backend is not None:
+        from app.service.redis_transfer import RedisImport
+
+        registry = _redis(settings)
+        target, close = RedisImport(registry), registry.close
+    else:
+        store = _store(settings)
+        target, close = store, store.close
     try:
         with open(arguments.file) as lines:
             progress = tqdm(lines, unit="line", desc="import", file=sys.stderr)
-            counts = import_lines(store, progress)
+            counts = import_lines(target, progress)
     except ImportFailed as error:
         sys.exit(f"neardup import: {error}")
     finally:
-        store.close()
+        close()
     for name, count in counts.items():
         print(f"{name}: {count} documents imported", file=sys.stderr)
 

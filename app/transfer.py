@@ -25,12 +25,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from app.service.times import BadTime, iso_time_us, parse_time
-from app.storage.base import DocumentBatch, Store, StoredCollection
+from app.storage.base import DocumentBatch, StoredCollection
 
 # Documents written to the store per transaction during an import.
 IMPORT_CHUNK = 10_000
@@ -38,6 +38,24 @@ IMPORT_CHUNK = 10_000
 
 class ImportFailed(ValueError):
     """The file cannot be imported as it is; the message says which line and why."""
+
+
+class ImportTarget(Protocol):
+    """What an import writes into: a Store (the embedded service's), or the Redis
+    backend's importer (app/service/redis_transfer.py)."""
+
+    def load(self) -> list[StoredCollection]: ...
+
+    def create_collection(self, name: str, config: dict[str, Any]) -> None: ...
+
+    def add_documents(
+        self,
+        name: str,
+        documents: DocumentBatch,
+        expired_through: tuple[int, int] | None = None,
+    ) -> None: ...
+
+    def delete_documents(self, name: str, rows: list[int]) -> None: ...
 
 
 def export_lines(collections: list[StoredCollection]) -> Iterator[str]:
@@ -75,7 +93,7 @@ class _CollectionImport:
     """Rows for one collection's documents, in file order, with placeholder rows for
     cluster names that no imported document carries."""
 
-    def __init__(self, store: Store, name: str, settings: dict[str, Any]) -> None:
+    def __init__(self, store: ImportTarget, name: str, settings: dict[str, Any]) -> None:
         self.store, self.name = store, name
         self.num_perm = (
             int(settings["minhash"]["num_perm"]) if settings["minhash"]["enabled"] else 0
@@ -159,7 +177,7 @@ def _time(document: dict[str, Any]) -> int:
         raise ValueError(f"timestamp: {error}") from None
 
 
-def import_lines(store: Store, lines: Iterable[str]) -> dict[str, int]:
+def import_lines(store: ImportTarget, lines: Iterable[str]) -> dict[str, int]:
     """Write exported lines into a store that does not hold these collections yet.
 
     Returns the number of documents imported per collection.

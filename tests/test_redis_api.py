@@ -7,6 +7,7 @@ compared with the embedded service's for the same input; what the backend refuse
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import subprocess
@@ -485,19 +486,72 @@ def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(
                 assert found == ngram_api.expected_matches(query, live), query
 
 
-def test_export_and_import_refuse_to_run_beside_a_redis_backend(tmp_path: Path) -> None:
-    """They read the embedded service's data directory, which a Redis backend has none of."""
-    environment = {**os.environ, "NEARDUP_BACKEND": "redis://127.0.0.1:6379/0"}
-    for command in (["export"], ["import", str(tmp_path / "backup.jsonl")]):
-        ran = subprocess.run(
-            [neardup_command(), *command, "--data-dir", str(tmp_path)],
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert ran.returncode == 1 and "NEARDUP_BACKEND" in ran.stderr, ran.stderr
-    assert not (tmp_path / "neardup.db").exists()
+def _neardup(*arguments: str, backend: str | None = None) -> str:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("NEARDUP_")}
+    if backend is not None:
+        environment["NEARDUP_BACKEND"] = backend
+    ran = subprocess.run(
+        [neardup_command(), *arguments],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout
+
+
+def test_collections_move_between_the_backends_by_export_and_import(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The embedded service's export imported into Redis answers as the embedded service
+    (documents, clusters, a cluster named by a deleted document, short texts, searches,
+    the next insert), and Redis's export of it is the same lines."""
+    emptied(redis_server.url)
+    rng = random.Random(21)
+    base = english_like_text(rng, 1500)
+    documents = [
+        {"id": "root", "text": base, "metadata": {"n": 1}, "timestamp": WEEK_START},
+        {"id": "near", "text": mutate_words(rng, base, 0.01), "timestamp": WEEK_START + 60},
+        {"id": "nearer", "text": mutate_words(rng, base, 0.005)},
+        {"id": "other", "text": english_like_text(rng, 900)},
+        {"id": "t1", "text": "Breaking: quake hits Tokyo"},
+        {"id": "t2", "text": "Breaking: quake hits Tokyo, 5 dead"},
+    ]
+    news = "/v1/collections/news"
+    queries = [base, documents[3]["text"], "quake hits Tokyo", documents[1]["text"]]
+    served = contextlib.contextmanager(make_client)
+    exported = tmp_path / "export.jsonl"
+    with served(tmp_path / "embedded") as embedded:
+        assert embedded.put(news, json={"store_text": True}).status_code == 201
+        embedded.post(f"{news}/documents/batch", json={"documents": documents})
+        assert embedded.delete(f"{news}/documents/root").status_code == 204
+        exported.write_text(_neardup("export", "--data-dir", str(tmp_path / "embedded" / "data")))
+        _neardup("import", str(exported), backend=redis_server.url)
+        with served(tmp_path / "redis", backend=redis_server.url) as over_redis:
+            for document in documents:
+                path = f"{news}/documents/{document['id']}"
+                assert over_redis.get(path).json() == embedded.get(path).json()
+                similar = f"{path}/similar"
+                assert over_redis.get(similar).json() == embedded.get(similar).json()
+            for text in queries:
+                body = {"text": text, "limit": 100}
+                answer = over_redis.post(f"{news}/search", json=body).json()
+                assert answer == embedded.post(f"{news}/search", json=body).json()
+            stats = [c.get(news).json()["stats"] for c in (embedded, over_redis)]
+            for key in ("documents", "duplicates", "oldest_timestamp"):
+                assert stats[1][key] == stats[0][key], key
+            again = {"id": "again", "text": mutate_words(rng, base, 0.005)}
+            answer = over_redis.post(f"{news}/documents", json=again).json()
+            assert answer == embedded.post(f"{news}/documents", json=again).json()
+            assert answer["cluster_id"] == "root" and answer["duplicate_of"] == "near"
+            exported_again = _neardup("export", "--collection", "news", backend=redis_server.url)
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    ours = [json.loads(line) for line in exported_again.splitlines()]
+    assert ours[:-1] == [
+        line for line in lines if line.get("collection", line.get("name")) == "news"
+    ]
+    assert ours[-1]["id"] == "again"
 
 
 def _timed_operations(seed: int, count: int) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
