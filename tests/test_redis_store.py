@@ -375,6 +375,24 @@ def test_retries_conflicts_and_lookups(client: Client) -> None:
     assert data.timestamps[at] == 1000
 
 
+def test_a_remove_under_a_row_leaves_an_id_stored_again(client: Client) -> None:
+    """remove(ids, rows_held) removes an id only while it is held under the row the
+    caller read: one replaced meanwhile (a new row) stays, and is found."""
+    rng = np.random.default_rng(10)
+    store = RedisStore(client, fresh_layout())
+    store.setup()
+    sim, sig, ex = Corpus(rng).make(2)
+    first = store.insert(documents(["a"], sim[:1], sig[:1], ex[:1]))
+    replaced = store.insert(documents(["a"], sim[1:], sig[1:], ex[1:]), replace=True)
+    assert replaced.status.tolist() == [Status.REPLACED]
+    assert store.remove(["a"], first.rows).tolist() == [-1]  # the row read is gone
+    found = store.search(sim[1:], sig[1:], ex[1:])
+    assert found.exact.rows.tolist() == replaced.rows.tolist()
+    assert store.remove(["a"], replaced.rows).tolist() == replaced.rows.tolist()
+    assert store.lookup(["a"])[0].tolist() == [-1]
+    assert not len(store.search(sim[1:], sig[1:], ex[1:]).exact)
+
+
 def test_writes_wait_for_replicas_when_asked(client: Client) -> None:
     """With wait_replicas, the writing round trips end in WAIT on every node they reach: the
     cluster's primaries each have a replica, the standalone server has none."""

@@ -23,6 +23,10 @@ for replaced.
 ``-`` mark with the blob in ``w`` says which table entries are left to remove. Answers
 {row, blob} per id, empty strings for an id not held.
 
+``neardup_remove_if_v1`` (ARGV: id, row for each document): ``neardup_remove_v1`` of
+the ids still held under those rows (4 bytes each); an id held under another row (it
+was removed and stored again since the caller read it) stays. Same answers.
+
 ``neardup_finish_v1`` (KEYS: ``w s``; ARGV: rows). After an insert's table entries are
 written: drops the ``+`` marks of the rows, and answers the rows whose ``s`` entry is
 gone (removed or replaced in between), whose table entries the caller must remove again.
@@ -119,6 +123,21 @@ local function remove(keys, args)
   return out
 end
 
+local function remove_if(keys, args)
+  local out = {}
+  for at = 1, #args, 2 do
+    local held = redis.call('HGET', keys[1], args[at])
+    if held and string.sub(held, 1, 4) == args[at + 1] then
+      local row = string.sub(held, 1, 4)
+      redis.call('HDEL', keys[1], args[at])
+      out[#out + 1] = {row, drop(keys, row)}
+    else
+      out[#out + 1] = {'', ''}
+    end
+  end
+  return out
+end
+
 local function finish(keys, args)
   local gone = {}
   for at = 1, #args do
@@ -170,6 +189,7 @@ end
 
 redis.register_function('neardup_insert_v1', insert)
 redis.register_function('neardup_remove_v1', remove)
+redis.register_function('neardup_remove_if_v1', remove_if)
 redis.register_function('neardup_finish_v1', finish)
 redis.register_function('neardup_entries_v1', entries)
 redis.register_function{
@@ -179,6 +199,7 @@ redis.register_function{
 
 INSERT = "neardup_insert_v1"
 REMOVE = "neardup_remove_v1"
+REMOVE_IF = "neardup_remove_if_v1"
 FINISH = "neardup_finish_v1"
 ENTRIES = "neardup_entries_v1"
 LOOKUP = "neardup_lookup_v1"

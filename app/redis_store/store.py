@@ -318,20 +318,25 @@ class RedisStore:
         self._clear_marks(old)
         return Written(status, rows, replaced)
 
-    def remove(self, ids: Sequence[str]) -> Rows:
+    def remove(self, ids: Sequence[str], rows_held: Rows | None = None) -> Rows:
         """Remove documents by id: the row each one had, -1 for an id not held. Three
-        round trips; the document is gone for every search after the first."""
+        round trips; the document is gone for every search after the first. With
+        ``rows_held``, only the ids still held under those rows (not stored again since
+        the caller read them): -1 for the others."""
         by_group = self._by_group(ids)
-        commands: list[Command] = [
-            (
-                "FCALL",
-                functions.REMOVE,
-                4,
-                *self.layout.group_keys(group),
-                *[ids[p] for p in positions],
-            )
-            for group, positions in by_group.items()
-        ]
+        commands: list[Command] = []
+        for group, positions in by_group.items():
+            arguments: list[Any]
+            if rows_held is None:
+                arguments = [ids[p] for p in positions]
+                function = functions.REMOVE
+            else:
+                fields = rows_bytes(rows_held[positions])
+                arguments = [
+                    part for p, f in zip(positions, fields, strict=True) for part in (ids[p], f)
+                ]
+                function = functions.REMOVE_IF
+            commands.append(("FCALL", function, 4, *self.layout.group_keys(group), *arguments))
         rows = np.full(len(ids), -1, dtype=np.int64)
         blobs: dict[int, bytes] = {}  # by position: the answers come by group
         answered = self.wire.send(commands, durable=True)

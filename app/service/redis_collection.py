@@ -86,6 +86,9 @@ from app.service.types import (
     iso_time,
 )
 
+# A delete reads the document, then removes it if it is still the one read.
+DELETE_ATTEMPTS = 3
+
 
 class Failures:
     """Redis failures by kind (``redis_error``, ``replicas_behind``), for /metrics."""
@@ -602,12 +605,21 @@ class RedisCollection:
         )
 
     def delete(self, document_id: str) -> None:
+        """Remove the document with this id (404 if none is visible). The document read
+        is the one removed, with its cluster membership, entries and counters: if another
+        process replaced it meanwhile, the new one is read and removed instead."""
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
-            held, at = self._held(store, document_id, self.expire(resolved, store))
+            mark = self.expire(resolved, store)
+            for _ in range(DELETE_ATTEMPTS):
+                held, at = self._held(store, document_id, mark)
+                if store.remove([document_id], held.data.rows[at : at + 1])[0] >= 0:
+                    break
+            else:
+                raise StorageUnavailable(
+                    f"document {document_id!r} keeps changing while it is deleted; retry"
+                )
             record = held.record(at)
-            if store.remove([document_id])[0] < 0:
-                raise UnknownDocument(self.name, document_id)  # removed meanwhile
             stamp = int(held.data.timestamps[at])
             commands: list[Command] = [
                 ("ZREM", resolved.members_key(record.cluster), document_id),
@@ -647,7 +659,11 @@ class RedisCollection:
                 record = held.record(int(data.index(np.array([row]))[0]))
                 if record.seq == seq:
                     doomed.append((document_id, record, row))
-        removed = store.remove([d[0] for d in doomed]) if doomed else np.zeros(0, np.int64)
+        # Only if still under the row read: an id stored again since is another document.
+        rows_held = np.array([d[2] for d in doomed], dtype=np.int64)
+        removed = (
+            store.remove([d[0] for d in doomed], rows_held) if doomed else np.zeros(0, np.int64)
+        )
         commands: list[Command] = [("ZREM", resolved.time_key(), *members)]
         evicted = joined = 0
         for (document_id, record, row), gone in zip(doomed, removed.tolist(), strict=True):
