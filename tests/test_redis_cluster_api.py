@@ -5,6 +5,8 @@ stream of operations answered as the embedded service answers it."""
 
 from __future__ import annotations
 
+import random
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 from fastapi.testclient import TestClient
 
 from tests.conftest import make_client
+from tests.corpus import english_like_text
 from tests.redis_servers import RedisClusterServers, redis_cluster
 from tests.test_api import (  # noqa: F401 (collected again here, on a Redis Cluster)
     test_a_chain_of_reissues_lands_in_one_cluster,
@@ -41,3 +44,35 @@ def test_a_stream_of_operations_answers_as_the_embedded_service(
     redis_cluster: RedisClusterServers, tmp_path: Path
 ) -> None:
     compare_stream(redis_cluster.url, tmp_path, 3, redis_wait_replicas=1)
+
+
+def test_a_dropped_collection_leaves_no_key_on_any_node(
+    redis_cluster: RedisClusterServers, tmp_path: Path
+) -> None:
+    """Every key of a dropped collection is deleted, on every primary (read with
+    redis-cli --scan on each node)."""
+    emptied(redis_cluster.url)
+    texts = [english_like_text(random.Random(i), 600) for i in range(40)]
+    for client in make_client(tmp_path, backend=redis_cluster.url, **LIMITS):
+        settings = {"retention": {"max_documents": 30}}
+        assert client.put("/v1/collections/gone", json=settings).status_code == 201
+        batch = [{"id": f"g{i}", "text": t} for i, t in enumerate(texts)]
+        batch.append({"id": "short", "text": "Breaking: quake hits Tokyo"})
+        client.post("/v1/collections/gone/documents/batch", json={"documents": batch})
+        assert _keys(redis_cluster, "{nd:gone~*")
+        assert client.delete("/v1/collections/gone").status_code == 204
+        assert _keys(redis_cluster, "{nd:gone~*") == []
+        assert _keys(redis_cluster, "{nd:default~*")  # the others stay
+
+
+def _keys(cluster: RedisClusterServers, pattern: str) -> list[str]:
+    keys: list[str] = []
+    for node in cluster.nodes:
+        listed = subprocess.run(
+            ["redis-cli", "-p", str(node.port), "--scan", "--pattern", pattern],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        keys += listed.stdout.split()
+    return keys
