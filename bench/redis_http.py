@@ -65,6 +65,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import (
+    REPO_ROOT,
+    RESULTS_DIR,
     Align,
     WrkRun,
     child_pids,
@@ -197,6 +199,9 @@ def serve(root: Path, backend: str, workers: int) -> Iterator[Served]:
             for pid in children:
                 os.kill(pid, signal.SIGKILL)
             server.kill()
+        # What the server said (log level warning: problems only), kept for a look.
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        shutil.copy(server.log_path, RESULTS_DIR / f"redis_http-server-{workers}.log")
 
 
 PRELOAD_CHUNK = 50_000
@@ -393,6 +398,58 @@ def datasketch(
     results.datasketch_query_ms = (percentile(latency, 50) / 1000, percentile(latency, 99) / 1000)
 
 
+def per_cpu_second(samples: list[Sample]) -> float:
+    """Median requests per second of the workers' CPU time: how well a worker's CPU turns
+    into searches, whatever share of the cores it got."""
+    return statistics.median(s.wrk.requests_per_second / s.server_cpu for s in samples)
+
+
+def plot(arguments: argparse.Namespace, results: Results) -> Path:
+    """Search requests/s of 1 and 2 workers per mode (medians, the runs as dots) and the
+    lookups' p50 against datasketch's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (rates, lookups) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for offset, workers in ((-0.2, 1), (0.2, 2)):
+        for index, mode in enumerate(arguments.modes):
+            runs = [
+                s.wrk.requests_per_second
+                for s in results.samples
+                if s.mode == mode and s.workers == workers
+            ]
+            if not runs:
+                continue
+            rates.bar(
+                index + offset,
+                statistics.median(runs),
+                width=0.4,
+                color="tab:blue" if workers == 1 else "tab:orange",
+                label=f"{workers} worker{'s' if workers > 1 else ''}" if index == 0 else None,
+            )
+            rates.plot([index + offset] * len(runs), runs, "k.", markersize=4)
+    rates.set_xticks(range(len(arguments.modes)), arguments.modes)
+    rates.set_ylabel("searches per second (wrk, 16 connections)")
+    rates.legend()
+    names = ["neardup LSH lookup", "neardup search (3 methods)", "datasketch query"]
+    p50 = [results.store_lsh_ms[0], results.store_search_ms[0], results.datasketch_query_ms[0]]
+    lookups.barh(names, p50, color=["tab:blue", "tab:blue", "tab:grey"])
+    lookups.set_xlabel("p50 ms, one lookup at a time, no HTTP")
+    for axis in (rates, lookups):
+        axis.grid(True, axis="y" if axis is rates else "x", alpha=0.3)
+    figure.suptitle(
+        f"Over one Redis, {results.documents:,} documents of 3 KB (datasketch: "
+        f"{results.datasketch_documents:,}), 2 cores"
+    )
+    figure.tight_layout()
+    path = REPO_ROOT / "docs" / "redis-http.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
 def ratio(middle: WrkRun, one: WrkRun | None, workers: int) -> str:
     if workers == 1 or one is None:
         return "-"
@@ -423,6 +480,7 @@ def report(arguments: argparse.Namespace, results: Results) -> str:
                     f"{middle.p50_ms:.2f} / {middle.p99_ms:.2f}",
                     ratio(middle, medians.get((mode, 1)), workers),
                     f"{statistics.median(s.server_cpu for s in samples):.0%}",
+                    f"{per_cpu_second(samples):,.0f}",
                     f"{statistics.median(s.redis_cpu for s in samples):.0%}",
                     f"{statistics.median(s.wrk_cpu for s in samples):.0%}",
                     f"{statistics.median(s.other_cpu for s in samples):.0%} "
@@ -433,8 +491,8 @@ def report(arguments: argparse.Namespace, results: Results) -> str:
             )
     header = [
         *("mode", "workers", "search req/s", "runs", "p50 / p99 ms", "2 / 1 workers"),
-        *("workers CPU", "Redis CPU", "wrk CPU", "other CPU (max)", "round trips/search"),
-        "errors",
+        *("workers CPU", "req per workers' CPU-s", "Redis CPU", "wrk CPU", "other CPU (max)"),
+        *("round trips/search", "errors"),
     ]
     ratios = {
         mode: medians[mode, 2].requests_per_second / medians[mode, 1].requests_per_second
@@ -563,6 +621,7 @@ def main() -> None:
         default=0.3,
         help="run again when other processes took more cores than this during a run (0.3)",
     )
+    parser.add_argument("--plot", action="store_true", help="draw docs/redis-http.png")
     arguments = parser.parse_args()
     for program in ("wrk", "redis-server"):
         if shutil.which(program) is None:
@@ -632,6 +691,8 @@ def main() -> None:
     print(text)
     write_result("redis_http.md", text)
     write_result("redis_http.json", json.dumps(asdict(results), indent=1))
+    if arguments.plot:
+        log(f"plot: {plot(arguments, results)}")
 
 
 if __name__ == "__main__":
