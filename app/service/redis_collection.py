@@ -675,7 +675,9 @@ class RedisCollection:
             if resolved.ngram is not None and record.short is not None:
                 commands += resolved.ngram.writes("ZREM", [record.short], np.array([row]))
         counters = resolved.counters_key()
-        commands.append(("HINCRBY", counters, "evicted", evicted))
-        commands.append(("HINCRBY", counters, "duplicates", -joined))
+        if evicted:  # (none: the collection may be gone, and its counters with it)
+            commands.append(("HINCRBY", counters, "evicted", evicted))
+        if joined:
+            commands.append(("HINCRBY", counters, "duplicates", -joined))
         store.wire.send(commands, durable=True)
         return evicted

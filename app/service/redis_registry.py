@@ -146,14 +146,11 @@ class RedisRegistry:
         time (the evictor's work; tests call it to evict at a moment of their choosing).
         Returns the documents evicted."""
         evicted = 0
-        for handle in self.list():
+        for resolved in self._every():
+            if not resolved.retains:
+                continue
+            handle = self.get(resolved.name)
             with storage_errors(self.failures):
-                try:
-                    resolved = self.resolve(handle.name)
-                except UnknownCollection:
-                    continue  # dropped meanwhile
-                if not resolved.retains:
-                    continue
                 store = self.store(resolved)
                 mark = handle.expire(resolved, store)
                 while mark.member and not self._stopping.is_set():
@@ -217,18 +214,21 @@ class RedisRegistry:
         self._resolved[name] = (raw, resolved)
         return resolved
 
+    def _every(self) -> list[Resolved]:
+        """Every collection's settings: one round trip."""
+        with storage_errors(self.failures):
+            (flat,) = self._wire().send([("HGETALL", COLLECTIONS_KEY)])
+        pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+        return [self._parse(name.decode(), raw) for name, raw in pairs]
+
     def held_everywhere(self) -> int:
         """The documents every collection holds (above its retention mark), for
         NEARDUP_MAX_DOCUMENTS: two round trips, a command per collection."""
-        wire = self._wire()
-        (flat,) = wire.send([("HGETALL", COLLECTIONS_KEY)])
-        pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-        commands: list[Command] = []
-        for name, raw in pairs:
-            resolved = self._parse(name.decode(), raw)
-            keys = (resolved.counters_key(), resolved.time_key())
-            commands.append(("EVAL", HELD, 2, *keys))
-        return sum(int(count) for count in wire.send(commands))
+        commands: list[Command] = [
+            ("EVAL", HELD, 2, resolved.counters_key(), resolved.time_key())
+            for resolved in self._every()
+        ]
+        return sum(int(count) for count in self._wire().send(commands))
 
     def settings_command(self, name: str) -> Command:
         return ("HGET", COLLECTIONS_KEY, name)

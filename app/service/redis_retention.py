@@ -47,7 +47,8 @@ local function less(a, b)
   end
   return #a < #b
 end
-local mark = redis.call('HGET', KEYS[1], 'mark') or ''
+local held = redis.call('HGET', KEYS[1], 'mark') or ''
+local mark = held
 if ARGV[1] ~= '' then
   local below = redis.call('ZRANGE', KEYS[2], '(' .. ARGV[1], '-', 'BYLEX', 'REV', 'LIMIT', 0, 1)
   if below[1] and less(mark, below[1]) then mark = below[1] end
@@ -60,7 +61,7 @@ if kept > 0 and visible > kept then
   mark = redis.call('ZRANGE', KEYS[2], low, '+', 'BYLEX', 'LIMIT', visible - kept - 1, 1)[1]
   visible = kept
 end
-if mark ~= '' then redis.call('HSET', KEYS[1], 'mark', mark) end
+if mark ~= held then redis.call('HSET', KEYS[1], 'mark', mark) end
 return {mark, visible}
 """
 
