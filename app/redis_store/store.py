@@ -431,6 +431,14 @@ class RedisStore:
 
     def lookup(self, ids: Sequence[str]) -> tuple[Rows, RowData]:
         """(row of each id or -1, the stored data of those held). One round trip."""
+        rows, data, _ = self.lookup_also(ids)
+        return rows, data
+
+    def lookup_also(
+        self, ids: Sequence[str], also: Sequence[Command] = (), *, durable: bool = False
+    ) -> tuple[Rows, RowData, list[Any]]:
+        """``lookup``, with the caller's commands in the same round trip (``durable``:
+        WAITed when they write); their replies third."""
         by_group = self._by_group(ids)
         commands: list[Command] = [
             (
@@ -444,12 +452,14 @@ class RedisStore:
         ]
         rows = np.full(len(ids), -1, dtype=np.int64)
         held: dict[int, tuple[bytes, bytes]] = {}
-        for positions, answers in zip(by_group.values(), self.wire.send(commands), strict=True):
+        replies = self.wire.send([*also, *commands], durable=durable)
+        also_replies, replies = replies[: len(also)], replies[len(also) :]
+        for positions, answers in zip(by_group.values(), replies, strict=True):
             for p, (row, blob, record) in zip(positions, answers, strict=True):
                 if row and blob:
                     rows[p] = _row(row)
                     held[int(rows[p])] = (blob, record)
-        return rows, self._row_data(held)
+        return rows, self._row_data(held), also_replies
 
     def rows(self, rows: Rows, *, records: bool = True) -> RowData:
         """The stored data of rows, those still held. One round trip."""

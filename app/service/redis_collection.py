@@ -284,24 +284,28 @@ class RedisCollection:
         """Move the mark up to what the retention expires now (atomic in Redis: every
         process agrees), and answer it with the count of documents held. One round trip,
         for collections with a retention or a limit."""
-        if not resolved.retains and resolved.config.limits.max_documents is None:
+        expiring = self.expire_command(resolved)
+        if expiring is None:
             return NO_RETENTION
+        command, cutoff = expiring
+        (reply,) = store.wire.send([command], durable=True)
+        return self.expired(reply, cutoff)
+
+    def expire_command(self, resolved: Resolved) -> tuple[Command, int | None] | None:
+        """The EXPIRE call of ``expire`` (to send with other commands), and the max_age
+        cutoff it applies; None for a collection without a retention or a limit."""
+        if not resolved.retains and resolved.config.limits.max_documents is None:
+            return None
         cutoff = self._cutoff(resolved)
         kept = resolved.config.retention.max_documents or 0
-        ((member, held),) = store.wire.send(
-            [
-                (
-                    "EVAL",
-                    EXPIRE,
-                    2,
-                    resolved.counters_key(),
-                    resolved.time_key(),
-                    b"" if cutoff is None else time_bytes(cutoff),
-                    kept,
-                )
-            ],
-            durable=True,
-        )
+        cut = b"" if cutoff is None else time_bytes(cutoff)
+        keys = (resolved.counters_key(), resolved.time_key())
+        return ("EVAL", EXPIRE, 2, *keys, cut, kept), cutoff
+
+    @staticmethod
+    def expired(reply: Any, cutoff: int | None) -> Mark:
+        """The mark of an EXPIRE reply."""
+        member, held = reply
         return Mark.of(member, cutoff, int(held))
 
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:

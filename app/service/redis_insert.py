@@ -91,6 +91,7 @@ class Insertion:
         self.old_times: dict[int, int] = {}
         self.mark = NO_RETENTION  # what the retention expired when the insert began
         self.by_budget = False  # NEARDUP_MAX_DOCUMENTS, not the collection's limit, binds
+        self.first_seq = 0  # the seqs of this insert's documents start here
 
     def run(
         self, on_duplicate: OnDuplicate, replace: bool, since: int | None, until: int | None
@@ -104,7 +105,6 @@ class Insertion:
             else:
                 first_position[document_id] = position
         candidates = [p for p in range(len(self.ids)) if p not in self.refused]
-        self.mark = self.collection.expire(self.resolved, self.store)
         old_rows, retried = self._held_ids(candidates, replace)
         accepted = [p for p in candidates if p not in retried and p not in self.refused]
         pending: list[Pending] = []
@@ -132,7 +132,20 @@ class Insertion:
         record of the documents sent again: retries); conflicts are refused."""
         if not candidates:
             return {}, {}
-        rows, data = self.store.lookup([self.ids[p] for p in candidates])
+        # One round trip: the retention applied (the mark), seqs for every candidate
+        # (WAITed like the documents: a failover must not hand out a seq again), the ids.
+        counting: list[Command] = [
+            ("HINCRBY", self.resolved.counters_key(), "seq", len(candidates))
+        ]
+        expiring = self.collection.expire_command(self.resolved)
+        if expiring is not None:
+            counting.append(expiring[0])
+        rows, data, replies = self.store.lookup_also(
+            [self.ids[p] for p in candidates], counting, durable=True
+        )
+        self.first_seq = int(replies[0]) - len(candidates) + 1
+        if expiring is not None:
+            self.mark = self.collection.expired(replies[1], expiring[1])
         held = Held(data)
         old_rows: dict[int, int] = {}
         retried: dict[int, Record] = {}
@@ -218,11 +231,7 @@ class Insertion:
         fingerprints = self.fingerprints.select(self.fingerprint_at[accepted])
         stamps = self.stamps[accepted]
         exclude = np.array([old_rows.get(p, -1) for p in accepted], dtype=np.int64)
-        # WAITed like the documents: a failover must not hand out a seq again.
-        (last,) = self.store.wire.send(
-            [("HINCRBY", self.resolved.counters_key(), "seq", len(accepted))], durable=True
-        )
-        first_seq = int(last) - len(accepted) + 1
+        first_seq = self.first_seq
         from_store, held, _ = self.collection.match_store(
             self.resolved, self.store, fingerprints, query, exclude, stamps=stamps, mark=self.mark
         )
