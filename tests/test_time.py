@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.collection_config import CollectionConfig, LimitsConfig, RetentionConfig
+from app.errors import UnknownDocument
 from app.service import Collection, InsertResult, NewDocument, Query, Refused
 from app.service.budget import DocumentBudget
 from app.service.times import iso_time_us
@@ -253,6 +254,47 @@ def test_the_budget_is_shared_between_collections() -> None:
     second.delete("b0")
     assert isinstance(second.insert([NewDocument(STORIES[9], "b9", None, now)])[0], InsertResult)
     assert budget.total == 10 and len(first) + len(second) == 10
+
+
+@pytest.mark.parametrize("service_limit", [None, 100])
+def test_a_batch_past_the_collection_limit_is_refused_with_its_reason(
+    service_limit: int | None,
+) -> None:
+    """The documents of a batch past limits.max_documents name the collection's limit,
+    whether or not a service-wide one is set (the batch's own earlier documents count)."""
+    clock = FakeClock()
+    config = CollectionConfig(limits=LimitsConfig(max_documents=5))
+    collection = open_collection(MemoryStore(), config, clock, DocumentBudget(service_limit))
+    answers = collection.insert(
+        [NewDocument(STORIES[i], f"d{i}", None, clock.us) for i in range(8)]
+    )
+    refused = [a for a in answers if isinstance(a, Refused)]
+    assert [a.id for a in refused] == ["d5", "d6", "d7"]
+    for answer in refused:
+        assert answer.error.code == "insufficient_storage"
+        assert "limits.max_documents" in str(answer.error), answer.error
+    assert len(collection) == 5
+
+
+def test_deleted_documents_do_not_move_the_retention_mark() -> None:
+    """A deleted document newer than every expired one does not decide what counts as
+    expired: once the retention is lifted, a document older than the deleted one but
+    newer than every expired one is stored (as if nothing had been deleted)."""
+    clock = FakeClock()
+    config = CollectionConfig(retention=RetentionConfig(max_age="10s"))
+    collection = open_collection(MemoryStore(), config, clock)
+    start = clock.us
+    collection.insert([NewDocument(STORIES[0], "old", None, start)])
+    collection.insert([NewDocument(STORIES[1], "deleted", None, start + 5_000_000)])
+    collection.delete("deleted")
+    clock.advance(30)
+    assert collection.stats()["documents"] == 0  # "old" expired
+    collection.reconfigure(CollectionConfig())
+    [answer] = collection.insert([NewDocument(STORIES[2], "between", None, start + 3_000_000)])
+    assert isinstance(answer, InsertResult) and answer.inserted
+    assert collection.get("between").id == "between"
+    with pytest.raises(UnknownDocument):
+        collection.get("old")
 
 
 def test_count_retention_never_needs_more_room_than_it_keeps() -> None:

@@ -741,8 +741,10 @@ class Collection:
         granted = self._budget.reserve(wanted)
         return granted, granted >= adds
 
-    def _refusal(self) -> InsufficientStorage:
-        if self._limit is not None and len(self) >= self._limit:
+    def _refusal(self, added: int = 0) -> InsufficientStorage:
+        """Why a document is refused for room, ``added`` documents of its batch in before
+        it (not counted in len(self) until the batch is published)."""
+        if self._limit is not None and len(self) + added >= self._limit:
             return InsufficientStorage(
                 f"collection {self.name!r} holds its limit of {self._limit} documents "
                 "(limits.max_documents): delete documents, raise the limit, or set a retention"
@@ -805,7 +807,7 @@ class Collection:
                 old_row < 0 and not expired[position] and not (matches and on_duplicate == "skip")
             )
             if adds and not unlimited and added >= granted:
-                results.append(Refused(document.id, self._refusal()))
+                results.append(Refused(document.id, self._refusal(added)))
                 continue
             cluster_row = self._cluster_of_row(best_row, pending) if matches else None
             skipped = (bool(matches) and on_duplicate == "skip") or bool(expired[position])
@@ -950,15 +952,19 @@ class Collection:
 
     def _expired(self, stamps: npt.NDArray[np.int64], rows: Rows) -> None:
         """Entries taken off the time order, oldest first: LIVE rows turn HIDDEN and wait
-        for eviction; the mark moves to the last."""
+        for eviction; the mark moves to the last of them. Deleted rows (still in the order)
+        do not move it: whether a document arriving later counts as expired must not
+        depend on what was deleted."""
         if not len(rows):
             return
-        self._expired_through = max(self._expired_through, (int(stamps[-1]), int(rows[-1])))
         state = self._state.array
-        live = rows[state[rows] == LIVE]
+        is_live = state[rows] == LIVE
+        live = rows[is_live]
         self._order_gone -= len(rows) - len(live)
         if not len(live):
             return
+        last = int(np.flatnonzero(is_live)[-1])
+        self._expired_through = max(self._expired_through, (int(stamps[last]), int(rows[last])))
         state[live] = HIDDEN
         self._visible -= len(live)
         self._budget.remove(len(live))
