@@ -101,7 +101,12 @@ def served(redis_server: RedisServer, tmp_path: Path) -> Iterator[Server]:
         NEARDUP_LOG_LEVEL="warning",
     )
     try:
-        yield server.start()
+        server.start()  # one worker answered /readyz
+        ready = 0
+        while ready < 30:  # the other too: new connections, each accepted by either
+            with httpx.Client(base_url=server.url) as probe:
+                ready = ready + 1 if probe.get("/readyz").status_code == 200 else 0
+        yield server
         assert server.stop() == 0  # SIGTERM: the supervisor stops its workers and exits 0
     finally:
         if server.process is not None and server.process.poll() is None:
