@@ -32,8 +32,9 @@ with 1 worker, one with ``--workers 2``. Then:
    verified, records) and the LSH lookup alone, p50 / p99;
 5. datasketch MinHashLSH(threshold 0.8, 128 values, bands 16 x 8) with Redis storage on
    the same Redis (keys ``bench...``), holding the signatures neardup computed for the
-   first ``--datasketch-documents`` of the same documents (it inserts ~1,000 a second, so
-   fewer than neardup's: its query cost does not grow with N, one round trip per band):
+   first ``--datasketch-documents`` of the same documents (1,800-2,300 inserts a second
+   measured, so fewer than neardup's: its query cost does not grow with N, one round
+   trip per band):
    insert rate, used_memory per document, query p50 / p99 with the 512 texts'
    signatures (bench/redis_store.py's code).
 
