@@ -47,7 +47,6 @@ from app.errors import (
     DuplicateId,
     InsufficientStorage,
     InvalidDocument,
-    InvalidParameter,
     NeardupError,
     StorageUnavailable,
     UnknownDocument,
@@ -55,7 +54,13 @@ from app.errors import (
 from app.service.budget import DocumentBudget
 from app.service.coalesce import Options, SingleInserts
 from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
-from app.service.matching import METHODS_OF_BITS, Pairs
+from app.service.matching import (
+    METHODS_OF_BITS,
+    Pairs,
+    check_query,
+    check_range,
+    merge_methods,
+)
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -328,17 +333,7 @@ class Collection:
         return self._matches(pairs, pairs.span(0), query.limit)
 
     def _validate(self, query: Query) -> None:
-        k = self.config.simhash.max_distance
-        if query.max_distance is not None and not 0 <= query.max_distance <= k:
-            raise InvalidParameter(
-                f"max_distance must be between 0 and the collection's max_distance {k}, "
-                f"not {query.max_distance}"
-            )
-        if query.min_similarity is not None and not 0.0 <= query.min_similarity <= 1.0:
-            raise InvalidParameter(f"min_similarity must be 0 to 1, not {query.min_similarity}")
-        if query.limit < 1:
-            raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
-        _check_range(query.since, query.until)
+        check_query(query, self.config.simhash.max_distance)
 
     def stats(self) -> dict[str, Any]:
         with self._write_lock:
@@ -542,7 +537,7 @@ class Collection:
         and metadata is a retry: answered as a duplicate of itself, nothing changed. A
         document already expired by the retention when it arrives is answered (matched)
         but not stored (``inserted`` false). Blocks until the documents are committed."""
-        _check_range(since, until)
+        check_range(since, until)
         insertion = self._prepare(documents, html, since, until)
         with self._write_lock:
             self._apply(insertion, on_duplicate, replace)
@@ -566,7 +561,7 @@ class Collection:
         """``insert`` of one document on the event loop, without a hop through the thread
         pool. The single inserts of one turn of the loop go in together as one batch
         (app/service/coalesce.py: the same answers, at a fraction of the CPU)."""
-        _check_range(since, until)
+        check_range(since, until)
         return await self._single_inserts.insert(document, (on_duplicate, html, since, until))
 
     async def _insert_many_async(
@@ -1243,11 +1238,6 @@ class Collection:
                 assert (int(self._timestamp.array[row]), row) > mark, (row, mark)
 
 
-def _check_range(since: int | None, until: int | None) -> None:
-    if since is not None and until is not None and since > until:
-        raise InvalidParameter("since must not be later than until")
-
-
 def _combined(
     found: list[tuple[Found, int]], exclude: Rows | None
 ) -> tuple[Rows, Rows, npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
@@ -1265,12 +1255,7 @@ def _combined(
     if exclude is not None:
         keep = rows != exclude[positions]
         positions, rows, bits, known = positions[keep], rows[keep], bits[keep], known[keep]
-    unique, inverse = np.unique((positions << 32) | rows, return_inverse=True)
-    methods = np.zeros(len(unique), dtype=np.uint8)
-    np.bitwise_or.at(methods, inverse, bits)
-    exact_similarity = np.full(len(unique), np.nan)
-    np.fmax.at(exact_similarity, inverse, known)  # fmax keeps a number over NaN
-    return unique >> 32, unique & 0xFFFFFFFF, methods, exact_similarity
+    return merge_methods(positions, rows, bits, known)
 
 
 @dataclass(slots=True)

@@ -10,7 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core.types import Rows
-from app.service.types import Method
+from app.errors import InvalidParameter
+from app.service.types import Method, Query
 
 METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash", "ngram")
 EXACT, SIMHASH, MINHASH, NGRAM = 1, 2, 4, 8
@@ -110,3 +111,36 @@ class Pairs:
             self.similarity[order],
             self.distances[order],
         )
+
+
+def check_range(since: int | None, until: int | None) -> None:
+    if since is not None and until is not None and since > until:
+        raise InvalidParameter("since must not be later than until")
+
+
+def check_query(query: Query, max_distance: int) -> None:
+    """A search's options against the collection's SimHash distance (both backends)."""
+    if query.max_distance is not None and not 0 <= query.max_distance <= max_distance:
+        raise InvalidParameter(
+            f"max_distance must be between 0 and the collection's max_distance "
+            f"{max_distance}, not {query.max_distance}"
+        )
+    if query.min_similarity is not None and not 0.0 <= query.min_similarity <= 1.0:
+        raise InvalidParameter(f"min_similarity must be 0 to 1, not {query.min_similarity}")
+    if query.limit < 1:
+        raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
+    check_range(query.since, query.until)
+
+
+def merge_methods(
+    positions: Rows, rows: Rows, bits: npt.NDArray[np.uint8], known: npt.NDArray[np.float64]
+) -> tuple[Rows, Rows, npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
+    """(positions, rows, method bits, exact similarity or NaN): each (position, row) found
+    by any method once, with the bits of every method that found it and the highest exact
+    similarity known for it. O(n log n) in the pairs."""
+    unique, inverse = np.unique((positions << 32) | rows, return_inverse=True)
+    methods = np.zeros(len(unique), dtype=np.uint8)
+    np.bitwise_or.at(methods, inverse, bits)
+    exact_similarity = np.full(len(unique), np.nan)
+    np.fmax.at(exact_similarity, inverse, known)  # fmax keeps a number over NaN
+    return unique >> 32, unique & 0xFFFFFFFF, methods, exact_similarity

@@ -60,7 +60,15 @@ from app.service.indexes import (
     NgramMatcher,
     SimHashMatcher,
 )
-from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
+from app.service.matching import (
+    EXACT,
+    METHODS_OF_BITS,
+    MINHASH,
+    NGRAM,
+    SIMHASH,
+    check_query,
+    check_range,
+)
 from app.service.redis_insert import Insertion
 from app.service.redis_ngram import RedisNgram
 from app.service.redis_records import Held, Record, joined
@@ -214,11 +222,6 @@ class Backend(Protocol):
         """This thread's store of the collection."""
 
 
-def _check_range(since: int | None, until: int | None) -> None:
-    if since is not None and until is not None and since > until:
-        raise InvalidParameter("since must not be later than until")
-
-
 class RedisCollection:
     """One collection over Redis, as the API uses it (ServiceCollection). Holds no data:
     a handle that reads the collection's settings at every call, so that a collection
@@ -357,17 +360,7 @@ class RedisCollection:
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def _validate(self, resolved: Resolved, query: Query) -> None:
-        k = resolved.config.simhash.max_distance
-        if query.max_distance is not None and not 0 <= query.max_distance <= k:
-            raise InvalidParameter(
-                f"max_distance must be between 0 and the collection's max_distance {k}, "
-                f"not {query.max_distance}"
-            )
-        if query.min_similarity is not None and not 0.0 <= query.min_similarity <= 1.0:
-            raise InvalidParameter(f"min_similarity must be 0 to 1, not {query.min_similarity}")
-        if query.limit < 1:
-            raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
-        _check_range(query.since, query.until)
+        check_query(query, resolved.config.simhash.max_distance)
 
     def stats(self) -> dict[str, Any]:
         """Documents: the store's count (a round trip over its row groups), or with a
@@ -578,7 +571,7 @@ class RedisCollection:
         same refusals at their positions). Answers once Redis has every write (and, with
         NEARDUP_REDIS_WAIT_REPLICAS, the replicas); a Redis failure is 503 and a retry
         of the request finishes what it started."""
-        _check_range(since, until)
+        check_range(since, until)
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
             with self._write_lock:
@@ -597,7 +590,7 @@ class RedisCollection:
     ) -> InsertResult | Refused:
         """One document; the single inserts of one turn of the event loop go in together
         as one batch (app/service/coalesce.py), in the thread pool."""
-        _check_range(since, until)
+        check_range(since, until)
         return await self._single_inserts.insert(document, (on_duplicate, html, since, until))
 
     async def _insert_many_async(

@@ -13,6 +13,7 @@ import numpy.typing as npt
 from app.core.fingerprint import Fingerprints
 from app.core.types import Rows
 from app.redis_store.store import Floats
+from app.service.matching import merge_methods
 
 
 def in_range(stamps: npt.NDArray[np.int64], since: int | None, until: int | None) -> Any:
@@ -72,12 +73,7 @@ def combined(parts: list[Part]) -> tuple[Rows, Rows, npt.NDArray[np.uint8], Floa
     keys = np.concatenate([k for _, k, _, _ in parts]).astype(np.int64)
     bits = np.concatenate([np.full(len(k), bit, np.uint8) for _, k, bit, _ in parts])
     known = np.concatenate([np.full(len(k), np.nan) if s is None else s for _, k, _, s in parts])
-    unique, inverse = np.unique((positions << 32) | keys, return_inverse=True)
-    methods = np.zeros(len(unique), dtype=np.uint8)
-    np.bitwise_or.at(methods, inverse, bits)
-    exact_similarity = np.full(len(unique), np.nan)
-    np.fmax.at(exact_similarity, inverse, known)  # fmax keeps a number over NaN
-    return unique >> 32, unique & 0xFFFFFFFF, methods, exact_similarity
+    return merge_methods(positions, keys, bits, known)
 
 
 def score(
