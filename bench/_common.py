@@ -6,6 +6,7 @@ apply ``THREAD_LIMITS`` before numpy, numba or a Rust extension reads them.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import gc
@@ -314,6 +315,31 @@ def median_run(runs: Sequence[WrkRun]) -> WrkRun:
         statistics.median(r.p50_ms for r in runs),
         statistics.median(r.p99_ms for r in runs),
         sum(r.errors for r in runs),
+    )
+
+
+def add_quiet_arguments(
+    parser: argparse.ArgumentParser, quiet: float, timeout: float, max_other: float
+) -> None:
+    """--quiet, --quiet-timeout and --max-other: how a run waits for a shared machine
+    (wait_for_quiet) and when it is measured again, with this script's defaults."""
+    parser.add_argument(
+        "--quiet",
+        type=float,
+        default=quiet,
+        help=f"before each run, wait until the machine is busy under this many cores ({quiet})",
+    )
+    parser.add_argument(
+        "--quiet-timeout",
+        type=float,
+        default=timeout,
+        help=f"longest wait for quiet, seconds ({timeout:g})",
+    )
+    parser.add_argument(
+        "--max-other",
+        type=float,
+        default=max_other,
+        help=f"run again when other processes took more cores than this during a run ({max_other})",
     )
 
 

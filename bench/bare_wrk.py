@@ -78,6 +78,7 @@ from _common import (
     RESULTS_DIR,
     Align,
     WrkRun,
+    add_quiet_arguments,
     markdown_table,
     median_run,
     priority,
@@ -702,21 +703,7 @@ def main() -> None:
         default=["search", "insert"],
         help="comma-separated, of search and insert (default both; search runs first)",
     )
-    parser.add_argument(
-        "--quiet",
-        type=float,
-        default=0.1,
-        help="before each run, wait until the machine is busy under this many cores (0.1)",
-    )
-    parser.add_argument(
-        "--quiet-timeout", type=float, default=300, help="longest wait for quiet, seconds (300)"
-    )
-    parser.add_argument(
-        "--max-other",
-        type=float,
-        default=0.2,
-        help="run again when other processes took more cores than this during a run (0.2)",
-    )
+    add_quiet_arguments(parser, quiet=0.1, timeout=300, max_other=0.2)
     parser.add_argument(
         "--nice",
         type=int,

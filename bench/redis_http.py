@@ -70,6 +70,7 @@ from _common import (
     RESULTS_DIR,
     Align,
     WrkRun,
+    add_quiet_arguments,
     child_pids,
     latencies_us,
     markdown_table,
@@ -607,21 +608,7 @@ def main() -> None:
         help="no: Redis without persistence (default); otherwise appendonly yes with this",
     )
     parser.add_argument("--nice", type=int, default=-20, help="servers, Redis, wrk (-20)")
-    parser.add_argument(
-        "--quiet",
-        type=float,
-        default=0.2,
-        help="before each run, wait until the machine is busy under this many cores (0.2)",
-    )
-    parser.add_argument(
-        "--quiet-timeout", type=float, default=15, help="longest wait for quiet, seconds (15)"
-    )
-    parser.add_argument(
-        "--max-other",
-        type=float,
-        default=0.3,
-        help="run again when other processes took more cores than this during a run (0.3)",
-    )
+    add_quiet_arguments(parser, quiet=0.2, timeout=15, max_other=0.3)
     parser.add_argument("--plot", action="store_true", help="draw docs/redis-http.png")
     arguments = parser.parse_args()
     for program in ("wrk", "redis-server"):

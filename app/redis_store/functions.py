@@ -108,17 +108,21 @@ local function insert(keys, args)
   return out
 end
 
+-- The id's row and fields dropped, when the id is held (under ``row``, unless nil).
+local function remove_held(keys, id, row)
+  local held = redis.call('HGET', keys[1], id)
+  if held and (row == nil or string.sub(held, 1, 4) == row) then
+    local found = string.sub(held, 1, 4)
+    redis.call('HDEL', keys[1], id)
+    return {found, drop(keys, found)}
+  end
+  return {'', ''}
+end
+
 local function remove(keys, args)
   local out = {}
   for at = 1, #args do
-    local held = redis.call('HGET', keys[1], args[at])
-    if held then
-      local row = string.sub(held, 1, 4)
-      redis.call('HDEL', keys[1], args[at])
-      out[#out + 1] = {row, drop(keys, row)}
-    else
-      out[#out + 1] = {'', ''}
-    end
+    out[#out + 1] = remove_held(keys, args[at], nil)
   end
   return out
 end
@@ -126,14 +130,7 @@ end
 local function remove_if(keys, args)
   local out = {}
   for at = 1, #args, 2 do
-    local held = redis.call('HGET', keys[1], args[at])
-    if held and string.sub(held, 1, 4) == args[at + 1] then
-      local row = string.sub(held, 1, 4)
-      redis.call('HDEL', keys[1], args[at])
-      out[#out + 1] = {row, drop(keys, row)}
-    else
-      out[#out + 1] = {'', ''}
-    end
+    out[#out + 1] = remove_held(keys, args[at], args[at + 1])
   end
   return out
 end
