@@ -5,7 +5,6 @@ Collection gives them (docs/redis.md, "An insert")."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,6 +36,7 @@ from app.service.types import (
     OnDuplicate,
     Query,
     Refused,
+    new_document_id,
 )
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Insertion:
         self.resolved = resolved
         self.store = store
         self.documents = documents
-        self.ids = [document.id or uuid.uuid4().hex for document in documents]
+        self.ids = [document.id or new_document_id() for document in documents]
         self.fingerprints, kept = collection.fingerprint_nonempty_of(
             resolved, [document.text for document in documents], html
         )
