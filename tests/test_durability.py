@@ -452,3 +452,49 @@ def test_evictions_remove_their_rows_and_references_stay_checked(tmp_path: Path)
     assert loaded.names == {7: "d7"}  # kept as a deleted row: it names 8's cluster
     assert loaded.expired_through == (7, 7) and loaded.next_row == 13
     reopened.close()
+
+
+def test_inserts_across_statement_chunks_store_every_row_or_none(tmp_path: Path) -> None:
+    # Documents go in by multi-row statements of ROWS_PER_INSERT rows: every size around
+    # the chunk edge stores exactly its rows, and a batch refused in a later chunk (a row
+    # already stored) leaves nothing of its earlier chunks, alone or in a group.
+    from app.storage.sqlite import ROWS_PER_INSERT
+
+    store = SQLiteStore(tmp_path / "k.db", "NORMAL")
+    store.create_collection("c", {"minhash": {"enabled": True, "num_perm": 2}})
+    expected: list[int] = []
+    next_row = 0
+    for size in (1, ROWS_PER_INSERT - 1, ROWS_PER_INSERT, ROWS_PER_INSERT + 1, 3 * ROWS_PER_INSERT):
+        rows = list(range(next_row, next_row + size))
+        store.add_documents("c", _batch(rows))
+        expected += rows
+        next_row += size
+    clash = [*range(next_row, next_row + 2 * ROWS_PER_INSERT), 0]  # 0 is stored
+    with pytest.raises(StorageUnavailable, match="UNIQUE"):
+        store.add_documents("c", _batch(clash))
+    with pytest.raises(StorageUnavailable, match="UNIQUE"):  # one statement, alone
+        store.add_documents("c", _batch([next_row + 1000, 0]))
+    gate, inside = threading.Event(), threading.Event()
+
+    def hold(db: sqlite3.Connection) -> None:  # holds the writer inside a commit
+        inside.set()
+        assert gate.wait(30)
+
+    blocked = store._enqueue(hold)
+    assert inside.wait(30)
+    refused = store.begin_add_documents("c", _batch(clash))
+    good = list(range(next_row + 500, next_row + 500 + ROWS_PER_INSERT + 3))
+    added = store.begin_add_documents("c", _batch(good))
+    gate.set()
+    blocked.result()
+    added.result()
+    with pytest.raises(StorageUnavailable, match="UNIQUE"):
+        refused.result()
+    expected += good
+    store.close()
+    reopened = SQLiteStore(tmp_path / "k.db")
+    [loaded] = reopened.load()
+    assert loaded.documents.rows.tolist() == expected
+    assert loaded.documents.ids == [f"d{row}" for row in expected]
+    assert loaded.documents.timestamps.tolist() == expected
+    reopened.close()

@@ -8,6 +8,8 @@ call returns only once its change is on disk.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import queue
 import sqlite3
@@ -15,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,10 +50,21 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 GROUP_COMMIT_MAX_CHANGES = 512
 Synchronous = Literal["FULL", "NORMAL"]
 Change = Callable[[sqlite3.Connection], object]
-# A queued change: what it does, its future, the documents it adds, and whether it needs
-# the foreign key checks (False for one that only removes documents: that cannot break
-# their reference to their collection).
-Queued = tuple[Change, Future[None], int, bool]
+
+
+@dataclass(slots=True, frozen=True)
+class Queued:
+    """A change waiting for the writer, and its future."""
+
+    change: Change
+    done: Future[None]
+    documents: int  # the documents it adds
+    # Whether it needs the foreign key checks (False for one that only removes documents:
+    # that cannot break their reference to their collection).
+    checked: bool = True
+    # Whether it is one statement, which alone in its group runs as its own transaction.
+    one_statement: bool = False
+
 
 _SCHEMA = """
 CREATE TABLE collections (
@@ -96,10 +110,64 @@ def _set_mark(db: sqlite3.Connection, name: str, mark: tuple[int, int]) -> None:
     )
 
 
+# Documents go in by multi-row INSERTs of at most this many rows: one statement step
+# instead of one per row. Each step lets the GIL go to the event loop and waits to take it
+# back, and between two cores that hand-over costs more than the row (issue 11).
+ROWS_PER_INSERT = 64
+_DOCUMENT_COLUMNS = (
+    "collection, row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
+    "deleted, short, timestamp"
+)
+_DOCUMENT_VALUES = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+
+
+@functools.cache
+def _insert_statement(rows: int) -> str:
+    values = ", ".join([_DOCUMENT_VALUES] * rows)
+    return f"INSERT INTO documents ({_DOCUMENT_COLUMNS}) VALUES {values}"
+
+
+_VALUES_PER_ROW = _DOCUMENT_VALUES.count("?")
+
+
+def _insert_documents(db: sqlite3.Connection, values: list[Any]) -> None:
+    """Insert document rows, their values one after another (_VALUES_PER_ROW each, as
+    _DOCUMENT_VALUES binds them): one step per ROWS_PER_INSERT rows; at most
+    ROWS_PER_INSERT statement texts ever built."""
+    rows = len(values) // _VALUES_PER_ROW
+    for start in range(0, rows, ROWS_PER_INSERT):
+        chunk = min(ROWS_PER_INSERT, rows - start)
+        at = start * _VALUES_PER_ROW
+        db.execute(_insert_statement(chunk), values[at : at + chunk * _VALUES_PER_ROW])
+
+
 def _signed(values: np.ndarray) -> list[int]:
     # SQLite integers are signed 64-bit: store the same bits.
     signed: list[int] = values.astype(np.uint64).view(np.int64).tolist()
     return signed
+
+
+def _apply_change(connection: sqlite3.Connection, queued: Queued, *, alone: bool) -> bool:
+    """Apply one queued change in the group's transaction; False (and its future failed)
+    when SQLite refused it. A change alone needs no savepoint, its refusal ending the
+    whole transaction (one statement alone is its own transaction): each statement hands
+    the GIL to the event loop and waits to take it back, which between two cores costs
+    more than a small statement (issue 11)."""
+    if not alone:
+        connection.execute("SAVEPOINT change")
+    try:
+        queued.change(connection)
+    except sqlite3.IntegrityError as error:
+        if not alone:
+            # One caller's bad change must not fail the others of its group.
+            connection.execute("ROLLBACK TO change")
+        elif connection.in_transaction:
+            connection.execute("ROLLBACK")
+        queued.done.set_exception(StorageUnavailable(f"change refused: {error}"))
+        return False
+    if not alone:
+        connection.execute("RELEASE change")
+    return True
 
 
 class SQLiteStore:
@@ -111,7 +179,7 @@ class SQLiteStore:
         self.synchronous = synchronous
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = self._open()
-        self._changes: queue.Queue[Queued | None] = queue.Queue()
+        self._changes: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
         self._checking = True  # PRAGMA foreign_keys, as _open left it
         self._observe_commit: CommitObserver = _ignore_commit
         self.eviction_seconds = 0.0  # CPU time of the evictions' changes (writer thread)
@@ -160,9 +228,16 @@ class SQLiteStore:
     def _submit(self, change: Change) -> None:
         self._enqueue(change).result()
 
-    def _enqueue(self, change: Change, documents: int = 0, *, checked: bool = True) -> Future[None]:
+    def _enqueue(
+        self,
+        change: Change,
+        documents: int = 0,
+        *,
+        checked: bool = True,
+        one_statement: bool = False,
+    ) -> Future[None]:
         done: Future[None] = Future()
-        self._changes.put((change, done, documents, checked))
+        self._changes.put(Queued(change, done, documents, checked, one_statement))
         return done
 
     def observe_commits(self, observer: CommitObserver) -> None:
@@ -196,36 +271,31 @@ class SQLiteStore:
     def _commit(self, group: list[Queued]) -> None:
         connection = self._connection
         started = time.perf_counter()
+        alone = len(group) == 1
         try:
             # A range delete from a table with a foreign key is two passes in SQLite (the
             # keys into a temporary b-tree, then a seek for each): twice the cost of one.
             # A group of evictions alone needs no checks; any other change turns them on.
-            self._check_references(any(checked for _, _, _, checked in group))
-            connection.execute("BEGIN IMMEDIATE")
+            self._check_references(any(queued.checked for queued in group))
+            if not (alone and group[0].one_statement):
+                connection.execute("BEGIN IMMEDIATE")
             applied = []
             documents = 0
-            for change, done, count, _ in group:
-                connection.execute("SAVEPOINT change")
-                try:
-                    change(connection)
-                except sqlite3.IntegrityError as error:
-                    # One caller's bad change must not fail the others of its group.
-                    connection.execute("ROLLBACK TO change")
-                    done.set_exception(StorageUnavailable(f"change refused: {error}"))
-                    continue
-                connection.execute("RELEASE change")
-                applied.append(done)
-                documents += count
-            connection.execute("COMMIT")
+            for queued in group:
+                if _apply_change(connection, queued, alone=alone):
+                    applied.append(queued.done)
+                    documents += queued.documents
+            if connection.in_transaction:
+                connection.execute("COMMIT")
         except sqlite3.Error as error:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             failure = StorageUnavailable(
                 f"could not write to {self.path}: {error}; nothing of this request was stored"
             )
-            for _, done, _, _ in group:
-                if not done.done():
-                    done.set_exception(failure)
+            for queued in group:
+                if not queued.done.done():
+                    queued.done.set_exception(failure)
             return
         self._observe_commit(len(group), documents, time.perf_counter() - started)
         for done in applied:
@@ -273,35 +343,33 @@ class SQLiteStore:
         expired_through: tuple[int, int] | None = None,
     ) -> Future[None]:
         """Queue the documents for the next group commit; the future ends with it."""
-        rows = list(
-            zip(
-                [name] * len(documents),
-                documents.rows.tolist(),
-                documents.ids,
-                documents.created_at.tolist(),
-                documents.clusters.tolist(),
-                [None if m is None else json.dumps(m) for m in documents.metadata],
-                _signed(documents.simhash),
-                [signature.tobytes() for signature in np.ascontiguousarray(documents.minhash)],
-                [pair.tobytes() for pair in np.ascontiguousarray(documents.exact)],
-                documents.text_column(),
-                documents.short_column(),
-                documents.timestamp_column().tolist(),
-                strict=True,
+        values = list(
+            itertools.chain.from_iterable(
+                zip(
+                    [name] * len(documents),
+                    documents.rows.tolist(),
+                    documents.ids,
+                    documents.created_at.tolist(),
+                    documents.clusters.tolist(),
+                    [None if m is None else json.dumps(m) for m in documents.metadata],
+                    _signed(documents.simhash),
+                    [signature.tobytes() for signature in np.ascontiguousarray(documents.minhash)],
+                    [pair.tobytes() for pair in np.ascontiguousarray(documents.exact)],
+                    documents.text_column(),
+                    documents.short_column(),
+                    documents.timestamp_column().tolist(),
+                    strict=True,
+                )
             )
         )
 
         def add(db: sqlite3.Connection) -> None:
-            db.executemany(
-                "INSERT INTO documents (collection, row, id, created_at, cluster, metadata, "
-                "simhash, minhash, exact, text, deleted, short, timestamp) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-                rows,
-            )
+            _insert_documents(db, values)
             if expired_through is not None:
                 _set_mark(db, name, expired_through)
 
-        return self._enqueue(add, len(rows))
+        one_statement = len(documents) <= ROWS_PER_INSERT and expired_through is None
+        return self._enqueue(add, len(documents), one_statement=one_statement)
 
     def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
         """Queue expired documents for removal (deleted, or kept as a cluster's name)."""
