@@ -372,14 +372,14 @@ def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
     other settings, the search answers for what is stored now."""
     emptied(redis_server.url)
     sent: list[int] = []
-    send = Wire.send
+    send = Wire.send_packed  # every batch goes through it (send packs, then calls it)
 
-    def counted(wire: Wire, commands: Any, durable: bool = False) -> list[Any]:
-        if commands:
-            sent.append(len(commands))
-        return send(wire, commands, durable)
+    def counted(wire: Wire, packed: Any, keys: Any = None, durable: bool = False) -> list[Any]:
+        if packed:
+            sent.append(len(packed))
+        return send(wire, packed, keys, durable)
 
-    monkeypatch.setattr(Wire, "send", counted)
+    monkeypatch.setattr(Wire, "send_packed", counted)
     text = english_like_text(random.Random(8), 1200)
     search = "/v1/collections/news/search"
     served = contextlib.contextmanager(make_client)

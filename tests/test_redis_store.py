@@ -21,14 +21,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
-import redis
-import redis.connection
 from redis.cluster import RedisCluster
 
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
-from app.redis_store import functions
+from app.redis_store import functions, wire
 from app.redis_store.connect import cluster_nodes, connect
 from app.redis_store.layout import Layout, PrefixTable, group_of
 from app.redis_store.store import NewDocuments, RedisStore, Status, pack_record
@@ -290,6 +288,14 @@ def test_more_blocks_and_the_default_shards(client: Client) -> None:
     run_sequence(client, 3, steps=15, batch=60, layout=default)
 
 
+def test_tables_of_mixed_shard_bits(client: Client) -> None:
+    """k = 4 in 5 blocks: prefixes of 13 and 12 bits, so that 13 shard bits split four
+    tables by 13 bits and the fifth by 12 (lookups in runs of different shard bits)."""
+    layout = fresh_layout(max_distance=4, blocks=5, shard_bits=13)
+    assert {t.shard_bits for t in layout.simhash_tables} == {12, 13}
+    run_sequence(client, 4, steps=12, batch=40, layout=layout)
+
+
 def test_a_search_is_two_round_trips(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
     store = RedisStore(client, fresh_layout())
@@ -298,13 +304,13 @@ def test_a_search_is_two_round_trips(client: Client, monkeypatch: pytest.MonkeyP
     sim, sig, ex = corpus.make(300)
     store.insert(documents([f"d{i}" for i in range(300)], sim, sig, ex))
     writes: list[int] = []
-    original = redis.connection.AbstractConnection.send_packed_command
+    original = wire._Link.write
 
-    def counting(self: Any, command: Any, check_health: bool = True) -> None:
+    def counting(self: Any, packet: bytes) -> None:
         writes.append(id(self))
-        original(self, command, check_health)
+        original(self, packet)
 
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+    monkeypatch.setattr(wire._Link, "write", counting)
     nodes = len(client.get_primaries()) if isinstance(client, RedisCluster) else 1
     for q in range(20):
         before = store.round_trips

@@ -122,7 +122,7 @@ class PrefixTable:
             return np.zeros(len(keys), dtype=np.int64)
         return (keys >> np.uint64(64 - self.shard_bits)).astype(np.int64)
 
-    def _key_part(self, keys: U64) -> U8:
+    def key_part(self, keys: U64) -> U8:
         """(m, key_bytes): the keys without their shard bits, left-aligned big-endian."""
         rest = np.ascontiguousarray(keys, dtype=np.uint64) << np.uint64(self.shard_bits)
         return rest.astype(">u8").view(np.uint8).reshape(-1, 8)[:, : self.key_bytes]
@@ -135,7 +135,7 @@ class PrefixTable:
             raise ValueError(f"row numbers must fit in {ROW_BYTES} bytes")
         count, width, key_bytes = len(keys), self.width, self.key_bytes
         packed = np.empty((count, width), dtype=np.uint8)
-        packed[:, :key_bytes] = self._key_part(keys)
+        packed[:, :key_bytes] = self.key_part(keys)
         if self.extra_bytes:
             assert extra is not None and extra.shape == (count, self.extra_bytes)
             packed[:, key_bytes : key_bytes + self.extra_bytes] = extra
@@ -146,7 +146,7 @@ class PrefixTable:
     def bounds(self, low: U64, high: U64, extra: U8 | None) -> list[tuple[bytes, bytes]]:
         """BYLEX bounds [min, max] of the members whose key lies in [low[i], high[i]] and
         whose extra bytes equal extra[i]. ``low[i]`` and ``high[i]`` must be in one shard."""
-        los, his = self._key_part(low), self._key_part(high)
+        los, his = self.key_part(low), self.key_part(high)
         if extra is not None:
             los = np.concatenate([los, extra], axis=1)
             his = np.concatenate([his, extra], axis=1)
@@ -160,15 +160,32 @@ class PrefixTable:
         self, shard: int | npt.NDArray[np.int64], members: list[bytes]
     ) -> tuple[U64, U8, Rows]:
         """(keys, extra bytes, rows) of members read from the set of ``shard`` (one for
-        all, or one per member)."""
-        packed = np.frombuffer(b"".join(members), dtype=np.uint8).reshape(-1, self.width)
-        padded = np.zeros((len(packed), 8), dtype=np.uint8)
-        padded[:, : self.key_bytes] = packed[:, : self.key_bytes]
-        keys = padded.view(">u8").reshape(-1).astype(np.uint64) >> np.uint64(self.shard_bits)
+        all, or one per member). Strided views of the joined bytes: a few numpy calls
+        whatever the number of members (the extra bytes are a read-only view)."""
+        raw = b"".join(members)
+        width, key_bytes = self.width, self.key_bytes
+        count = len(raw) // width
+        if not count:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty.astype(np.uint64), np.zeros((0, self.extra_bytes), np.uint8), empty
+        # 8 bytes from each member's start: its key bytes, then bytes of its own beyond
+        # them (a member is at least 5 + 4 bytes), masked off.
+        keys = np.ndarray((count,), dtype=">u8", buffer=raw, strides=(width,)).astype(np.uint64)
+        if key_bytes < 8:
+            keys &= np.uint64(((1 << (8 * key_bytes)) - 1) << (8 * (8 - key_bytes)))
+        keys >>= np.uint64(self.shard_bits)
         if self.shard_bits:
             keys |= np.asarray(shard).astype(np.uint64) << np.uint64(64 - self.shard_bits)
-        extra = packed[:, self.key_bytes : self.key_bytes + self.extra_bytes]
-        rows = np.ascontiguousarray(packed[:, self.width - ROW_BYTES :]).view(">u4").reshape(-1)
+        extra: U8 = np.ndarray(
+            (count, self.extra_bytes),
+            dtype=np.uint8,
+            buffer=raw,
+            offset=key_bytes,
+            strides=(width, 1),
+        )
+        rows = np.ndarray(
+            (count,), dtype=">u4", buffer=raw, offset=width - ROW_BYTES, strides=(width,)
+        )
         return keys, extra, rows.astype(np.int64)
 
 
@@ -193,6 +210,10 @@ class Layout:
     groups: int = DEFAULT_GROUPS
     _hamming: HammingIndex = field(init=False, repr=False, compare=False)
     _lsh: LSHIndex | None = field(init=False, repr=False, compare=False)
+    # Every search names the hashes of the groups it reads: made once per group.
+    _group_keys: dict[int, tuple[bytes, bytes, bytes, bytes]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.groups <= MAX_GROUPS:
@@ -204,6 +225,7 @@ class Layout:
         object.__setattr__(self, "_hamming", HammingIndex(self.max_distance, self.blocks))
         lsh = LSHIndex(self.threshold, self.num_perm) if self.minhash else None
         object.__setattr__(self, "_lsh", lsh)
+        object.__setattr__(self, "_group_keys", {})
 
     def _tag(self, *parts: object) -> bytes:
         return ("{" + ":".join(map(str, (self.namespace, self.collection, *parts)))).encode()
@@ -212,8 +234,11 @@ class Layout:
 
     def group_keys(self, group: int) -> tuple[bytes, bytes, bytes, bytes]:
         """(ids, signatures, records, work) hashes of a group: one hash tag, one slot."""
-        tag = self._tag(group) + b"}"
-        return tag + b"i", tag + b"s", tag + b"r", tag + b"w"
+        keys = self._group_keys.get(group)
+        if keys is None:
+            tag = self._tag(group) + b"}"
+            keys = self._group_keys[group] = (tag + b"i", tag + b"s", tag + b"r", tag + b"w")
+        return keys
 
     def meta_key(self) -> bytes:
         return self._tag("meta") + b"}"
@@ -243,11 +268,15 @@ class Layout:
         return [raw[at : at + size] for at in range(0, len(raw), size)]
 
     def parse_blobs(self, blobs: list[bytes]) -> tuple[npt.NDArray[np.void], MinHashes]:
-        """(fixed fields, signatures) of ``s`` values."""
-        packed = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(-1, self.blob_bytes)
-        fixed = np.ascontiguousarray(packed[:, : FIXED.itemsize]).view(FIXED).reshape(-1)
-        signatures = np.ascontiguousarray(packed[:, FIXED.itemsize :]).view("<u4")
-        return fixed, signatures.astype(np.uint32).reshape(len(packed), self.signature_values)
+        """(fixed fields, signatures) of ``s`` values: the fields by name (FIXED's), read
+        in place, and the signatures as a copy."""
+        packed = np.frombuffer(b"".join(blobs), dtype=self._blob_dtype)
+        return packed, packed["signature"].astype(np.uint32)
+
+    @cached_property
+    def _blob_dtype(self) -> np.dtype[np.void]:
+        """An ``s`` value as one record: FIXED's fields, then the signature."""
+        return np.dtype([*FIXED.descr, ("signature", "<u4", (self.signature_values,))])
 
     # Prefix tables ----------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from app.core.lsh import min_matches
 from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
 from app.redis_store import functions
 from app.redis_store.layout import (
+    ROW_BYTES,
     Layout,
     PrefixTable,
     exact_extra,
@@ -48,8 +49,9 @@ from app.redis_store.layout import (
     rows_bytes,
     rows_of,
 )
+from app.redis_store.lookups import LookupTables, RangeLookups
 from app.redis_store.types import Client
-from app.redis_store.wire import Command, Wire
+from app.redis_store.wire import Command, Wire, key_of, pack
 
 # Table entries as (table, shard of each entry, member of each entry), one part a table.
 Entries: TypeAlias = list[tuple[PrefixTable, npt.NDArray[np.int64], list[bytes]]]
@@ -146,6 +148,10 @@ class SearchResult:
 
 
 METHODS = ("exact", "simhash", "minhash")
+# Up to this many rows, Python ints group rows faster than numpy's fixed costs (a search
+# of one text finds a few rows; a batch's, thousands).
+_FEW_ROWS = 64
+_NONE = Found.none()  # shared by the searches that find nothing: never written to
 
 
 def _entries_of(
@@ -225,6 +231,16 @@ class RedisStore:
         self.client = client
         self.layout = layout
         self.wire = Wire(client, wait_replicas, wait_timeout_ms)
+        self._no_rows = self._row_data({})  # what a search that finds nothing answers
+        self._tables = {  # what every search's lookups share
+            method: LookupTables(method, tables)
+            for method, tables in (
+                ("exact", [layout.exact_table]),
+                ("simhash", layout.simhash_tables),
+                ("minhash", layout.band_tables),
+            )
+            if tables
+        }
 
     @property
     def round_trips(self) -> int:
@@ -255,8 +271,15 @@ class RedisStore:
         return groups
 
     def _by_row_group(self, rows: Rows) -> list[tuple[int, list[bytes]]]:
-        """(group, row fields) of rows, by row group."""
-        groups = rows % self.layout.groups
+        """(group, row fields) of rows, by row group (ascending), in the given order
+        within a group."""
+        count = self.layout.groups
+        if len(rows) <= _FEW_ROWS:
+            by_group: dict[int, list[bytes]] = {}
+            for row in rows.tolist():
+                by_group.setdefault(row % count, []).append(row.to_bytes(ROW_BYTES, "big"))
+            return sorted(by_group.items())
+        groups = rows % count
         return [(group, rows_bytes(rows[groups == group])) for group in np.unique(groups).tolist()]
 
     # Writes -----------------------------------------------------------------------------
@@ -491,17 +514,19 @@ class RedisStore:
         return self._row_data(held)
 
     def _row_data(self, held: dict[int, tuple[bytes, bytes]]) -> RowData:
-        rows = np.array(sorted(held), dtype=np.int64)
-        fixed, signatures = self.layout.parse_blobs([held[r][0] for r in rows.tolist()])
+        order = sorted(held)
+        rows = np.array(order, dtype=np.int64)
+        fixed, signatures = self.layout.parse_blobs([held[r][0] for r in order])
         ids, payloads = [], []
-        for row in rows.tolist():
-            record_id, payload = unpack_record(held[row][1]) if held[row][1] else ("", b"")
+        for row in order:
+            record = held[row][1]
+            record_id, payload = unpack_record(record) if record else ("", b"")
             ids.append(record_id)
             payloads.append(payload)
         return RowData(
             rows,
             fixed["simhash"].astype(np.uint64),
-            fixed["exact"].astype(np.uint64).reshape(-1, 2),
+            fixed["exact"].astype(np.uint64),
             fixed["timestamp"].astype(np.int64),
             signatures,
             ids,
@@ -543,43 +568,51 @@ class RedisStore:
         simhash = np.asarray(simhash, dtype=np.uint64).reshape(-1)
         exact = np.asarray(exact, dtype=np.uint64).reshape(-1, 2)
         count = len(simhash)
-        lookups = _Lookups(count)
+        lookups = RangeLookups(count, keyed=self.wire.cluster)
         if "exact" in methods:
             high_words = np.ascontiguousarray(exact[:, 0])
             extra = exact_extra(exact)
-            lookups.add("exact", [layout.exact_table], high_words[:, None], None, extra)
+            lookups.add(self._tables["exact"], high_words[:, None], None, extra)
         permuted = np.zeros((count, 0), dtype=np.uint64)
         if "simhash" in methods and layout.simhash:
             permuted = layout.permute(simhash)
             masks = layout.prefix_masks()
             low = permuted & masks
-            lookups.add("simhash", layout.simhash_tables, low, low | ~masks, None)
+            lookups.add(self._tables["simhash"], low, low | ~masks, None)
         if "minhash" in methods and layout.minhash:
             assert minhash is not None
             minhash = np.asarray(minhash, dtype=np.uint32).reshape(count, -1)
-            lookups.add("minhash", layout.band_tables, layout.band_keys(minhash), None, None)
+            lookups.add(self._tables["minhash"], layout.band_keys(minhash), None, None)
 
-        candidates: dict[str, list[tuple[Rows, Rows, Floats]]] = defaultdict(list)
-        replies = self.wire.send([*also, *lookups.commands])
+        wire = self.wire
+        packed = [pack(command) for command in also] + lookups.packed
+        keys: list[bytes | str] | None = None
+        if wire.cluster:
+            keys = [*map(key_of, also), *lookups.keys]
+        replies = wire.send_packed(packed, keys)
         also_replies, replies = replies[: len(also)], replies[len(also) :]
-        for method, table, lane, at, members in lookups.answers(replies):
-            keys, extra_bytes, rows = table.decode(lookups.shards(method, lane, at), members)
-            if method == "simhash":
-                distances = np.bitwise_count(keys ^ permuted[at, lane]).astype(np.int64)
+        found = dict.fromkeys(METHODS, _NONE)
+        for hits in lookups.answers(replies):
+            at, rows = hits.queries, hits.rows
+            if hits.method == "simhash":
+                distances = np.bitwise_count(hits.keys ^ permuted[at, hits.lanes]).astype(np.int64)
                 near = distances <= distance
-                candidates[method].append((at[near], rows[near], distances[near].astype(float)))
-            elif method == "exact":
-                same = (keys == exact[at, 0]) & (extra_bytes == exact_extra(exact)[at]).all(axis=1)
-                candidates[method].append((at[same], rows[same], np.ones(int(same.sum()))))
+                found["simhash"] = _merge(at[near], rows[near], distances[near].astype(float))
+            elif hits.method == "exact":
+                same = (hits.keys == exact[at, 0]) & (hits.extra == exact_extra(exact)[at]).all(
+                    axis=1
+                )
+                found["exact"] = _merge(at[same], rows[same], np.ones(int(same.sum())))
             else:
-                candidates[method].append((at, rows, np.zeros(len(rows))))
+                found["minhash"] = _merge(at, rows, np.zeros(len(rows)))
+        if all(not len(f) for f in found.values()):  # most searches of new texts
+            return SearchResult(_NONE, _NONE, _NONE, self._no_rows, also_replies)
 
-        found = {m: _merge(candidates.get(m, [])) for m in METHODS}
         commands, plan = self._row_commands(
             np.concatenate([f.rows for f in found.values()]), records
         )
         data = self._parse_rows(plan, records, self.wire.send(commands))
-        live = {m: f.where(np.isin(f.rows, data.rows)) for m, f in found.items()}
+        live = {m: f.where(_within(f.rows, data.rows)) if len(f) else f for m, f in found.items()}
         lsh = live["minhash"]
         if len(lsh):
             assert minhash is not None
@@ -589,75 +622,6 @@ class RedisStore:
             scores = agree[verified] / layout.num_perm
             lsh = _best_first(lsh.positions[verified], lsh.rows[verified], scores)
         return SearchResult(live["exact"], live["simhash"], lsh, data, also_replies)
-
-
-class _Lookups:
-    """The range lookups of a search's first round trip, and their answers decoded."""
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.commands: list[Command] = []
-        # method, tables, (count, lanes) shards: one command per lane and query, lane-major
-        self._plan: list[tuple[str, list[PrefixTable], npt.NDArray[np.int64]]] = []
-
-    def add(
-        self,
-        method: str,
-        tables: list[PrefixTable],
-        low: npt.NDArray[np.uint64],
-        high: npt.NDArray[np.uint64] | None,
-        extra: npt.NDArray[np.uint8] | None,
-    ) -> None:
-        """Lookups of keys from ``low[q, lane]`` to ``high[q, lane]`` (or equal to
-        ``low``) in table ``lane``, for every query q."""
-        lanes = len(tables)
-        shards = np.empty((self.count, lanes), dtype=np.int64)
-        first = tables[0]
-        if all(t.shard_bits == first.shard_bits for t in tables):
-            # One encoding for every lane at once (lane-major): the tables differ only
-            # in their names. Per lane, a search's numpy calls cost more than Redis.
-            lows = np.ascontiguousarray(low.T).reshape(-1)
-            highs = lows if high is None else np.ascontiguousarray(high.T).reshape(-1)
-            extras = None if extra is None else np.tile(extra, (lanes, 1))
-            flat = first.shards(lows)
-            shards[:] = flat.reshape(lanes, self.count).T
-            bounds = first.bounds(lows, highs, extras)
-            lane_of = np.repeat(np.arange(lanes), self.count).tolist()
-            for lane, shard, (lo, hi) in zip(lane_of, flat.tolist(), bounds, strict=True):
-                self.commands.append(("ZRANGE", tables[lane].key(shard), lo, hi, "BYLEX"))
-            self._plan.append((method, tables, shards))
-            return
-        for lane, table in enumerate(tables):
-            lows = np.ascontiguousarray(low[:, lane])
-            highs = lows if high is None else np.ascontiguousarray(high[:, lane])
-            shards[:, lane] = table.shards(lows)
-            for shard, (lo, hi) in zip(
-                shards[:, lane].tolist(), table.bounds(lows, highs, extra), strict=True
-            ):
-                self.commands.append(("ZRANGE", table.key(shard), lo, hi, "BYLEX"))
-        self._plan.append((method, tables, shards))
-
-    def shards(self, method: str, lane: int, at: Rows) -> npt.NDArray[np.int64]:
-        for name, _, shards in self._plan:
-            if name == method:
-                found: npt.NDArray[np.int64] = shards[at, lane]
-                return found
-        raise KeyError(method)
-
-    def answers(self, replies: list[Any]) -> list[tuple[str, PrefixTable, int, Rows, list[bytes]]]:
-        """(method, table, lane, query of each member, members) per table with answers."""
-        out = []
-        replies_at = 0
-        queries = np.arange(self.count, dtype=np.int64)
-        for method, tables, _ in self._plan:
-            for lane, table in enumerate(tables):
-                answers = replies[replies_at : replies_at + self.count]
-                replies_at += self.count
-                sizes = np.fromiter(map(len, answers), dtype=np.int64, count=self.count)
-                if sizes.any():
-                    members = [m for answer in answers for m in answer]
-                    out.append((method, table, lane, np.repeat(queries, sizes), members))
-        return out
 
 
 def _pairs(reply: Any) -> list[tuple[bytes, bytes]]:
@@ -686,16 +650,23 @@ def unpack_record(record: bytes) -> tuple[str, bytes]:
     return record[2 : 2 + size].decode("utf-8", "surrogatepass"), record[2 + size :]
 
 
-def _merge(parts: list[tuple[Rows, Rows, Floats]]) -> Found:
+def _merge(positions: Rows, rows: Rows, values: Floats) -> Found:
     """One Found of (position, row) pairs found in several tables, each pair once."""
-    if not parts:
-        return Found.none()
-    positions = np.concatenate([p[0] for p in parts])
-    rows = np.concatenate([p[1] for p in parts])
-    values = np.concatenate([p[2] for p in parts])
+    if len(rows) < 2:
+        return Found(positions, rows, values)
     pair = (positions << 32) | rows
     _, first = np.unique(pair, return_index=True)
     return Found(positions[first], rows[first], values[first])
+
+
+def _within(rows: Rows, held: Rows) -> npt.NDArray[np.bool_]:
+    """Which of rows are in ``held`` (sorted): np.isin's answer at a fraction of its
+    fixed cost, which a search pays for three methods."""
+    if not len(held):
+        return np.zeros(len(rows), dtype=bool)
+    at = np.minimum(np.searchsorted(held, rows), len(held) - 1)
+    found: npt.NDArray[np.bool_] = held[at] == rows
+    return found
 
 
 def _best_first(positions: Rows, rows: Rows, scores: Floats) -> Found:

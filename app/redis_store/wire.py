@@ -2,34 +2,56 @@
 
 redis-py's pipelines cost 20-50 us of Python per command (response callbacks, command
 policies, argument encoding one generator at a time); an insert of 10,000 documents is
-some 80,000 ZADDs, so that was most of its time. Here commands are packed by hiredis in
-C, written to each node's connection at once (all nodes before any is read, so a
-cluster's nodes work in parallel), and replies read raw: lists of bytes, ints and None,
-no callbacks (HGETALL answers a flat list).
+some 80,000 ZADDs, so that was most of its time. Here a batch is RESP bytes (packed by
+hiredis in C, or by the caller: ``send_packed``), written to each node's socket with one
+``sendall`` (all nodes before any is read, so a cluster's nodes work in parallel), and
+every reply of a node is parsed by one hiredis Reader fed from the socket: lists of
+bytes, ints and None, no callbacks (HGETALL answers a flat list). Reading the replies of
+one lookup through redis-py's ``read_response``, one call a reply, cost more than the
+round trip itself (~6 us a reply, measured: a third of a search's client time).
 
-In a cluster, a command answered MOVED or ASK (slots moving, a failover) is sent again
-through redis-py's own client, which follows the redirect and refreshes its slot map;
-that costs a round trip per such command, only while slots move. A node that cannot be
-reached (a primary down, before or after its replica took over) fails the batch, and the
-slot map is read again from the cluster, so that the next batch goes to the new primary.
+Connections are redis-py's (it connects, authenticates and selects the database), taken
+from a client's pool once and kept by the wire for the next batches (``_Links``): a
+batch checks only that its socket has nothing to read (one ``poll``; data or EOF there
+means a connection the server closed or left dirty, which is dropped for a new one),
+where the pool's own checkout and release cost ~14 us a round trip.
+
+In a cluster, a command answered MOVED or ASK (slots moving), TRYAGAIN or CLUSTERDOWN is
+sent again through redis-py's own client, which follows the redirect and refreshes its
+slot map; that costs a round trip per such command, only while slots move. A node that
+cannot be reached (a primary down, before or after its replica took over) fails the
+batch, and the slot map is read again from the cluster, so that the next batch goes to
+the new primary.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 from collections.abc import Sequence
 from typing import Any, cast
 
 import hiredis
 import redis
+from redis._parsers.base import BaseParser
 from redis.cluster import RedisCluster
-from redis.exceptions import ResponseError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    InvalidResponse,
+    TryAgainError,
+)
 
 from app.redis_store.types import Client
 
 Command = Sequence[Any]
 _KEYED_AT = {b"FCALL": 3, b"FCALL_RO": 3, "FCALL": 3, "FCALL_RO": 3, "EVAL": 3, b"EVAL": 3}
-_REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+# Replies that mean "ask again, elsewhere or later": redis-py's client knows how.
+_REDIRECTS = (AskError, TryAgainError, ClusterDownError)
+# Bytes a socket read takes at most (redis-py's socket_read_size).
+READ_BYTES = 65536
+_MORE = object()  # hiredis's answer while a reply is incomplete
 
 
 def key_of(command: Command) -> bytes | str:
@@ -37,9 +59,151 @@ def key_of(command: Command) -> bytes | str:
     return cast("bytes | str", command[_KEYED_AT.get(command[0], 1)])
 
 
+def pack(command: Command) -> bytes:
+    """One command as RESP bytes (hiredis, in C)."""
+    return cast(bytes, hiredis.pack_command(tuple(command)))
+
+
+def unpack(packed: bytes) -> list[Any]:
+    """The arguments of a command packed as RESP (the command's name as str, the rest as
+    bytes): what a redirected command is sent again with."""
+    reader = hiredis.Reader(notEnoughData=_MORE)
+    reader.feed(packed)
+    args = reader.gets()
+    if not isinstance(args, list) or reader.gets() is not _MORE:
+        raise ValueError("not one packed command")
+    args[0] = args[0].decode()
+    return args
+
+
 class ReplicasBehind(Exception):
     """Written, but fewer replicas than asked for acknowledged the writes in time. The
     writes stay (Redis cannot take them back): a retry of the same request is safe."""
+
+
+class _Link:
+    """A redis-py connection as the wire uses it: its socket written with one sendall a
+    batch and read through a hiredis Reader of its own."""
+
+    __slots__ = ("buffer", "connection", "poll", "reader", "socket")
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.socket = connection._sock  # redis-py's connected socket (plain or TLS)
+        self.poll = select.poll()
+        self.poll.register(self.socket, select.POLLIN)
+        self.buffer = bytearray(READ_BYTES)
+        self.reader = _reader()
+
+    def usable(self) -> bool:
+        """Still connected, with nothing to read (no EOF, no stray reply)."""
+        return self.connection._sock is self.socket and not self.poll.poll(0)
+
+    def exchange(self, packet: bytes, count: int) -> list[Any]:
+        """Write ``packet``, read ``count`` replies: error replies as ResponseErrors in
+        their places, except redis-py's connection errors (LOADING...), raised. Socket
+        errors and timeouts are raised as redis-py's ConnectionError and TimeoutError."""
+        self.write(packet)
+        return self.read(count)
+
+    def write(self, packet: bytes) -> None:
+        try:
+            self.socket.sendall(packet)
+        except OSError as error:
+            raise _socket_error("writing to", self.connection, error) from error
+
+    def read(self, count: int) -> list[Any]:
+        replies: list[Any] = []
+        reader, buffer, receive = self.reader, self.buffer, self.socket.recv_into
+        while True:
+            reply = reader.gets()
+            if reply is _MORE:
+                try:
+                    size = receive(buffer)
+                except OSError as error:
+                    raise _socket_error("reading from", self.connection, error) from error
+                if not size:
+                    raise redis.ConnectionError(
+                        f"Connection closed by server: {self.connection._host_error()}"
+                    )
+                reader.feed(buffer, 0, size)
+                continue
+            if isinstance(reply, redis.ConnectionError):
+                raise reply
+            replies.append(reply)
+            if len(replies) == count:
+                if reader.gets() is not _MORE:  # more than was asked for: out of step
+                    raise InvalidResponse("more replies than commands")
+                return replies
+
+
+def _reader() -> Any:
+    # Error replies become redis-py's exception classes (MovedError, NoScriptError...),
+    # as its own hiredis parser makes them.
+    return hiredis.Reader(
+        protocolError=InvalidResponse, replyError=BaseParser.parse_error, notEnoughData=_MORE
+    )
+
+
+def _socket_error(doing: str, connection: Any, error: OSError) -> redis.RedisError:
+    where = connection._host_error()
+    if isinstance(error, TimeoutError):
+        return redis.TimeoutError(f"Timeout {doing} {where}")
+    return redis.ConnectionError(f"Error {doing} {where}: {error.args}")
+
+
+class _Links:
+    """Connections taken from one redis-py pool and kept for the wires of this process:
+    the idle ones in a list (append and pop are atomic), so that concurrent batches use
+    as many as run at once. A process forked with links does not use its parent's."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.pool = pool
+        self.idle: list[_Link] = []
+        self.pid = os.getpid()
+
+    def take(self) -> _Link:
+        if self.pid != os.getpid():
+            self.idle, self.pid = [], os.getpid()
+        while self.idle:
+            try:
+                link = self.idle.pop()
+            except IndexError:  # another thread took the last one
+                break
+            if link.usable():
+                return link
+            self.drop(link)
+        connection: Any = self.pool.get_connection()  # connected and checked by redis-py
+        try:
+            return _Link(connection)
+        except BaseException:
+            self.pool.release(connection)
+            raise
+
+    def give(self, link: _Link) -> None:
+        self.idle.append(link)
+
+    def drop(self, link: _Link) -> None:
+        """A link whose replies were not all read (or whose socket went bad): closed,
+        and its connection back to redis-py's pool, which reconnects it when used."""
+        with contextlib.suppress(Exception):
+            link.connection.disconnect()
+        with contextlib.suppress(Exception):
+            self.pool.release(link.connection)
+
+
+# The attribute of a redis-py pool that holds its links: they live and go with the pool
+# (a cluster client replaces its nodes' pools when the slot map changes).
+_LINKS = "_neardup_links"
+
+
+def links_of(pool: redis.ConnectionPool) -> _Links:
+    links: _Links | None = getattr(pool, _LINKS, None)
+    if links is None:
+        links = _Links(pool)
+        pool.__dict__.setdefault(_LINKS, links)  # one per pool, whichever thread wins
+        links = getattr(pool, _LINKS)
+    return links
 
 
 class Wire:
@@ -52,33 +216,55 @@ class Wire:
     """
 
     def __init__(self, client: Client, wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
-        self._acknowledged: list[int] = []
         self.client = client
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self.round_trips = 0
+        self.cluster = isinstance(client, RedisCluster)
+        # A standalone client has one pool for good: its links are looked up once.
+        self._links = None if self.cluster else links_of(cast(redis.Redis, client).connection_pool)
+        self._wait = pack(("WAIT", wait_replicas, wait_timeout_ms))
 
     def send(self, commands: Sequence[Command], durable: bool = False) -> list[Any]:
         """The reply of each command, in order; raises the first error reply, after every
         reply is read (the connections stay usable)."""
         if not commands:
             return []
+        keys = [key_of(command) for command in commands] if self.cluster else None
+        return self.send_packed([pack(command) for command in commands], keys, durable)
+
+    def send_packed(
+        self,
+        packed: Sequence[bytes],
+        keys: Sequence[bytes | str] | None = None,
+        durable: bool = False,
+    ) -> list[Any]:
+        """``send`` of commands packed as RESP by the caller, one bytes a command; in a
+        cluster, ``keys`` holds the key each command is routed by."""
+        if not packed:
+            return []
         self.round_trips += 1
-        wait = ("WAIT", self.wait_replicas, self.wait_timeout_ms)
         waits = durable and self.wait_replicas > 0
-        acknowledged: list[int] = []
-        if isinstance(self.client, RedisCluster):
-            replies = self._send_cluster(self.client, commands, wait if waits else None)
+        if self.cluster:
+            assert keys is not None and len(keys) == len(packed)
+            replies, acknowledged = self._send_cluster(
+                cast(RedisCluster, self.client), packed, keys, waits
+            )
         else:
-            sent = [*commands, wait] if waits else commands
-            replies = _finish(*_start(self.client.connection_pool, sent), len(sent))
-            if waits:
-                acknowledged.append(replies.pop())
+            assert self._links is not None
+            links = self._links
+            link = links.take()
+            packet = b"".join([*packed, self._wait] if waits else packed)
+            try:
+                replies = link.exchange(packet, len(packed) + waits)
+            except BaseException:
+                links.drop(link)
+                raise
+            links.give(link)
+            acknowledged = [replies.pop()] if waits else []
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        if isinstance(self.client, RedisCluster) and waits:
-            acknowledged = self._acknowledged
         if any(not isinstance(n, int) or n < self.wait_replicas for n in acknowledged):
             raise ReplicasBehind(
                 f"WAIT {self.wait_replicas} {self.wait_timeout_ms}: replicas acknowledged "
@@ -87,82 +273,63 @@ class Wire:
         return replies
 
     def _send_cluster(
-        self, cluster: RedisCluster, commands: Sequence[Command], wait: Command | None
-    ) -> list[Any]:
+        self,
+        cluster: RedisCluster,
+        packed: Sequence[bytes],
+        keys: Sequence[bytes | str],
+        waits: bool,
+    ) -> tuple[list[Any], list[int]]:
+        """(replies, the WAIT count of each node written)."""
         by_node: dict[str, tuple[Any, list[int]]] = {}
-        for position, command in enumerate(commands):
-            slot = cast(Any, cluster).keyslot(key_of(command))
-            node = cluster.nodes_manager.get_node_from_slot(slot)
-            entry = by_node.setdefault(node.name, (node, []))
-            entry[1].append(position)
-        replies: list[Any] = [None] * len(commands)
-        self._acknowledged = []
-        started: list[tuple[redis.ConnectionPool, list[int], Any]] = []
+        node_of: dict[int, Any] = {}
+        manager = cluster.nodes_manager
+        for position, key in enumerate(keys):
+            slot = cast(Any, cluster).keyslot(key)
+            node = node_of.get(slot)
+            if node is None:
+                node = node_of[slot] = manager.get_node_from_slot(slot)
+            by_node.setdefault(node.name, (node, []))[1].append(position)
+        replies: list[Any] = [None] * len(packed)
         try:
-            self._exchange(cluster, by_node, commands, wait, replies, started)
+            acknowledged = self._exchange(cluster, by_node, packed, waits, replies)
         except (redis.ConnectionError, redis.TimeoutError):
             with contextlib.suppress(redis.RedisError):
-                cluster.nodes_manager.initialize()  # a failover: learn the new primaries
+                manager.initialize()  # a failover: learn the new primaries
             raise
         for position, reply in enumerate(replies):
-            if isinstance(reply, ResponseError) and str(reply).startswith(_REDIRECTS):
-                replies[position] = cast(Any, cluster).execute_command(*commands[position])
-        return replies
+            if isinstance(reply, _REDIRECTS):
+                args = unpack(packed[position])
+                replies[position] = cast(Any, cluster).execute_command(*args)
+        return replies, acknowledged
 
     def _exchange(
         self,
         cluster: RedisCluster,
         by_node: dict[str, tuple[Any, list[int]]],
-        commands: Sequence[Command],
-        wait: Command | None,
+        packed: Sequence[bytes],
+        waits: bool,
         replies: list[Any],
-        started: list[tuple[redis.ConnectionPool, list[int], Any]],
-    ) -> None:
-        """Every node's batch written, then every node's replies read."""
+    ) -> list[int]:
+        """Every node's batch written, then every node's replies read; the WAIT counts."""
+        started: list[tuple[_Links, _Link, list[int]]] = []
+        acknowledged: list[int] = []
         try:
             for node, positions in by_node.values():
-                pool = cluster.get_redis_connection(node).connection_pool
-                batch = [commands[p] for p in positions] + ([wait] if wait else [])
-                started.append((pool, positions, _start(pool, batch)[1]))
+                links = links_of(cluster.get_redis_connection(node).connection_pool)
+                link = links.take()
+                started.append((links, link, positions))
+                batch = [packed[p] for p in positions]
+                link.write(b"".join([*batch, self._wait] if waits else batch))
             while started:
-                pool, positions, connection = started.pop(0)
-                answers = _finish(pool, connection, len(positions) + (1 if wait else 0))
-                if wait:
-                    self._acknowledged.append(answers.pop())
+                links, link, positions = started[0]
+                answers = link.read(len(positions) + waits)
+                started.pop(0)
+                links.give(link)
+                if waits:
+                    acknowledged.append(answers.pop())
                 for position, reply in zip(positions, answers, strict=True):
                     replies[position] = reply
         finally:
-            for pool, _, connection in started:  # written to but not read: not reusable
-                connection.disconnect()
-                pool.release(connection)
-
-
-def _start(pool: redis.ConnectionPool, commands: Sequence[Command]) -> tuple[Any, Any]:
-    """(pool, connection): the commands written to a connection of the pool."""
-    connection: Any = pool.get_connection()  # redis-py leaves its methods untyped
-    try:
-        packed = b"".join(hiredis.pack_command(tuple(command)) for command in commands)
-        connection.send_packed_command([packed])
-    except BaseException:
-        connection.disconnect()
-        pool.release(connection)
-        raise
-    return pool, connection
-
-
-def _finish(pool: redis.ConnectionPool, connection: Any, count: int) -> list[Any]:
-    """``count`` replies read from the connection, error replies as exceptions; the
-    connection back to its pool."""
-    replies: list[Any] = []
-    try:
-        for _ in range(count):
-            try:
-                replies.append(connection.read_response())
-            except ResponseError as error:
-                replies.append(error)
-    except BaseException:
-        connection.disconnect()  # replies left unread: the connection is not reusable
-        raise
-    finally:
-        pool.release(connection)
-    return replies
+            for links, link, _ in started:  # written to but not read: not reusable
+                links.drop(link)
+        return acknowledged
