@@ -4,6 +4,7 @@ Run from the repository root (needs Debian's redis-server: ``make redis``)::
 
     .venv/bin/python bench/redis_store.py [--sizes 100000,1000000] [--runs 3]
                                           [--datasketch-size 100000] [--queries 500]
+                                          [--nice -20] [--quiet 0.2] [--max-other 0.3]
 
 Each run starts its own redis-server on a free localhost port (no persistence: this
 measures the layout and the round trips, not the disk; zset-max-listpack-entries 512, as
@@ -16,15 +17,20 @@ a few SimHash bits flipped, a share of signature values replaced), and measures:
 - search: one document at a time (half planted copies of stored documents, half new),
   all three methods (exact, SimHash k = 3, MinHash LSH verified) with the rows found
   resolved to ids: p50 and p99 latency and round trips a search; and the LSH lookup
-  alone;
+  alone (p50 also of the planted copies, which take a second round trip to verify, and
+  of the new documents apart);
 - datasketch: MinHashLSH(threshold 0.8, 128 values, neardup's bands 16 x 8) with
   ``storage_config={'type': 'redis'}`` on the same kind of server and the same
   signatures: inserts through ``insertion_session`` (buffered pipelines), query p50
   and p99 (candidates only: it stores no signatures to verify with), memory.
 
-The client and the server share the machine's two cores with whatever else runs there;
-the figures are medians over ``--runs`` runs (min-max beside them). The report is
-printed and written to ``bench/results/redis_store.md``.
+Each run measures neardup and then datasketch (the ratio of their lookups' p50 is taken
+within a run). The client and the server share the machine's two cores with whatever
+else runs there: both run at ``--nice`` (default -20, as root), every timed phase of
+searches waits until the machine is quiet (``--quiet``) and is measured again (twice at
+most) when other processes took more than ``--max-other`` of a core meanwhile. The
+figures are medians over ``--runs`` runs (min-max beside them). The report is printed
+and written to ``bench/results/redis_store.md``.
 """
 
 from __future__ import annotations
@@ -32,25 +38,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import datasketch
 import numpy as np
 import redis
 from _common import (
     REPO_ROOT,
+    add_quiet_arguments,
     format_spread,
     latencies_us,
     machine_summary,
     markdown_table,
     percentile,
+    priority,
     spread,
+    wait_for_quiet,
     write_result,
 )
 
@@ -58,6 +68,7 @@ sys.path.insert(0, str(REPO_ROOT))  # tests.redis_servers starts the servers
 
 from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
 from app.redis_store.store import NewDocuments, RedisStore
+from loadtest.proc import busy_cpu_seconds, cpu_seconds
 from tests.redis_servers import free_port, start_server
 
 NUM_PERM = 128
@@ -67,6 +78,41 @@ NEAR_SHARE = 0.4
 DATASKETCH_SEED = 1
 # Layout settings other than the defaults (--shard-bits).
 LAYOUT_OPTIONS: dict[str, int] = {}
+RETRIES = 2  # of a timed phase during which other processes took more than --max-other
+T = TypeVar("T")
+
+
+@dataclass
+class Quiet:
+    """How timed phases wait for a shared machine (bench/_common.py's wait_for_quiet);
+    ``quiet`` 0 does not wait (redis_http.py's default use of these functions)."""
+
+    quiet: float = 0.0
+    timeout: float = 60.0
+    max_other: float = 1e9
+    server_pid: int = 0  # redis-server's: its CPU is not another process's
+
+
+QUIET = Quiet()
+
+
+def quiet_latencies(function: Any, items: list[T], what: str) -> list[float]:
+    """latencies_us of ``function`` over ``items`` once the machine is quiet; measured
+    again (RETRIES times at most) when other processes took more than QUIET.max_other
+    of a core meanwhile (this process and redis-server not counted)."""
+    for attempt in range(RETRIES + 1):
+        if QUIET.quiet:
+            wait_for_quiet(busy_cpu_seconds, QUIET.quiet, QUIET.timeout, log)
+        ours = cpu_seconds(os.getpid()) + cpu_seconds(QUIET.server_pid)
+        busy, began = busy_cpu_seconds(), time.monotonic()
+        latency = latencies_us(function, items)
+        elapsed = time.monotonic() - began
+        ours = cpu_seconds(os.getpid()) + cpu_seconds(QUIET.server_pid) - ours
+        other = max(0.0, busy_cpu_seconds() - busy - ours) / elapsed
+        if other <= QUIET.max_other or attempt == RETRIES:
+            return latency
+        log(f"{what}: other processes took {other:.0%} of a core, measuring again")
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -164,6 +210,8 @@ class Run:
     search_p99_us: float = 0.0
     lsh_p50_us: float = 0.0
     lsh_p99_us: float = 0.0
+    lsh_planted_p50_us: float = 0.0  # the queries that find a stored copy (2 round trips)
+    lsh_new_p50_us: float = 0.0  # those that find nothing (1 round trip)
     round_trips: float = 0.0
     matches: float = 0.0
 
@@ -268,7 +316,6 @@ def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
         store.insert(data.documents(begin, min(size, begin + BATCH)))
     elapsed = time.perf_counter() - start
     result = Run(size / elapsed, (used_memory(client) - before) / size)
-    trips_before = store.round_trips
     found: list[int] = []
 
     def search(q: int) -> None:
@@ -278,9 +325,12 @@ def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
         found.append(len(answer.rows.rows))
 
     count = len(probe.simhash)
-    latency = latencies_us(search, range(count))
+    trips_before = store.round_trips
+    for q in range(count):  # untimed: round trips and matches (a timed phase may repeat)
+        search(q)
     result.round_trips = (store.round_trips - trips_before) / count
     result.matches = statistics.mean(found)
+    latency = quiet_latencies(search, list(range(count)), "search")
     result.search_p50_us, result.search_p99_us = percentile(latency, 50), percentile(latency, 99)
 
     def lsh(q: int) -> None:
@@ -292,8 +342,11 @@ def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
             records=False,
         )
 
-    latency = latencies_us(lsh, range(count))
+    lsh(0)  # warm-up
+    latency = quiet_latencies(lsh, list(range(count)), "LSH lookup")
     result.lsh_p50_us, result.lsh_p99_us = percentile(latency, 50), percentile(latency, 99)
+    result.lsh_planted_p50_us = percentile(latency[: count // 2], 50)  # queries(): planted first
+    result.lsh_new_p50_us = percentile(latency[count // 2 :], 50)
     return result
 
 
@@ -328,7 +381,9 @@ def datasketch_fill(client: redis.Redis, port: int, signatures: np.ndarray) -> t
 
 def datasketch_query(lsh: Any, result: PeerRun, signatures: np.ndarray) -> list[float]:
     """Microseconds of each ``lsh.query``, one signature at a time; p50 and p99 in result."""
-    latency = latencies_us(lsh.query, [lean(values) for values in signatures])
+    probes = [lean(values) for values in signatures]
+    lsh.query(probes[0])  # warm-up
+    latency = quiet_latencies(lsh.query, probes, "datasketch query")
     result.query_p50_us, result.query_p99_us = percentile(latency, 50), percentile(latency, 99)
     return latency
 
@@ -355,12 +410,17 @@ def measure(size: int, peer_size: int, runs: int, query_count: int, delay_ms: fl
         try:
             client = redis.Redis(port=server.port)
             sized = Data(data.simhash[:size], data.minhash[:size], data.exact[:size])
+            QUIET.server_pid = server.process.pid
             for run in range(runs):
                 log(f"neardup at {size:,}: run {run + 1} of {runs}")
                 result.runs.append(neardup_run(client, sized, probe, run))
-            for run in range(runs if peer_size else 0):
-                log(f"datasketch at {peer_size:,}: run {run + 1} of {runs}")
-                result.peer.append(datasketch_run(client, server.port, data, probe, peer_size))
+                log(_lookup_line(result.runs[-1]))
+                if peer_size:
+                    log(f"datasketch at {peer_size:,}: run {run + 1} of {runs}")
+                    peer = datasketch_run(client, server.port, data, probe, peer_size)
+                    result.peer.append(peer)
+                    ratio = peer.query_p50_us / result.runs[-1].lsh_p50_us
+                    log(f"datasketch query p50 {peer.query_p50_us:.0f} us: {ratio:.1f}x ours")
             if delay_ms:
                 log(f"through a proxy delaying {delay_ms} ms each way")
                 network_probe = Data(probe.simhash[:200], probe.minhash[:200], probe.exact[:200])
@@ -371,6 +431,14 @@ def measure(size: int, peer_size: int, runs: int, query_count: int, delay_ms: fl
         finally:
             server.stop()
     return result
+
+
+def _lookup_line(run: Run) -> str:
+    return (
+        f"LSH lookup p50 {run.lsh_p50_us:.0f} us (planted {run.lsh_planted_p50_us:.0f}, new "
+        f"{run.lsh_new_p50_us:.0f}), p99 {run.lsh_p99_us:.0f}; search p50 "
+        f"{run.search_p50_us:.0f} us; {run.insert_rate:,.0f} inserts/s"
+    )
 
 
 def report(results: list[Result], runs: int, query_count: int) -> str:
@@ -389,8 +457,8 @@ def report(results: list[Result], runs: int, query_count: int) -> str:
                 figure([x.bytes_per_doc for x in r]),
                 figure([x.search_p50_us / 1000 for x in r], "{:.2f}"),
                 figure([x.search_p99_us / 1000 for x in r], "{:.2f}"),
-                figure([x.lsh_p50_us / 1000 for x in r], "{:.2f}"),
-                figure([x.round_trips for x in r], "{:.0f}"),
+                figure([x.lsh_p50_us / 1000 for x in r], "{:.3f}"),
+                figure([x.round_trips for x in r], "{:.2f}"),
             ]
         )
         if result.peer:
@@ -403,7 +471,7 @@ def report(results: list[Result], runs: int, query_count: int) -> str:
                     figure([x.bytes_per_doc for x in p]),
                     "-",
                     "-",
-                    figure([x.query_p50_us / 1000 for x in p], "{:.2f}")
+                    figure([x.query_p50_us / 1000 for x in p], "{:.3f}")
                     + " (p99 "
                     + figure([x.query_p99_us / 1000 for x in p], "{:.2f}")
                     + ")",
@@ -438,13 +506,24 @@ def report(results: list[Result], runs: int, query_count: int) -> str:
         "round trip per band (datasketch, which stores no signatures to verify with).",
     ]
     for result in results:
+        lines.append("")
+        lines.append(
+            f"At {result.size:,}, LSH lookup p50 of the planted copies (verified in a second "
+            "round trip) "
+            + figure([x.lsh_planted_p50_us / 1000 for x in result.runs], "{:.3f}")
+            + " ms, of the new documents (one round trip) "
+            + figure([x.lsh_new_p50_us / 1000 for x in result.runs], "{:.3f}")
+            + " ms."
+        )
         if result.peer:
-            ours = statistics.median(x.lsh_p50_us for x in result.runs)
-            theirs = statistics.median(x.query_p50_us for x in result.peer)
+            ratios = [
+                p.query_p50_us / r.lsh_p50_us for r, p in zip(result.runs, result.peer, strict=True)
+            ]
             lines.append("")
             lines.append(
-                f"At {result.size:,}: LSH lookup p50 {theirs / ours:.1f}x faster than "
-                f"datasketch's at {result.peer_size:,}; matches resolved per search "
+                f"At {result.size:,}: datasketch's query p50 at {result.peer_size:,} over our "
+                f"LSH lookup p50, run by run: {', '.join(f'{x:.1f}x' for x in ratios)} (median "
+                f"{statistics.median(ratios):.1f}x); matches resolved per search "
                 f"{statistics.median(x.matches for x in result.runs):.2f}."
             )
     for result in results:
@@ -489,20 +568,24 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--network-delay-ms", type=float, default=0.5)
     parser.add_argument("--shard-bits", type=int, help="the tables' (default: the layout's)")
+    parser.add_argument("--nice", type=int, default=-20, help="this process and Redis (-20)")
+    add_quiet_arguments(parser, quiet=0.2, timeout=60, max_other=0.3)
     args = parser.parse_args()
+    QUIET.quiet, QUIET.timeout, QUIET.max_other = args.quiet, args.quiet_timeout, args.max_other
     if args.shard_bits is not None:
         LAYOUT_OPTIONS["shard_bits"] = args.shard_bits
     sizes = [int(s) for s in args.sizes.split(",")]
-    results = [
-        measure(
-            size,
-            args.datasketch_size if i == 0 else 0,
-            args.runs,
-            args.queries,
-            args.network_delay_ms if i == 0 else 0.0,
-        )
-        for i, size in enumerate(sizes)
-    ]
+    with priority(args.nice):
+        results = [
+            measure(
+                size,
+                args.datasketch_size if i == 0 else 0,
+                args.runs,
+                args.queries,
+                args.network_delay_ms if i == 0 else 0.0,
+            )
+            for i, size in enumerate(sizes)
+        ]
     text = report(results, args.runs, args.queries)
     print(text)
     write_result("redis_store.md", text)
