@@ -152,6 +152,7 @@ METHODS = ("exact", "simhash", "minhash")
 # of one text finds a few rows; a batch's, thousands).
 _FEW_ROWS = 64
 _NONE = Found.none()  # shared by the searches that find nothing: never written to
+_NO_KEYS = np.zeros((0, 0), dtype=np.uint64)
 
 
 def _entries_of(
@@ -494,7 +495,9 @@ class RedisStore:
         fields of each group, for ``_parse_rows``."""
         commands: list[Command] = []
         plan: list[list[bytes]] = []
-        for group, fields in self._by_row_group(np.unique(rows)):
+        few = len(rows) <= _FEW_ROWS
+        unique = np.array(sorted(set(rows.tolist())), dtype=np.int64) if few else np.unique(rows)
+        for group, fields in self._by_row_group(unique):
             _, s, r, _ = self.layout.group_keys(group)
             commands.append(("HMGET", s, *fields))
             if records:
@@ -573,7 +576,7 @@ class RedisStore:
             high_words = np.ascontiguousarray(exact[:, 0])
             extra = exact_extra(exact)
             lookups.add(self._tables["exact"], high_words[:, None], None, extra)
-        permuted = np.zeros((count, 0), dtype=np.uint64)
+        permuted = _NO_KEYS
         if "simhash" in methods and layout.simhash:
             permuted = layout.permute(simhash)
             masks = layout.prefix_masks()
