@@ -56,6 +56,8 @@ tests.server.STARTUP_SECONDS = 900
 
 DOCS_DIR = REPO_ROOT / "docs"
 COLLECTION = "soak"
+# An interval counts as quiet when the rest of the machine took less than this many CPUs.
+QUIET_OTHER_CPUS = 0.1
 WORDS_PER_DOCUMENT = 160
 VOCABULARY = 30_000
 REISSUE_SHARE = 0.05
@@ -388,6 +390,20 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
         ]
         return max(0.0, float(np.median(values))) if values else float("nan")
 
+    def quiet(samples: list[Sample]) -> list[Sample]:
+        """The intervals during which other work took under QUIET_OTHER_CPUS: on a shared
+        machine, the soak and the baselines are then compared at the same load."""
+        return [
+            s
+            for s in samples
+            if s.seconds
+            and (s.machine_cpu_seconds - s.cpu_seconds - s.client_cpu_seconds) / s.seconds
+            < QUIET_OTHER_CPUS
+        ]
+
+    quiet_after = quiet(after)
+    quiet_bases = [(b, quiet(b.samples)) for b in bases]
+    quiet_base_samples = [sample for _, samples in quiet_bases for sample in samples]
     cpu = sum(s.cpu_seconds for s in after)
     rss = np.array([s.rss_mib for s in after])
     sent = np.array([s.documents for s in after]) / 1e6
@@ -416,6 +432,14 @@ def summary(soaked: Run, bases: list[Run], keep: int) -> dict[str, float]:
         "soak_other_cpus": others(after),
         "baseline_other_cpus": others(base_samples),
         "soak_server_cpus": cpu / sum(s.seconds for s in after) if after else float("nan"),
+        "quiet_soak_intervals": len(quiet_after),
+        "quiet_baseline_intervals": len(quiet_base_samples),
+        "quiet_soak_docs_per_second": rate(quiet_after),
+        "quiet_baseline_docs_per_second": rate(quiet_base_samples),
+        "quiet_soak_cpu_us_per_document": cpu_per_document([(soaked, quiet_after)]),
+        "quiet_baseline_cpu_us_per_document": cpu_per_document(quiet_bases),
+        "quiet_soak_search_p99_ms": pooled(quiet_after, 99),
+        "quiet_baseline_search_p99_ms": pooled(quiet_base_samples, 99),
         "baseline_rss_mib": median(base_samples, "rss_mib"),
         "baseline_sqlite_mib": median(base_samples, "sqlite_mib"),
     }
@@ -571,7 +595,18 @@ After the first window (from {int(arguments.keep * 1.2):,} documents sent on):
 - other work on the machine (CPU time busy less this benchmark's): a median of
   {f["soak_other_cpus"]:.2f} of its {os.cpu_count()} CPUs during the soak, and
   {f["baseline_other_cpus"]:.2f} during the baselines (the server used
-  {f["soak_server_cpus"]:.2f} during the soak).
+  {f["soak_server_cpus"]:.2f} during the soak);
+- over the intervals during which other work took under {QUIET_OTHER_CPUS:g} CPU
+  ({f["quiet_soak_intervals"]:.0f} of the soak's, {f["quiet_baseline_intervals"]:.0f} of the
+  baselines'): inserts {f["quiet_soak_docs_per_second"]:,.0f} against
+  {f["quiet_baseline_docs_per_second"]:,.0f} documents/s
+  ({f["quiet_soak_docs_per_second"] / f["quiet_baseline_docs_per_second"] - 1:+.1%}), CPU
+  {f["quiet_soak_cpu_us_per_document"]:.0f} against
+  {f["quiet_baseline_cpu_us_per_document"]:.0f} us a document
+  ({f["quiet_soak_cpu_us_per_document"] / f["quiet_baseline_cpu_us_per_document"] - 1:+.1%}),
+  search p99 {f["quiet_soak_search_p99_ms"]:.1f} against
+  {f["quiet_baseline_search_p99_ms"]:.1f} ms
+  ({f["quiet_soak_search_p99_ms"] / f["quiet_baseline_search_p99_ms"] - 1:+.0%}).
 """
 
 
