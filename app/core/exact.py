@@ -42,6 +42,8 @@ class ExactIndex:
         """Live rows with this exact hash, in row order. O(log N)."""
         wanted = np.asarray(exact_hash, dtype=np.uint64).reshape(2)
         candidates = self._table.lookup_equal(0, int(wanted[1]))
+        if not len(candidates):  # a new text: nothing to check
+            return candidates
         stored = self._hashes.array  # read after the lookup: holds every candidate
         deleted = self._rows.deleted.array
         keep = (stored[candidates, 0] == wanted[0]) & ~deleted[candidates]
