@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import threading
+import time
 from functools import cache
+
+# Background trims at most this often. malloc_trim holds each arena's lock while it walks
+# it, and the event loop's allocations wait for the main arena: 5-15 ms at a heap of a
+# few hundred MB. After every merge and every 50,000 evictions, that stall landed on about
+# one search in a hundred during the soak (search p99 +30-40%); memory freed in a steady
+# state is reused by the next inserts anyway.
+TRIM_INTERVAL_SECONDS = 60.0
 
 
 @cache
@@ -28,3 +37,24 @@ def release_free_memory() -> bool:
         return False
     trim(0)
     return True
+
+
+class PeriodicTrim:
+    """release_free_memory for background threads, at most once per ``interval`` seconds
+    (the first call trims). Thread-safe; O(1) when it does not trim."""
+
+    def __init__(self, interval: float = TRIM_INTERVAL_SECONDS) -> None:
+        self.interval = interval
+        self._last: float | None = None
+        self._lock = threading.Lock()
+        self.trims = 0
+
+    def __call__(self) -> bool:
+        """Trim when the interval has passed since the last trim; whether it trimmed."""
+        with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last < self.interval:
+                return False
+            self._last = now
+        self.trims += 1
+        return release_free_memory()

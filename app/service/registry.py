@@ -8,7 +8,7 @@ import time
 
 from app.collection_config import CollectionConfig, ShingleConfig
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
-from app.memory import release_free_memory
+from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
 from app.service.collection import EVICTION_CHUNK, Collection
 from app.service.times import Clock
@@ -58,6 +58,7 @@ class Registry:
         self._wake = threading.Event()
         self._wake_evictions = threading.Event()
         self._stopping = threading.Event()
+        self._trim = PeriodicTrim()
         self._merger: threading.Thread | None = None
         self._evictor: threading.Thread | None = None
         self._observe_merge: MergeObserver = lambda collection, seconds: None
@@ -207,7 +208,7 @@ class Registry:
                 last_sweep = time.monotonic()
             since_trim += self.evict(everything=sweep)
             if since_trim >= EVICTIONS_PER_TRIM:
-                release_free_memory()
+                self._trim()
                 since_trim = 0
 
     def _merge_loop(self) -> None:
@@ -219,8 +220,9 @@ class Registry:
                     started = time.perf_counter()
                     if collection.merge():
                         self._observe_merge(collection.name, time.perf_counter() - started)
-                        # The arrays a merge replaced are free now: give them back.
-                        release_free_memory()
+                        # The arrays a merge replaced are free now: give them back
+                        # (now and then: see PeriodicTrim).
+                        self._trim()
 
     def close(self) -> None:
         self._stopping.set()
