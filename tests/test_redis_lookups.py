@@ -23,6 +23,7 @@ import hiredis
 import redis
 from redis.cluster import RedisCluster
 
+from app.redis_store import lookups as lookups_module
 from app.redis_store import wire
 from app.redis_store.connect import connect
 from app.redis_store.layout import Layout, PrefixTable, exact_extra
@@ -36,6 +37,7 @@ from tests.test_redis_store import Corpus, documents
 __all__ = ["redis_cluster", "redis_server"]  # fixtures, used by name
 
 _names = itertools.count()
+FEW_LOOKUPS = lookups_module._FEW_LOOKUPS
 
 
 @pytest.fixture(params=["standalone", "cluster"])
@@ -98,9 +100,13 @@ def test_lookups_are_the_tuples_packed_by_hiredis(
         (layout.simhash_tables, permuted & masks, (permuted & masks) | ~masks, None),
         (layout.band_tables, layout.band_keys(signatures), None, None),
     ]
-    for tables, low, high, extra in cases:
-        lookups = RangeLookups(count, keyed=True)
-        lookups.add(LookupTables("m", tables), low, high, extra)
+    for (tables, low, high, extra), few in itertools.product(cases, [0, 10**6]):
+        lookups_module._FEW_LOOKUPS = few  # numpy, or Python ints
+        try:
+            lookups = RangeLookups(count, keyed=True)
+            lookups.add(LookupTables("m", tables), low, high, extra)
+        finally:
+            lookups_module._FEW_LOOKUPS = FEW_LOOKUPS
         expected = reference(tables, low, high, extra)
         assert lookups.packed == [hiredis.pack_command(c) for c in expected]
         assert lookups.keys == [c[1] for c in expected]
@@ -110,10 +116,17 @@ def test_lookups_are_the_tuples_packed_by_hiredis(
         ]
 
 
-def test_answers_are_redis_pys_replies_decoded(client: Client) -> None:
+@pytest.mark.parametrize("few", [False, True])
+def test_answers_are_redis_pys_replies_decoded(
+    client: Client, few: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On a real server, the members every method's lookups answer (through the wire, in
     both directions) are those of redis-py's own replies to forward lookups, decoded
-    by PrefixTable.decode; and a search finds the stored documents it must."""
+    by PrefixTable.decode; and a search finds the stored documents it must. Commands
+    encoded and answers decoded by numpy, and by Python ints (``few``: what a search
+    of one text does)."""
+    monkeypatch.setattr(lookups_module, "_FEW_LOOKUPS", 10**6 if few else 0)
+    monkeypatch.setattr(lookups_module, "_FEW_MEMBERS", 10**6 if few else 0)
     rng = np.random.default_rng(3)
     layout = Layout(f"lookups{next(_names)}", num_perm=32, threshold=0.75, shard_bits=4, groups=8)
     store = RedisStore(client, layout)

@@ -31,7 +31,17 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core.types import Rows
-from app.redis_store.layout import U8, U64, PrefixTable
+from app.redis_store.layout import ROW_BYTES, U8, U64, PrefixTable
+
+# Up to this many lookups a method (a search of one text makes 1, 4 and 16), Python ints
+# encode them faster than numpy's calls, whose fixed costs are most of a search's client
+# time (measured: 12 us to encode 16 bands with numpy, hot; 3-4 times that between round
+# trips, its caches cold).
+_FEW_LOOKUPS = 32
+_MASK = (1 << 64) - 1
+# Up to this many members a method's answers are decoded from Python ints (a search of a
+# stored document's copy finds a dozen or so).
+_FEW_MEMBERS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +108,16 @@ class RangeLookups:
         self.packed: list[bytes] = []
         self.keys: list[bytes] = []
         # (tables, their first command, the shard of each command): lane-major
-        self._sent: list[tuple[LookupTables, int, npt.NDArray[np.int64]]] = []
+        self._sent: list[tuple[LookupTables, int, npt.NDArray[np.int64] | list[int]]] = []
 
     def add(self, tables: LookupTables, low: U64, high: U64 | None, extra: U8 | None) -> None:
         """``low`` and ``high`` (None: equal to ``low``) are (count, lanes); ``extra``
         (count, extra bytes) is the same in every lane. A lookup's low and high keys
         must be in one shard. Commands are lane-major: every query's lookup in the
         first table, then in the second..."""
+        if self.count * len(tables.tables) <= _FEW_LOOKUPS:
+            self._add_few(tables, low, high, extra)
+            return
         count = self.count
         lows = np.ascontiguousarray(low.T, dtype=np.uint64).reshape(-1)
         highs = None if high is None else np.ascontiguousarray(high.T, dtype=np.uint64).reshape(-1)
@@ -155,17 +168,49 @@ class RangeLookups:
                 prefix, name = names[command // count]
                 self.keys.append(b"%s%x}%s" % (prefix, shard, name))
 
+    def _add_few(self, tables: LookupTables, low: U64, high: U64 | None, extra: U8 | None) -> None:
+        """``add`` for a few lookups (a search of one text): the same bytes from Python
+        ints, without the fixed cost of a dozen numpy calls."""
+        count, packed = self.count, self.packed
+        lows: list[list[int]] = low.T.tolist()
+        highs: list[list[int]] = lows if high is None else high.T.tolist()
+        extras = [b""] * count if extra is None else [row.tobytes() for row in extra]
+        shards: list[int] = []
+        for lane, table in enumerate(tables.tables):
+            forward, reverse, size = tables.templates[lane]
+            bits, key_bytes = table.shard_bits, table.key_bytes
+            for q in range(count):
+                key, top = lows[lane][q], highs[lane][q]
+                shard = key >> (64 - bits)  # 0 without shard bits
+                lo = ((key << bits) & _MASK).to_bytes(8, "big")[:key_bytes]
+                hi = lo if top == key else ((top << bits) & _MASK).to_bytes(8, "big")[:key_bytes]
+                if table.extra_bytes:
+                    lo, hi = lo + extras[q], hi + extras[q]
+                digits = (shard.bit_length() + 3) // 4 or 1
+                if (key >> (63 - bits)) & 1:  # upper half of its shard: backward
+                    packed.append(reverse % (size + digits, shard, hi, lo))
+                else:
+                    packed.append(forward % (size + digits, shard, lo, hi))
+                shards.append(shard)
+                if self.keyed:
+                    self.keys.append(b"%s%x}%s" % (table.prefix, shard, table.name))
+        self._sent.append((tables, len(packed) - len(shards), shards))
+
     def answers(self, replies: list[list[bytes]]) -> list[Hits]:
         """The members of ``replies`` (those of ``packed``, in order), per method that
         found any."""
         found: list[Hits] = []
         count = self.count
-        for tables, start, shards in self._sent:
-            commands = len(shards)
+        for tables, start, shard_list in self._sent:
+            commands = len(shard_list)
             answers = replies[start : start + commands]
-            sizes = np.fromiter(map(len, answers), dtype=np.int64, count=commands)
-            if not sizes.any():
+            if not any(answers):  # most lookups find nothing
                 continue
+            if sum(map(len, answers)) <= _FEW_MEMBERS:
+                found.append(_few_hits(tables, count, shard_list, answers))
+                continue
+            shards = np.asarray(shard_list, dtype=np.int64)
+            sizes = np.fromiter(map(len, answers), dtype=np.int64, count=commands)
             parts: list[Hits] = []
             for run in tables.runs:
                 run_shards, run_sizes, run_answers = shards, sizes, answers
@@ -183,6 +228,42 @@ class RangeLookups:
                 parts.append(Hits(tables.method, command % count, lanes, keys, extra, rows))
             found.append(_joined(parts))
         return found
+
+
+def _few_hits(
+    tables: LookupTables,
+    count: int,
+    shards: npt.NDArray[np.int64] | list[int],
+    answers: list[list[bytes]],
+) -> Hits:
+    """``answers``' Hits from Python ints, for a few members (PrefixTable.decode's
+    result, without its fixed numpy costs)."""
+    queries, lanes, keys, rows, extras = [], [], [], [], []
+    shard_of = shards.tolist() if isinstance(shards, np.ndarray) else shards
+    for command, answer in enumerate(answers):
+        if not answer:
+            continue
+        lane = command // count
+        table = tables.tables[lane]
+        bits, key_bytes = table.shard_bits, table.key_bytes
+        high = shard_of[command] << (64 - bits) if bits else 0
+        shift = 8 * (8 - key_bytes) - bits  # the key's bytes, left-aligned, then unshifted
+        for member in answer:
+            value = int.from_bytes(member[:key_bytes], "big")
+            keys.append(high | (value << shift if shift >= 0 else value >> -shift))
+            extras.append(member[key_bytes : key_bytes + table.extra_bytes])
+            rows.append(int.from_bytes(member[-ROW_BYTES:], "big"))
+            queries.append(command % count)
+            lanes.append(lane)
+    extra_bytes = tables.tables[0].extra_bytes
+    return Hits(
+        tables.method,
+        np.array(queries, dtype=np.int64),
+        np.array(lanes, dtype=np.int64),
+        np.array(keys, dtype=np.uint64),
+        np.frombuffer(b"".join(extras), dtype=np.uint8).reshape(len(rows), extra_bytes),
+        np.array(rows, dtype=np.int64),
+    )
 
 
 def _commands(run: list[int], count: int) -> npt.NDArray[np.int64]:

@@ -658,7 +658,13 @@ def _merge(positions: Rows, rows: Rows, values: Floats) -> Found:
     if len(rows) < 2:
         return Found(positions, rows, values)
     pair = (positions << 32) | rows
-    _, first = np.unique(pair, return_index=True)
+    if len(rows) <= _FEW_ROWS:  # the first index of each pair, in pair order
+        first_of: dict[int, int] = {}
+        for index, key in enumerate(pair.tolist()):
+            first_of.setdefault(key, index)
+        first = np.array([first_of[key] for key in sorted(first_of)], dtype=np.int64)
+    else:
+        _, first = np.unique(pair, return_index=True)
     return Found(positions[first], rows[first], values[first])
 
 
