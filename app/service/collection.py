@@ -76,8 +76,10 @@ from app.service.types import (
 )
 from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
 
-# Expired documents evicted per hold of the write lock: a few milliseconds of work.
-EVICTION_CHUNK = 2048
+# Expired documents evicted per hold of the write lock: ~2.5 ms of Python, which holds the
+# GIL throughout, so a search arriving meanwhile waits for it. 2048 (~5 ms, the
+# interpreter's switch interval) cost ~10% less CPU per document.
+EVICTION_CHUNK = 1024
 # A merge is due once an index holds this many tombstones, or an eighth of the documents
 # (evictions alone, with no inserts to fill the buffer, must still free the tables).
 TOMBSTONE_MERGE_MIN = 65_536
