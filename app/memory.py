@@ -56,5 +56,5 @@ class PeriodicTrim:
             if self._last is not None and now - self._last < self.interval:
                 return False
             self._last = now
-        self.trims += 1
+            self.trims += 1
         return release_free_memory()

@@ -7,6 +7,7 @@ import random
 import sqlite3
 import subprocess
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -368,17 +369,24 @@ class _CountingStore(SQLiteStore):
         super()._commit(group)
 
 
-def test_changes_queued_during_a_commit_share_the_next_one(tmp_path: Path) -> None:
-    store = _CountingStore(tmp_path / "g.db")
-    store.create_collection("c", {"minhash": {"enabled": True, "num_perm": 2}})
+def _hold_writer(store: SQLiteStore) -> tuple[threading.Event, Future[None]]:
+    """Hold the writer inside a commit until the returned gate is set: what is queued
+    meanwhile shares the next commit. Returns the gate and the holding change's future."""
     gate, inside = threading.Event(), threading.Event()
 
-    def hold(db: sqlite3.Connection) -> None:  # holds the writer inside a commit
+    def hold(db: sqlite3.Connection) -> None:
         inside.set()
         assert gate.wait(30)
 
     blocked = store._enqueue(hold)
     assert inside.wait(30)
+    return gate, blocked
+
+
+def test_changes_queued_during_a_commit_share_the_next_one(tmp_path: Path) -> None:
+    store = _CountingStore(tmp_path / "g.db")
+    store.create_collection("c", {"minhash": {"enabled": True, "num_perm": 2}})
+    gate, blocked = _hold_writer(store)
     waiting = []
     for row in range(10):
         batch = DocumentBatch(
@@ -427,14 +435,7 @@ def test_evictions_remove_their_rows_and_references_stay_checked(tmp_path: Path)
     store.begin_evict("c", Eviction([0, 1, 2, 4], [7], (7, 7), 10)).result()
     with pytest.raises(StorageUnavailable, match="FOREIGN KEY"):
         store.add_documents("missing", _batch([10]))
-    gate, inside = threading.Event(), threading.Event()
-
-    def hold(db: sqlite3.Connection) -> None:  # holds the writer inside a commit
-        inside.set()
-        assert gate.wait(30)
-
-    blocked = store._enqueue(hold)
-    assert inside.wait(30)
+    gate, blocked = _hold_writer(store)
     eviction = store.begin_evict("c", Eviction([3, 5], [], (7, 7), 12))
     refused = store.begin_add_documents("missing", _batch([11]))
     added = store.begin_add_documents("c", _batch([12]))
@@ -474,14 +475,7 @@ def test_inserts_across_statement_chunks_store_every_row_or_none(tmp_path: Path)
         store.add_documents("c", _batch(clash))
     with pytest.raises(StorageUnavailable, match="UNIQUE"):  # one statement, alone
         store.add_documents("c", _batch([next_row + 1000, 0]))
-    gate, inside = threading.Event(), threading.Event()
-
-    def hold(db: sqlite3.Connection) -> None:  # holds the writer inside a commit
-        inside.set()
-        assert gate.wait(30)
-
-    blocked = store._enqueue(hold)
-    assert inside.wait(30)
+    gate, blocked = _hold_writer(store)
     refused = store.begin_add_documents("c", _batch(clash))
     good = list(range(next_row + 500, next_row + 500 + ROWS_PER_INSERT + 3))
     added = store.begin_add_documents("c", _batch(good))
