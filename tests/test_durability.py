@@ -7,7 +7,6 @@ import random
 import sqlite3
 import subprocess
 import threading
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from app.errors import StorageUnavailable, StoreDamaged
 from app.main import DATABASE_FILE, create_app
 from app.storage import MemoryStore, StoredCollection
 from app.storage.base import DocumentBatch, Eviction
+from app.storage.commit import Commit
 from app.storage.sqlite import SQLiteStore
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words
@@ -369,7 +369,7 @@ class _CountingStore(SQLiteStore):
         super()._commit(group)
 
 
-def _hold_writer(store: SQLiteStore) -> tuple[threading.Event, Future[None]]:
+def _hold_writer(store: SQLiteStore) -> tuple[threading.Event, Commit]:
     """Hold the writer inside a commit until the returned gate is set: what is queued
     meanwhile shares the next commit. Returns the gate and the holding change's future."""
     gate, inside = threading.Event(), threading.Event()

@@ -6,10 +6,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.histogram import Counter, Histogram, MetricFamilies
 from app.errors import NeardupError
 from app.service.protocols import ServiceRegistry
 
@@ -122,58 +123,55 @@ class IndexCollector:
 
 
 class Metrics:
+    """The service's own counters and histograms (app/api/histogram.py: cheaper to record
+    than prometheus_client's), and the index figures read at each scrape."""
+
     def __init__(self, registry_of: Any) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
+        families = MetricFamilies()
+        self.requests = families.counter(
             "neardup_requests",
             "HTTP requests by route, method and status",
             ["route", "method", "status"],
-            registry=self.registry,
         )
-        self.latency = Histogram(
+        self.latency = families.histogram(
             "neardup_request_seconds",
             "HTTP request latency by route",
             ["route", "method"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            LATENCY_BUCKETS,
         )
-        self.merge_seconds = Histogram(
+        self.merge_seconds = families.histogram(
             "neardup_merge_seconds",
             "Duration of background index merges",
             ["collection"],
-            buckets=MERGE_BUCKETS,
-            registry=self.registry,
+            MERGE_BUCKETS,
         )
-        self.commit_documents = Histogram(
+        self.commit_documents = families.histogram(
             "neardup_commit_documents",
             "Documents made durable by one commit (group commit batch size)",
-            buckets=COMMIT_SIZE_BUCKETS,
-            registry=self.registry,
+            [],
+            COMMIT_SIZE_BUCKETS,
         )
-        self.commit_changes = Histogram(
+        self.commit_changes = families.histogram(
             "neardup_commit_changes",
             "Requests' changes sharing one commit",
-            buckets=COMMIT_SIZE_BUCKETS,
-            registry=self.registry,
+            [],
+            COMMIT_SIZE_BUCKETS,
         )
-        self.eviction_lock_seconds = Histogram(
+        self.eviction_lock_seconds = families.histogram(
             "neardup_eviction_lock_seconds",
             "How long one eviction chunk held its collection's write lock",
             ["collection"],
-            buckets=EVICTION_BUCKETS,
-            registry=self.registry,
+            EVICTION_BUCKETS,
         )
-        self.commit_seconds = Histogram(
-            "neardup_commit_seconds",
-            "Duration of one commit, fsync included",
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+        self.commit_seconds = families.histogram(
+            "neardup_commit_seconds", "Duration of one commit, fsync included", [], LATENCY_BUCKETS
         )
+        self.registry.register(families)
         self.registry.register(IndexCollector(registry_of))
-        # The labelled children, found once: labels() takes a lock and builds a key on
-        # every call (~5 us a request for the two metrics).
-        self._counters: dict[tuple[str, str, int], Any] = {}
-        self._timers: dict[tuple[str, str], Any] = {}
+        # The labelled children, found once: labels() takes a lock and builds a key.
+        self._counters: dict[tuple[str, str, int], Counter] = {}
+        self._timers: dict[tuple[str, str], Histogram] = {}
 
     def record_request(self, template: str, method: str, status: int, seconds: float) -> None:
         """One HTTP request, counted and timed under its route template."""

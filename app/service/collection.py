@@ -30,7 +30,6 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +74,7 @@ from app.service.types import (
     new_document_id,
 )
 from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
+from app.storage.commit import Commit
 
 # Expired documents evicted per hold of the write lock: ~2.5 ms of Python, which holds the
 # GIL throughout, so a search arriving meanwhile waits for it. 2048 (~5 ms, the
@@ -217,8 +217,8 @@ class Collection:
         self._ngram = next((i for i in self._indexes if isinstance(i, NgramMatcher)), None)
         self._write_lock = threading.Lock()
         # The newest group commit queued by an insert (commits complete in queue order).
-        self._last_commit: Future[None] | None = None
-        self._last_eviction: Future[None] | None = None
+        self._last_commit: Commit | None = None
+        self._last_eviction: Commit | None = None
         # Per-row records, written before a row enters any index (readers rely on it);
         # their memory is given back by pages once the rows are gone.
         self._ids = PagedList[str]()
@@ -583,13 +583,12 @@ class Collection:
         else:
             await asyncio.to_thread(self._apply_locked, insertion, on_duplicate)
         if insertion.committed is not None:
-            try:
-                await asyncio.wrap_future(insertion.committed)
-            except Exception:
+            failure = await insertion.committed.wait()
+            if failure is not None:
                 await asyncio.to_thread(self._undo, insertion)
-                raise
+                raise failure
         if insertion.retry_commit is not None:
-            await asyncio.wait([asyncio.wrap_future(insertion.retry_commit)])
+            await insertion.retry_commit.wait()
         return self._settled(insertion)
 
     def _prepare(
@@ -761,7 +760,7 @@ class Collection:
         replace: bool,
         query: Query,
         now: int,
-    ) -> tuple[list[InsertResult | Refused], Future[None] | None, DocumentBatch]:
+    ) -> tuple[list[InsertResult | Refused], Commit | None, DocumentBatch]:
         """Match, record and publish documents that may be inserted (under the write
         lock): the answers, the commit to wait for (outside the lock) and the batch."""
         replaced: list[int] = []
@@ -839,7 +838,7 @@ class Collection:
                 )
             )
         batch = pending.batch()
-        committed: Future[None] | None = None
+        committed: Commit | None = None
         try:
             if replaced:
                 # A replacement commits before anything changes in memory: undoing it
@@ -1274,9 +1273,9 @@ class _Insertion:
     refused: dict[int, NeardupError] = field(default_factory=dict)
     retried: dict[int, int] = field(default_factory=dict)  # position -> its stored row
     results: list[InsertResult | Refused | None] = field(default_factory=list)
-    committed: Future[None] | None = None  # the group commit of the inserted documents
+    committed: Commit | None = None  # the group commit of the inserted documents
     batch: DocumentBatch | None = None
-    retry_commit: Future[None] | None = None  # the newest commit when retries were found
+    retry_commit: Commit | None = None  # the newest commit when retries were found
     # Position -> row of ``fingerprints``, -1 for an empty text.
     fingerprint_at: npt.NDArray[np.int64] = field(init=False)
 

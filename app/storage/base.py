@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -11,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core.types import ExactHashes, MinHashes, SimHashes
+from app.storage.commit import Commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +149,14 @@ class Store(Protocol):
         name: str,
         documents: DocumentBatch,
         expired_through: tuple[int, int] | None = None,
-    ) -> Future[None]:
-        """Queue documents for commit without waiting: the future ends when they are
+    ) -> Commit:
+        """Queue documents for commit without waiting: the commit settles when they are
         durable, or fails with StorageUnavailable. ``expired_through``, when given, is
         the retention mark their insert moved, recorded in the same transaction."""
         ...
 
-    def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
-        """Queue expired documents for removal; the future ends when it is durable."""
+    def begin_evict(self, name: str, eviction: Eviction) -> Commit:
+        """Queue expired documents for removal; the commit settles when it is durable."""
         ...
 
     def delete_documents(self, name: str, rows: list[int]) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from app.storage.base import CommitObserver, DocumentBatch, Eviction, StoredCollection
+from app.storage.commit import Commit, settled
 
 
 class MemoryStore:
@@ -91,10 +91,10 @@ class MemoryStore:
         name: str,
         documents: DocumentBatch,
         expired_through: tuple[int, int] | None = None,
-    ) -> Future[None]:
+    ) -> Commit:
         return _done(lambda: self.add_documents(name, documents, expired_through))
 
-    def begin_evict(self, name: str, eviction: Eviction) -> Future[None]:
+    def begin_evict(self, name: str, eviction: Eviction) -> Commit:
         def evict() -> None:
             with self._lock:
                 if name not in self._configs:
@@ -118,13 +118,10 @@ class MemoryStore:
         pass
 
 
-def _done(change: Callable[[], None]) -> Future[None]:
-    """A future of a change made now."""
-    done: Future[None] = Future()
+def _done(change: Callable[[], None]) -> Commit:
+    """The commit of a change made now."""
     try:
         change()
     except Exception as error:
-        done.set_exception(error)
-    else:
-        done.set_result(None)
-    return done
+        return settled(error)
+    return settled()
