@@ -1,0 +1,85 @@
+"""RowArray growth: within its reservation a longer view of the same memory (no copy on
+the event loop), beyond it a move that keeps every held row; checked against a dict of
+what was written."""
+
+from __future__ import annotations
+
+import mmap
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.core import row_array
+from app.core.row_array import RowArray
+
+
+def _fill(array: RowArray, rows: range, written: dict[int, np.ndarray]) -> None:
+    for row in rows:
+        array.ensure(row + 1)
+        value = np.full(array.array.shape[1:], row * 7 + 1, dtype=array.array.dtype)
+        array.array[row] = value
+        written[row] = value
+
+
+def _assert_holds(array: RowArray, written: dict[int, np.ndarray], released: set[int]) -> None:
+    for row, value in written.items():
+        expected = 0 if row in released else value
+        assert np.array_equal(array.array[row], np.broadcast_to(expected, value.shape)), row
+
+
+def test_growth_within_the_reservation_copies_nothing() -> None:
+    signatures = RowArray(np.uint32, (128,))  # 512 bytes a row: mapped from 2,048 rows
+    written: dict[int, np.ndarray] = {}
+    _fill(signatures, range(3000), written)
+    assert signatures._mapping is not None
+    before = signatures.array
+    _fill(signatures, range(3000, 40_000), written)
+    assert signatures.array.shape[0] > before.shape[0]
+    # The reader's old view is the start of the same memory, still with its rows.
+    assert np.shares_memory(before, signatures.array)
+    assert np.array_equal(before[:3000], signatures.array[:3000])
+    _assert_holds(signatures, written, set())
+
+
+def test_moves_past_the_reservation_keep_held_rows_and_released_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(row_array, "RESERVE_ROWS", 2048)
+    monkeypatch.setattr(row_array, "RESERVE_FACTOR", 1)
+    signatures = RowArray(np.uint32, (128,))
+    written: dict[int, np.ndarray] = {}
+    _fill(signatures, range(2500), written)
+    # Rows 0-799 dead: whole pages of 8 rows given back, then the array moves twice.
+    dead = set(range(800))
+    released = signatures.release(np.arange(800), lambda rows: rows < 800)
+    assert released == 100
+    moves = 0
+    for stop in (6000, 12_000):
+        mapping = signatures._mapping
+        _fill(signatures, range(len(written), stop), written)
+        moves += signatures._mapping is not mapping
+    assert moves == 2
+    _assert_holds(signatures, written, dead)
+    assert signatures.nbytes == len(written) * 512 - 100 * mmap.PAGESIZE
+
+
+def test_without_address_space_to_reserve_it_grows_by_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_mmap = mmap.mmap
+    asked: list[int] = []
+
+    def no_reservations(fileno: int, length: int, **options: Any) -> mmap.mmap:
+        asked.append(length)
+        if options.get("flags", 0) & row_array._MAP_NORESERVE:
+            raise OSError(12, "Cannot allocate memory")
+        return real_mmap(fileno, length, **options)
+
+    monkeypatch.setattr(row_array.mmap, "mmap", no_reservations)
+    stamps = RowArray(np.int64)
+    written: dict[int, np.ndarray] = {}
+    _fill(stamps, range(300_000), written)
+    assert stamps._reserved.shape[0] == stamps.array.shape[0]  # exactly what it needs
+    assert len(asked) >= 4  # a reservation tried and refused, then a plain mapping, each move
+    _assert_holds(stamps, written, set())
