@@ -140,7 +140,11 @@ def _redis(settings: Settings) -> RedisRegistry:
     from app.service.redis_registry import RedisRegistry
 
     assert settings.backend is not None
-    return RedisRegistry(settings.backend, wait_replicas=settings.redis_wait_replicas)
+    return RedisRegistry(
+        settings.backend,
+        wait_replicas=settings.redis_wait_replicas,
+        shard_bits=settings.redis_shard_bits,
+    )
 
 
 def export(arguments: argparse.Namespace) -> None:

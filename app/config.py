@@ -8,6 +8,10 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The Redis layout's default and largest shard bits (app/redis_store/layout.py says why 12).
+REDIS_DEFAULT_SHARD_BITS = 12
+REDIS_MAX_SHARD_BITS = 24
+
 
 class Settings(BaseSettings):
     """Every knob of a running service. ``Settings()`` reads the environment."""
@@ -69,6 +73,15 @@ class Settings(BaseSettings):
         description="uvicorn worker processes of `neardup serve`. More than one needs "
         "NEARDUP_BACKEND (Redis: every process is stateless); the embedded service owns its "
         "indexes in one process.",
+    )
+    redis_shard_bits: int = Field(
+        REDIS_DEFAULT_SHARD_BITS,
+        ge=0,
+        le=REDIS_MAX_SHARD_BITS,
+        description="Redis backend: each index table of a collection created from now on is "
+        "split into 2^bits sorted sets; about log2(expected documents / 64) keeps a set near "
+        "64 members (12: up to ~250,000 documents, 14: ~1M, 16: ~4M; docs/redis.md). Recorded "
+        "with the collection: every process reads it from there.",
     )
     redis_wait_replicas: int = Field(
         0,

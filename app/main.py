@@ -66,6 +66,7 @@ def create_app(
                 wait_replicas=settings.redis_wait_replicas,
                 clock=clock,
                 max_documents=settings.max_documents,
+                shard_bits=settings.redis_shard_bits,
             )
         else:
             # A damaged database stops the start here, with a message that says what to

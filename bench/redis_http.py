@@ -191,10 +191,15 @@ def every_worker_ready(url: str, in_a_row: int = 30, timeout: float = 120) -> No
 
 
 @contextmanager
-def serve(root: Path, backend: str, workers: int) -> Iterator[Served]:
+def serve(root: Path, backend: str, workers: int, shard_bits: int | None) -> Iterator[Served]:
     arguments = ("--workers", str(workers)) if workers > 1 else ()
+    layout = {} if shard_bits is None else {"NEARDUP_REDIS_SHARD_BITS": str(shard_bits)}
     server = Server(
-        root / f"data-{workers}", *arguments, NEARDUP_BACKEND=backend, NEARDUP_LOG_LEVEL="warning"
+        root / f"data-{workers}",
+        *arguments,
+        NEARDUP_BACKEND=backend,
+        NEARDUP_LOG_LEVEL="warning",
+        **layout,
     )
     server.start()  # one worker answered /readyz
     served = Served(workers, server)
@@ -343,13 +348,10 @@ def texts_of(script: Path) -> list[str]:
 def collection(client: Any) -> tuple[Any, Any]:
     """The default collection's layout and fingerprint parameters, as the service stored
     them in Redis (app/service/redis_registry.py)."""
-    from app.collection_config import CollectionConfig
-    from app.service.redis_collection import Resolved
-    from app.service.redis_registry import COLLECTIONS_KEY, NAMESPACE
+    from app.service.redis_registry import COLLECTIONS_KEY, parse_record
 
-    stored = json.loads(client.hget(COLLECTIONS_KEY, "default"))
-    config = CollectionConfig.from_dict(stored["config"])
-    return Resolved.of("default", stored["key"], config, NAMESPACE).layout, config
+    resolved = parse_record("default", client.hget(COLLECTIONS_KEY, "default"))
+    return resolved.layout, resolved.config
 
 
 def store_lookups(client: Any, texts: list[str], results: Results) -> Any:
@@ -616,6 +618,7 @@ def report(arguments: argparse.Namespace, results: Results) -> str:
         cpu_model(),
         "",
         f"One redis-server (7, {persistence}, zset-max-listpack-entries 512) on loopback; "
+        f"the collection's layout at {arguments.shard_bits or 'the default 12'} shard bits; "
         f"wrk -t2 -c{arguments.clients} -d{arguments.duration}s, medians of {arguments.runs} "
         "runs each server in turn; unpinned: every process free on the 2 cores; pinned: each "
         "worker on its own core (1 worker on CPU 0), Redis and wrk free. Servers, Redis and "
@@ -666,6 +669,13 @@ def main() -> None:
         help="store lookups and datasketch queries in turn, this many times (1)",
     )
     parser.add_argument("--lookups-only", action="store_true", help="no wrk runs")
+    parser.add_argument(
+        "--shard-bits",
+        type=int,
+        default=None,
+        help="NEARDUP_REDIS_SHARD_BITS of the servers (the service's default, 12, if not "
+        "given; docs/redis.md: about log2(documents / 64))",
+    )
     arguments = parser.parse_args()
     quiet = redis_store.QUIET
     quiet.quiet, quiet.timeout = arguments.quiet, arguments.quiet_timeout
@@ -688,8 +698,8 @@ def main() -> None:
             try:
                 client = redis.Redis(port=redis_server.port)
                 with (
-                    serve(root, redis_server.url, 1) as one,
-                    serve(root, redis_server.url, 2) as two,
+                    serve(root, redis_server.url, 1, arguments.shard_bits) as one,
+                    serve(root, redis_server.url, 2, arguments.shard_bits) as two,
                 ):
                     # The default collection exists once a server has started: its keys
                     # are counted from here.

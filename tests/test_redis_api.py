@@ -419,6 +419,36 @@ def test_an_unknown_collection_is_404_before_the_requests_own_errors(client: Tes
         assert response.json()["error"]["code"] == "collection_not_found"
 
 
+def test_a_collection_keeps_the_shard_bits_it_was_created_with_in_every_process(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """NEARDUP_REDIS_SHARD_BITS=3 where the collection is created; another process with the
+    default (12) serves it with the recorded 3 bits: its answers are the embedded
+    service's, and every index entry lies in one of the 2^3 shard numbers' sets."""
+    emptied(redis_server.url)
+    served = contextlib.contextmanager(make_client)
+    with (
+        served(tmp_path / "embedded", **LIMITS) as embedded,
+        served(tmp_path / "a", backend=redis_server.url, redis_shard_bits=3, **LIMITS) as creator,
+        served(tmp_path / "b", backend=redis_server.url, **LIMITS) as other,
+    ):
+        for made in (embedded, creator):
+            assert made.put("/v1/collections/stream", json={}).status_code == 201
+        answered = Counter()
+        for name, method, path, payload in _operations(8, 200, shorts=True):
+            expected = _answer(embedded, method, path, payload)
+            assert _answer(other, method, path, payload) == expected, (name, payload)
+            answered[name] += 1
+        assert answered["search"] and answered["insert"] and answered["batch"], answered
+    made = connect(redis_server.url)
+    shards = set()
+    for key in made.scan_iter(match="{nd:stream~*:t*}*", count=1000):
+        tag = key.split(b"}")[0]
+        shards.add(int(tag.rsplit(b":t", 1)[1], 16))
+    made.close()
+    assert shards and max(shards) < 2**3, shards
+
+
 def test_a_match_window_changed_through_one_process_applies_in_the_other(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:

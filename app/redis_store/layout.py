@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from app.config import REDIS_DEFAULT_SHARD_BITS, REDIS_MAX_SHARD_BITS
 from app.core.hamming import HammingIndex, block_layout
 from app.core.lsh import LSHIndex, optimal_bands
 from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
@@ -51,11 +52,11 @@ from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
 # member; every set also costs ~90 bytes of its own. 12 bits (4,096 sets a table) keeps
 # 100,000 documents at 24 a set, 1M at 244 (listpack with zset-max-listpack-entries 512,
 # as docs/redis.md advises); bench/redis_store.py measures the bytes.
-DEFAULT_SHARD_BITS = 12
+DEFAULT_SHARD_BITS = REDIS_DEFAULT_SHARD_BITS  # NEARDUP_REDIS_SHARD_BITS for new collections
 # Row groups: a group's hashes hold N / groups rows. 1,024 spreads them over the slots of a
 # cluster (16,384 slots) and keeps a group's hashes near a thousand rows at 1M documents.
 DEFAULT_GROUPS = 1024
-MAX_SHARD_BITS = 24
+MAX_SHARD_BITS = REDIS_MAX_SHARD_BITS
 MAX_GROUPS = 1 << 16
 ROW_BYTES = 4
 MAX_ROW = (1 << (8 * ROW_BYTES)) - 1

@@ -49,7 +49,7 @@ from app.errors import (
     UnknownDocument,
 )
 from app.redis_store.grams import GramTable
-from app.redis_store.layout import Layout
+from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
 from app.redis_store.store import RedisStore
 from app.redis_store.wire import Command, ReplicasBehind
 from app.service.coalesce import Options, SingleInserts
@@ -142,11 +142,17 @@ class Resolved:
 
     @staticmethod
     def of(
-        name: str, key: str, config: CollectionConfig, namespace: str, marked: bool = False
+        name: str,
+        key: str,
+        config: CollectionConfig,
+        namespace: str,
+        marked: bool = False,
+        shard_bits: int = DEFAULT_SHARD_BITS,
     ) -> Resolved:
         layout = Layout(
             key,
             namespace=namespace,
+            shard_bits=shard_bits,
             simhash=config.simhash.enabled,
             max_distance=config.simhash.max_distance,
             minhash=config.minhash.enabled,

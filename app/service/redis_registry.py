@@ -32,6 +32,7 @@ from app.errors import (
 )
 from app.redis_store import functions
 from app.redis_store.connect import connect
+from app.redis_store.layout import DEFAULT_SHARD_BITS
 from app.redis_store.store import RedisStore
 from app.redis_store.types import Client
 from app.redis_store.wire import Command, Wire
@@ -63,6 +64,17 @@ return 0
 """
 
 
+def parse_record(name: str, raw: bytes) -> Resolved:
+    """A collection as its record in COLLECTIONS_KEY says: its key, settings, retention
+    mark, and the shard bits of its layout (the creating process's; collections from
+    before the setting have none recorded, so the default)."""
+    stored = orjson.loads(raw)
+    config = CollectionConfig.from_dict(stored["config"])
+    marked = bool(stored.get("marked", False))
+    shard_bits = int(stored.get("shard_bits", DEFAULT_SHARD_BITS))
+    return Resolved.of(name, stored["key"], config, NAMESPACE, marked, shard_bits)
+
+
 class RedisRegistry:
     """Every collection in one Redis or Redis Cluster (ServiceRegistry)."""
 
@@ -74,8 +86,10 @@ class RedisRegistry:
         wait_replicas: int = 0,
         clock: Clock = time.time,
         max_documents: int | None = None,
+        shard_bits: int = DEFAULT_SHARD_BITS,
     ) -> None:
         self.url = url
+        self.shard_bits = shard_bits  # of the collections this process creates
         self.clock = clock
         self.max_documents = max_documents  # NEARDUP_MAX_DOCUMENTS
         self._max_collections = max_collections
@@ -207,10 +221,7 @@ class RedisRegistry:
         cached = self._resolved.get(name)
         if cached is not None and cached[0] == raw:
             return cached[1]
-        stored = orjson.loads(raw)
-        config = CollectionConfig.from_dict(stored["config"])
-        marked = bool(stored.get("marked", False))
-        resolved = Resolved.of(name, stored["key"], config, NAMESPACE, marked)
+        resolved = parse_record(name, raw)
         self._resolved[name] = (raw, resolved)
         return resolved
 
@@ -275,7 +286,9 @@ class RedisRegistry:
                         f"at most {self._max_collections} collections; delete one first"
                     )
                 key = f"{name}~{uuid.uuid4().hex[:12]}"
-                value = orjson.dumps({"key": key, "config": config.to_dict()})
+                value = orjson.dumps(
+                    {"key": key, "config": config.to_dict(), "shard_bits": self.shard_bits}
+                )
                 (created,) = self._wire().send([("HSETNX", COLLECTIONS_KEY, name, value)])
                 if created:
                     self.store(self.resolve(name))  # records the layout
