@@ -309,6 +309,34 @@ def test_a_command_sent_to_the_wrong_node_follows_moved(
     client.close()
 
 
+def _waits_served(node: Any) -> int:
+    stats = node.redis_connection.info("commandstats")
+    return int(stats.get("cmdstat_wait", {}).get("calls", 0))
+
+
+def test_a_durable_write_sent_to_the_wrong_node_waits_where_it_ran(
+    redis_cluster: RedisClusterServers,
+) -> None:
+    """A durable batch (WAIT 1) whose write is answered MOVED: the write is sent again to
+    the slot's owner followed by that node's WAIT, which counts its replica; the node
+    that refused it holds nothing."""
+    client = connect(redis_cluster.url)
+    assert isinstance(client, RedisCluster)
+    key = b"{durable-moved}k"
+    slot = client.keyslot(key)
+    manager = client.nodes_manager
+    right = manager.get_node_from_slot(slot)
+    wrong = next(n for n in client.get_primaries() if n.name != right.name)
+    waits_before = _waits_served(right)
+    manager.slots_cache[slot] = [wrong]
+    durable = Wire(client, wait_replicas=1)
+    assert durable.send([("SET", key, b"v1")], durable=True) == [b"OK"]
+    assert _waits_served(right) == waits_before + 1
+    assert client.execute_command("GET", key) == b"v1"
+    assert manager.get_node_from_slot(slot).name == right.name
+    client.close()
+
+
 def test_pack_and_unpack() -> None:
     packed = pack(("FCALL", "f", 2, b"{a}k", b"{a}l", 1.5))
     assert packed == hiredis.pack_command(("FCALL", "f", 2, b"{a}k", b"{a}l", 1.5))

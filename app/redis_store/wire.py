@@ -18,7 +18,10 @@ where the pool's own checkout and release cost ~14 us a round trip.
 
 In a cluster, a command answered MOVED or ASK (slots moving), TRYAGAIN or CLUSTERDOWN is
 sent again through redis-py's own client, which follows the redirect and refreshes its
-slot map; that costs a round trip per such command, only while slots move. A node that
+slot map; that costs a round trip per such command, only while slots move. A durable
+batch (``WAIT``) sends its redirected commands again itself, once the slot map is read
+afresh, each node's followed by its own ``WAIT``: a write is acknowledged only once the
+replicas of the node that ran it have it. A node that
 cannot be reached (a primary down, before or after its replica took over) fails the
 batch, and the slot map is read again from the cluster, so that the next batch goes to
 the new primary.
@@ -296,11 +299,38 @@ class Wire:
             with contextlib.suppress(redis.RedisError):
                 manager.initialize()  # a failover: learn the new primaries
             raise
-        for position, reply in enumerate(replies):
-            if isinstance(reply, _REDIRECTS):
+        redirected = [p for p, reply in enumerate(replies) if isinstance(reply, _REDIRECTS)]
+        if redirected and waits:
+            # Sent again with the WAIT of the node that now owns their slots, on the same
+            # connection (WAIT counts that connection's own writes): redis-py's client
+            # would follow the redirect but not wait for the replicas.
+            acknowledged += self._send_again_and_wait(cluster, packed, keys, redirected, replies)
+        else:
+            for position in redirected:
                 args = unpack(packed[position])
                 replies[position] = cast(Any, cluster).execute_command(*args)
         return replies, acknowledged
+
+    def _send_again_and_wait(
+        self,
+        cluster: RedisCluster,
+        packed: Sequence[bytes],
+        keys: Sequence[bytes | str],
+        positions: list[int],
+        replies: list[Any],
+    ) -> list[int]:
+        """The redirected commands (not run where they were sent) sent again, each node's
+        batch followed by its WAIT, once the slot map is read afresh; a command
+        redirected again (a slot still migrating) is answered by that redirect, an error
+        for the caller to retry (503). The WAIT counts of the nodes written."""
+        manager = cluster.nodes_manager
+        with contextlib.suppress(redis.RedisError):
+            manager.initialize()
+        by_node: dict[str, tuple[Any, list[int]]] = {}
+        for position in positions:
+            node = manager.get_node_from_slot(cast(Any, cluster).keyslot(keys[position]))
+            by_node.setdefault(node.name, (node, []))[1].append(position)
+        return self._exchange(cluster, by_node, packed, True, replies)
 
     def _exchange(
         self,
