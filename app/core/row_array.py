@@ -78,8 +78,11 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[npt.NDArray
 class RowArray:
     """A numpy array indexed by row number, shape (capacity, *width), that only grows.
 
-    Growth copies into a new array and publishes it with one reference assignment, so a
-    reader holding the old array keeps a consistent (shorter) view. One writer at a time.
+    A large array (MAPPED_MIN_BYTES or more) sits at the start of a mapping reserved for
+    many more rows (RESERVE_ROWS), and grows by publishing a longer view of it with one
+    reference assignment: nothing is copied, and a reader holding the old view keeps a
+    consistent (shorter) one. Past the reservation, or for a small array, growth copies
+    into a new array, published the same way. One writer at a time.
 
     ``release`` gives back the pages that hold only dead rows (a large array lives in its
     own anonymous mapping; madvise(MADV_DONTNEED) frees a page, which then reads as zeros):
@@ -88,7 +91,7 @@ class RowArray:
     oldest documents expire first. A released row must never be read for its value again
     (it reads as zero) nor written (rows are never reused). Growth copies only the pages
     still held. Costs: ``release`` O(rows released x rows per page) plus one system call
-    per run of pages; growth O(pages held).
+    per run of pages; growth O(1) within the reservation, else O(pages held).
 
     >>> flags = RowArray(np.bool_)
     >>> flags.ensure(5000); flags.array[4999] = True
