@@ -423,8 +423,9 @@ def test_a_collection_keeps_the_shard_bits_it_was_created_with_in_every_process(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
     """NEARDUP_REDIS_SHARD_BITS=3 where the collection is created; another process with the
-    default (12) serves it with the recorded 3 bits: its answers are the embedded
-    service's, and every index entry lies in one of the 2^3 shard numbers' sets."""
+    default (12) serves it with the recorded 3 bits, also after it changed the settings
+    (PATCH): its answers are the embedded service's, and every index entry lies in one of
+    the 2^3 shard numbers' sets."""
     emptied(redis_server.url)
     served = contextlib.contextmanager(make_client)
     with (
@@ -439,6 +440,11 @@ def test_a_collection_keeps_the_shard_bits_it_was_created_with_in_every_process(
             expected = _answer(embedded, method, path, payload)
             assert _answer(other, method, path, payload) == expected, (name, payload)
             answered[name] += 1
+            if answered["search"] == 5 and name == "search":
+                # A change of settings rewrites the collection's record: the layout stays.
+                for made in (embedded, other):
+                    patched = made.patch("/v1/collections/stream", json={"match_window": "30d"})
+                    assert patched.status_code == 200
         assert answered["search"] and answered["insert"] and answered["batch"], answered
     made = connect(redis_server.url)
     shards = set()

@@ -75,6 +75,13 @@ def parse_record(name: str, raw: bytes) -> Resolved:
     return Resolved.of(name, stored["key"], config, NAMESPACE, marked, shard_bits)
 
 
+def record_of(key: str, config: CollectionConfig, marked: bool, shard_bits: int) -> bytes:
+    """The record parse_record reads: written at the creation and at every change of the
+    settings, so that nothing recorded (the layout's shard bits above all) is lost."""
+    stored = {"key": key, "config": config.to_dict(), "marked": marked, "shard_bits": shard_bits}
+    return orjson.dumps(stored)
+
+
 class RedisRegistry:
     """Every collection in one Redis or Redis Cluster (ServiceRegistry)."""
 
@@ -286,9 +293,7 @@ class RedisRegistry:
                         f"at most {self._max_collections} collections; delete one first"
                     )
                 key = f"{name}~{uuid.uuid4().hex[:12]}"
-                value = orjson.dumps(
-                    {"key": key, "config": config.to_dict(), "shard_bits": self.shard_bits}
-                )
+                value = record_of(key, config, False, self.shard_bits)
                 (created,) = self._wire().send([("HSETNX", COLLECTIONS_KEY, name, value)])
                 if created:
                     self.store(self.resolve(name))  # records the layout
@@ -311,8 +316,7 @@ class RedisRegistry:
         if config != resolved.config:  # new time settings: match_window, retention, limits
             # What the old retention expired stays expired: applied up to now first.
             self.get(resolved.name).expire(resolved, self.store(resolved))
-            stored = {"key": resolved.key, "config": config.to_dict(), "marked": resolved.retains}
-            value = orjson.dumps(stored)
+            value = record_of(resolved.key, config, resolved.retains, resolved.layout.shard_bits)
             read = self.cached(resolved.name)
             raw = read[0] if read is not None and read[1] is resolved else b""
             changed = self.client.eval(_SWAP, 1, COLLECTIONS_KEY, resolved.name, raw, value)
