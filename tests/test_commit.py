@@ -40,9 +40,9 @@ def test_a_timeout_and_a_second_settle_are_refused() -> None:
     commit = Commit()
     with pytest.raises(TimeoutError):
         commit.result(timeout=0.01)
-    commit.set_result()
+    settle([(commit, None)])
     with pytest.raises(RuntimeError):
-        commit.set_exception(ValueError("late"))
+        settle([(commit, ValueError("late"))])
     assert commit.exception() is None
 
 

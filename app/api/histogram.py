@@ -15,7 +15,8 @@ import bisect
 import itertools
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
@@ -81,71 +82,67 @@ class Counter:
             self.value += amount
 
 
-class HistogramFamily:
-    """Histograms of one name, one per combination of label values (``labels``)."""
+C = TypeVar("C", Histogram, Counter)
+
+
+class _Family(Generic[C]):
+    """Children of one metric name, one per combination of label values (``labels``)."""
 
     def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str], bounds: Sequence[float]
+        self, name: str, documentation: str, labelnames: Sequence[str], make: Callable[[], C]
     ) -> None:
         self.name = name
         self.documentation = documentation
         self.labelnames = list(labelnames)
-        self.bounds = list(bounds)
-        self._children: dict[tuple[str, ...], Histogram] = {}
+        self._make: Callable[[], C] = make
+        self._children: dict[tuple[str, ...], C] = {}
         self._lock = threading.Lock()
-        if not self.labelnames:
-            self._children[()] = Histogram(self.bounds)
 
-    def labels(self, *values: str) -> Histogram:
-        """The histogram of these label values (made on first use). Callers on a hot path
+    def labels(self, *values: str) -> C:
+        """The child of these label values (made on first use). Callers on a hot path
         keep what it returns: it takes a lock."""
         if len(values) != len(self.labelnames):
             raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
         with self._lock:
             child = self._children.get(values)
             if child is None:
-                child = self._children[values] = Histogram(self.bounds)
+                child = self._children[values] = self._make()
             return child
+
+    def _items(self) -> list[tuple[tuple[str, ...], C]]:
+        with self._lock:
+            return list(self._children.items())
+
+
+class HistogramFamily(_Family[Histogram]):
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], bounds: Sequence[float]
+    ) -> None:
+        super().__init__(name, documentation, labelnames, lambda: Histogram(bounds))
+        # The bounds as a histogram keeps them (checked, +Inf implied), written once.
+        self._edges = [_go_float(b) for b in Histogram(bounds).bounds] + ["+Inf"]
+        if not self.labelnames:
+            self._unlabelled = self.labels()
 
     def observe(self, value: float) -> None:
         """For a family without labels."""
-        self._children[()].observe(value)
+        self._unlabelled.observe(value)
 
     def metric(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        with self._lock:
-            children = list(self._children.items())
-        for values, child in children:
+        for values, child in self._items():
             cumulative, total = child.snapshot()
-            edges = [_go_float(b) for b in child.bounds] + ["+Inf"]
-            family.add_metric(list(values), list(zip(edges, cumulative, strict=True)), total)
+            family.add_metric(list(values), list(zip(self._edges, cumulative, strict=True)), total)
         return family
 
 
-class CounterFamily:
-    """Counters of one name, one per combination of label values (``labels``)."""
-
+class CounterFamily(_Family[Counter]):
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = list(labelnames)
-        self._children: dict[tuple[str, ...], Counter] = {}
-        self._lock = threading.Lock()
-
-    def labels(self, *values: str) -> Counter:
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
-        with self._lock:
-            child = self._children.get(values)
-            if child is None:
-                child = self._children[values] = Counter()
-            return child
+        super().__init__(name, documentation, labelnames, Counter)
 
     def metric(self) -> CounterMetricFamily:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        with self._lock:
-            children = list(self._children.items())
-        for values, child in children:
+        for values, child in self._items():
             family.add_metric(list(values), child.value)
         return family
 

@@ -20,7 +20,7 @@ _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 
 class Commit:
     """The outcome of one queued change: None once it is durable, or the error that
-    refused it. Settled once, by ``settle`` (or ``set_result`` / ``set_exception``).
+    refused it. Settled once, by ``settle``.
     ``done`` and a settled ``exception`` / ``wait`` are O(1) and take no lock."""
 
     __slots__ = ("_done", "_error", "_event", "_lock", "_waiters")
@@ -34,12 +34,6 @@ class Commit:
 
     def done(self) -> bool:
         return self._done
-
-    def set_result(self, _: None = None) -> None:
-        settle([(self, None)])
-
-    def set_exception(self, error: BaseException) -> None:
-        settle([(self, error)])
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Block the calling thread until settled; the error, or None when durable.

@@ -55,7 +55,7 @@ Change = Callable[[sqlite3.Connection], object]
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, ~1 us a change.
 @dataclass(slots=True)
 class Queued:
-    """A change waiting for the writer, and its future."""
+    """A change waiting for the writer, and its commit."""
 
     change: Change
     done: Commit
@@ -346,7 +346,7 @@ class SQLiteStore:
         documents: DocumentBatch,
         expired_through: tuple[int, int] | None = None,
     ) -> Commit:
-        """Queue the documents for the next group commit; the future ends with it."""
+        """Queue the documents for the next group commit; the commit settles with it."""
         values = list(
             itertools.chain.from_iterable(
                 zip(
