@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import hiredis
@@ -209,6 +209,23 @@ def links_of(pool: redis.ConnectionPool) -> _Links:
     return links
 
 
+def _by_node(
+    cluster: RedisCluster, keys: Sequence[bytes | str], positions: Iterable[int]
+) -> dict[str, tuple[Any, list[int]]]:
+    """The positions of these commands by the node their key's slot is on, as the client's
+    slot map says now (one lookup per slot)."""
+    by_node: dict[str, tuple[Any, list[int]]] = {}
+    node_of: dict[int, Any] = {}
+    manager = cluster.nodes_manager
+    for position in positions:
+        slot = cast(Any, cluster).keyslot(keys[position])
+        node = node_of.get(slot)
+        if node is None:
+            node = node_of[slot] = manager.get_node_from_slot(slot)
+        by_node.setdefault(node.name, (node, []))[1].append(position)
+    return by_node
+
+
 class Wire:
     """Sends batches of commands, one round trip a batch, and counts the round trips.
 
@@ -283,15 +300,8 @@ class Wire:
         waits: bool,
     ) -> tuple[list[Any], list[int]]:
         """(replies, the WAIT count of each node written)."""
-        by_node: dict[str, tuple[Any, list[int]]] = {}
-        node_of: dict[int, Any] = {}
         manager = cluster.nodes_manager
-        for position, key in enumerate(keys):
-            slot = cast(Any, cluster).keyslot(key)
-            node = node_of.get(slot)
-            if node is None:
-                node = node_of[slot] = manager.get_node_from_slot(slot)
-            by_node.setdefault(node.name, (node, []))[1].append(position)
+        by_node = _by_node(cluster, keys, range(len(keys)))
         replies: list[Any] = [None] * len(packed)
         try:
             acknowledged = self._exchange(cluster, by_node, packed, waits, replies)
@@ -323,14 +333,9 @@ class Wire:
         batch followed by its WAIT, once the slot map is read afresh; a command
         redirected again (a slot still migrating) is answered by that redirect, an error
         for the caller to retry (503). The WAIT counts of the nodes written."""
-        manager = cluster.nodes_manager
         with contextlib.suppress(redis.RedisError):
-            manager.initialize()
-        by_node: dict[str, tuple[Any, list[int]]] = {}
-        for position in positions:
-            node = manager.get_node_from_slot(cast(Any, cluster).keyslot(keys[position]))
-            by_node.setdefault(node.name, (node, []))[1].append(position)
-        return self._exchange(cluster, by_node, packed, True, replies)
+            cluster.nodes_manager.initialize()
+        return self._exchange(cluster, _by_node(cluster, keys, positions), packed, True, replies)
 
     def _exchange(
         self,
