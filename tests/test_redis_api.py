@@ -372,14 +372,24 @@ def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
     other settings, the search answers for what is stored now."""
     emptied(redis_server.url)
     sent: list[int] = []
-    send = Wire.send_packed  # every batch goes through it (send packs, then calls it)
+    # Every batch goes through one of them (send packs, then calls send_packed; the API's
+    # searches await send_packed_async, which hands TLS batches to send_packed).
+    send, send_async = Wire.send_packed, Wire.send_packed_async
 
     def counted(wire: Wire, packed: Any, keys: Any = None, durable: bool = False) -> list[Any]:
         if packed:
             sent.append(len(packed))
         return send(wire, packed, keys, durable)
 
+    async def counted_async(
+        wire: Wire, packed: Any, keys: Any = None, durable: bool = False
+    ) -> list[Any]:
+        if packed and wire.on_loop:
+            sent.append(len(packed))
+        return await send_async(wire, packed, keys, durable)
+
     monkeypatch.setattr(Wire, "send_packed", counted)
+    monkeypatch.setattr(Wire, "send_packed_async", counted_async)
     text = english_like_text(random.Random(8), 1200)
     search = "/v1/collections/news/search"
     served = contextlib.contextmanager(make_client)

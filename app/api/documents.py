@@ -220,5 +220,5 @@ async def similar_documents(
     async with found_first_async(collection):
         limits.check_limit(settings, limit)
     query = SearchQuery(limit, max_distance, min_similarity, since, until)
-    matches = await off_loop(collection, lambda: collection.similar(document_id, query))
+    matches = await collection.similar_async(document_id, query)
     return json_response({"matches": matches})

@@ -14,7 +14,6 @@ from app.api.deps import (
     CollectionName,
     collection_of,
     found_first_async,
-    off_loop,
     settings_of,
 )
 from app.api.documents import json_response
@@ -25,7 +24,8 @@ from app.service import Query as SearchQuery
 from app.service.protocols import ServiceCollection
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
-# cheaper on the event loop than the hop through the thread pool (docs/benchmarks.md).
+# cheaper on the event loop than the hop through the thread pool (docs/benchmarks.md);
+# over Redis, their round trips are awaited on the loop too (search_async).
 router = APIRouter(
     prefix="/v1/collections/{name}/search",
     tags=["search"],
@@ -46,9 +46,7 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
         limits.check_limit(settings, body.limit)
         limits.check_text(settings, body.text)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
-    matches = await off_loop(
-        collection, lambda: collection.search(body.text, query, html=body.html)
-    )
+    matches = await collection.search_async(body.text, query, html=body.html)
     return orjson.dumps({"matches": matches})
 
 
@@ -69,6 +67,4 @@ async def search_get(
         limits.check_limit(settings, limit)
         limits.check_text(settings, text)
     query = SearchQuery(limit, max_distance, min_similarity, since, until)
-    return json_response(
-        {"matches": await off_loop(collection, lambda: collection.search(text, query))}
-    )
+    return json_response({"matches": await collection.search_async(text, query)})

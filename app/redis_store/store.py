@@ -50,6 +50,7 @@ from app.redis_store.layout import (
     rows_of,
 )
 from app.redis_store.lookups import LookupTables, RangeLookups
+from app.redis_store.steps import Batch, Steps, run
 from app.redis_store.types import Client
 from app.redis_store.wire import Command, Wire, key_of, pack
 
@@ -463,6 +464,12 @@ class RedisStore:
     ) -> tuple[Rows, RowData, list[Any]]:
         """``lookup``, with the caller's commands in the same round trip (``durable``:
         WAITed when they write); their replies third."""
+        return run(self.lookup_steps(ids, also, durable=durable), self.wire)
+
+    def lookup_steps(
+        self, ids: Sequence[str], also: Sequence[Command] = (), *, durable: bool = False
+    ) -> Steps[tuple[Rows, RowData, list[Any]]]:
+        """``lookup_also``'s steps."""
         by_group = self._by_group(ids)
         commands: list[Command] = [
             (
@@ -476,7 +483,7 @@ class RedisStore:
         ]
         rows = np.full(len(ids), -1, dtype=np.int64)
         held: dict[int, tuple[bytes, bytes]] = {}
-        replies = self.wire.send([*also, *commands], durable=durable)
+        replies = yield self._batch([*also, *commands], durable)
         also_replies, replies = replies[: len(also)], replies[len(also) :]
         for positions, answers in zip(by_group.values(), replies, strict=True):
             for p, (row, blob, record) in zip(positions, answers, strict=True):
@@ -487,8 +494,14 @@ class RedisStore:
 
     def rows(self, rows: Rows, *, records: bool = True) -> RowData:
         """The stored data of rows, those still held. One round trip."""
+        return run(self.rows_steps(rows, records=records), self.wire)
+
+    def rows_steps(self, rows: Rows, *, records: bool = True) -> Steps[RowData]:
         commands, plan = self._row_commands(rows, records)
-        return self._parse_rows(plan, records, self.wire.send(commands))
+        return self._parse_rows(plan, records, (yield self._batch(commands)))
+
+    def _batch(self, commands: Sequence[Command], durable: bool = False) -> Batch:
+        return Batch.of(commands, cluster=self.wire.cluster, durable=durable)
 
     def _row_commands(self, rows: Rows, records: bool) -> tuple[list[Command], list[list[bytes]]]:
         """HMGETs of the fields (and records) of rows, one per group and hash; and the row
@@ -553,6 +566,31 @@ class RedisStore:
         records: bool = True,
         also: Sequence[Command] = (),
     ) -> SearchResult:
+        """``search_steps``, sent from this thread."""
+        steps = self.search_steps(
+            simhash,
+            minhash,
+            exact,
+            max_distance=max_distance,
+            threshold=threshold,
+            methods=methods,
+            records=records,
+            also=also,
+        )
+        return run(steps, self.wire)
+
+    def search_steps(
+        self,
+        simhash: SimHashes,
+        minhash: MinHashes | None,
+        exact: ExactHashes,
+        *,
+        max_distance: int | None = None,
+        threshold: float | None = None,
+        methods: Sequence[str] = METHODS,
+        records: bool = True,
+        also: Sequence[Command] = (),
+    ) -> Steps[SearchResult]:
         """Every live row matching each query by each method asked for. Two round trips.
         ``also``: read-only commands of the caller's, sent in the first round trip (the
         service reads the collection's settings there); their replies in ``also``.
@@ -587,12 +625,11 @@ class RedisStore:
             minhash = np.asarray(minhash, dtype=np.uint32).reshape(count, -1)
             lookups.add(self._tables["minhash"], layout.band_keys(minhash), None, None)
 
-        wire = self.wire
         packed = [pack(command) for command in also] + lookups.packed
         keys: list[bytes | str] | None = None
-        if wire.cluster:
+        if self.wire.cluster:
             keys = [*map(key_of, also), *lookups.keys]
-        replies = wire.send_packed(packed, keys)
+        replies = yield Batch(packed, keys)
         also_replies, replies = replies[: len(also)], replies[len(also) :]
         found = dict.fromkeys(METHODS, _NONE)
         for hits in lookups.answers(replies):
@@ -614,7 +651,7 @@ class RedisStore:
         commands, plan = self._row_commands(
             np.concatenate([f.rows for f in found.values()]), records
         )
-        data = self._parse_rows(plan, records, self.wire.send(commands))
+        data = self._parse_rows(plan, records, (yield self._batch(commands)))
         live = {m: f.where(_within(f.rows, data.rows)) if len(f) else f for m, f in found.items()}
         lsh = live["minhash"]
         if len(lsh):

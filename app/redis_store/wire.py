@@ -29,6 +29,7 @@ the new primary.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import select
@@ -46,6 +47,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from app.redis_store.loop_links import LoopLink, LoopLinks, loop_links_of
 from app.redis_store.types import Client
 
 Command = Sequence[Any]
@@ -244,6 +246,8 @@ class Wire:
         # A standalone client has one pool for good: its links are looked up once.
         self._links = None if self.cluster else links_of(cast(redis.Redis, client).connection_pool)
         self._wait = pack(("WAIT", wait_replicas, wait_timeout_ms))
+        # Whether send_packed_async drives the sockets from the event loop (not over TLS).
+        self.on_loop = True
 
     def send(self, commands: Sequence[Command], durable: bool = False) -> list[Any]:
         """The reply of each command, in order; raises the first error reply, after every
@@ -282,6 +286,61 @@ class Wire:
                 raise
             links.give(link)
             acknowledged = [replies.pop()] if waits else []
+        return self._checked(replies, acknowledged)
+
+    async def send_packed_async(
+        self,
+        packed: Sequence[bytes],
+        keys: Sequence[bytes | str] | None = None,
+        durable: bool = False,
+    ) -> list[Any]:
+        """``send_packed`` from a coroutine on the running event loop, its sockets driven
+        by the loop (app/redis_store/loop_links.py): the same replies and errors, no
+        thread. Over TLS, ``send_packed`` in a worker thread."""
+        if not packed:
+            return []
+        if not self.on_loop:
+            return await asyncio.to_thread(self.send_packed, packed, keys, durable)
+        waits = durable and self.wait_replicas > 0
+        if self.cluster:
+            assert keys is not None and len(keys) == len(packed)
+            cluster = cast(RedisCluster, self.client)
+            by_node = _by_node(cluster, keys, range(len(keys)))
+            replies: list[Any] = [None] * len(packed)
+            try:
+                acknowledged = await self._exchange_on_loop(
+                    cluster, by_node, packed, waits, replies
+                )
+            except _NotOnLoop:
+                return await asyncio.to_thread(self.send_packed, packed, keys, durable)
+            except (redis.ConnectionError, redis.TimeoutError):
+                with contextlib.suppress(redis.RedisError):
+                    await asyncio.to_thread(cluster.nodes_manager.initialize)
+                raise
+            self.round_trips += 1
+            if any(isinstance(reply, _REDIRECTS) for reply in replies):
+                acknowledged += await asyncio.to_thread(
+                    self._follow_redirects, cluster, packed, keys, waits, replies
+                )
+            return self._checked(replies, acknowledged)
+        links = loop_links_of(cast(redis.Redis, self.client).connection_pool)
+        link = await links.take()
+        if link is None:  # TLS
+            self.on_loop = False
+            return await asyncio.to_thread(self.send_packed, packed, keys, durable)
+        self.round_trips += 1
+        try:
+            link.write(b"".join([*packed, self._wait] if waits else packed), len(packed) + waits)
+            replies = await link.read()
+        except BaseException:
+            links.drop(link)
+            raise
+        links.give(link)
+        acknowledged = [replies.pop()] if waits else []
+        return self._checked(replies, acknowledged)
+
+    def _checked(self, replies: list[Any], acknowledged: list[int]) -> list[Any]:
+        """The replies, once none is an error and every node's replicas confirmed."""
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -309,17 +368,28 @@ class Wire:
             with contextlib.suppress(redis.RedisError):
                 manager.initialize()  # a failover: learn the new primaries
             raise
+        return replies, acknowledged + self._follow_redirects(cluster, packed, keys, waits, replies)
+
+    def _follow_redirects(
+        self,
+        cluster: RedisCluster,
+        packed: Sequence[bytes],
+        keys: Sequence[bytes | str],
+        waits: bool,
+        replies: list[Any],
+    ) -> list[int]:
+        """The commands answered by a redirect sent again where their slots are now, their
+        replies in place of the redirects; the WAIT counts of the nodes written again."""
         redirected = [p for p, reply in enumerate(replies) if isinstance(reply, _REDIRECTS)]
         if redirected and waits:
             # Sent again with the WAIT of the node that now owns their slots, on the same
             # connection (WAIT counts that connection's own writes): redis-py's client
             # would follow the redirect but not wait for the replicas.
-            acknowledged += self._send_again_and_wait(cluster, packed, keys, redirected, replies)
-        else:
-            for position in redirected:
-                args = unpack(packed[position])
-                replies[position] = cast(Any, cluster).execute_command(*args)
-        return replies, acknowledged
+            return self._send_again_and_wait(cluster, packed, keys, redirected, replies)
+        for position in redirected:
+            args = unpack(packed[position])
+            replies[position] = cast(Any, cluster).execute_command(*args)
+        return []
 
     def _send_again_and_wait(
         self,
@@ -368,3 +438,50 @@ class Wire:
             for links, link, _ in started:  # written to but not read: not reusable
                 links.drop(link)
         return acknowledged
+
+    async def _exchange_on_loop(
+        self,
+        cluster: RedisCluster,
+        by_node: dict[str, tuple[Any, list[int]]],
+        packed: Sequence[bytes],
+        waits: bool,
+        replies: list[Any],
+    ) -> list[int]:
+        """``_exchange`` with the nodes' loop links; _NotOnLoop over TLS (nothing sent)."""
+        taken: list[tuple[LoopLinks, LoopLink, list[int]]] = []
+        try:
+            for node, positions in by_node.values():  # every link before any write
+                links = loop_links_of(cluster.get_redis_connection(node).connection_pool)
+                link = await links.take()
+                if link is None:
+                    self.on_loop = False
+                    raise _NotOnLoop
+                taken.append((links, link, positions))
+        except BaseException:
+            for links, link, _ in taken:  # nothing written: clean
+                links.give(link)
+            raise
+        started: list[tuple[LoopLinks, LoopLink, list[int]]] = []
+        acknowledged: list[int] = []
+        try:
+            for links, link, positions in taken:
+                started.append((links, link, positions))
+                batch = [packed[p] for p in positions]
+                link.write(b"".join([*batch, self._wait] if waits else batch), len(batch) + waits)
+            while started:
+                links, link, positions = started[0]
+                answers = await link.read()
+                started.pop(0)
+                links.give(link)
+                if waits:
+                    acknowledged.append(answers.pop())
+                for position, reply in zip(positions, answers, strict=True):
+                    replies[position] = reply
+        finally:
+            for links, link, _ in started:  # written to but not read: not reusable
+                links.drop(link)
+        return acknowledged
+
+
+class _NotOnLoop(Exception):
+    """A node's connections are TLS: the batch goes through the blocking links."""

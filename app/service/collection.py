@@ -326,6 +326,14 @@ class Collection:
         pairs = self._match_indexes(fingerprints, query)
         return self._matches(pairs, (0, len(pairs.rows)), query.limit)  # one query: all
 
+    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """``search``, on the event loop: in-memory work, cheaper there than a thread hop."""
+        return self.search(text, query, html=html)
+
+    async def similar_async(self, document_id: str, query: Query) -> list[Match]:
+        """``similar``, on the event loop (as ``search_async``)."""
+        return self.similar(document_id, query)
+
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
         self._validate(query)

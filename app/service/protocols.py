@@ -5,6 +5,7 @@ that the handlers are written once.
 
 ``blocking`` says whether a collection's reads wait on the network: the async handlers
 run them in the thread pool then, and on the event loop when they are in-memory work.
+Searches have ``*_async`` forms instead, which the Redis backend awaits on the loop.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ class ServiceCollection(Protocol):
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]: ...
 
     def similar(self, document_id: str, query: Query) -> list[Match]: ...
+
+    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """``search`` from a coroutine: on the event loop, the Redis backend's round trips
+        awaited there."""
+
+    async def similar_async(self, document_id: str, query: Query) -> list[Match]: ...
 
     def insert(
         self,

@@ -46,11 +46,13 @@ from app.errors import (
     InvalidDocument,
     InvalidParameter,
     StorageUnavailable,
+    UnknownCollection,
     UnknownDocument,
 )
 from app.redis_store.grams import GramTable
 from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
-from app.redis_store.store import RedisStore
+from app.redis_store.steps import Steps, run, run_async
+from app.redis_store.store import RedisStore, RowData
 from app.redis_store.wire import Command, ReplicasBehind
 from app.service.coalesce import Options, SingleInserts
 from app.service.indexes import (
@@ -221,6 +223,9 @@ class Backend(Protocol):
     def cached(self, name: str) -> tuple[bytes, Resolved] | None:
         """The settings this process read last (as stored, and parsed), if any."""
 
+    def parsed(self, name: str, raw: bytes) -> Resolved:
+        """Settings as stored, parsed (the same object as last time if unchanged)."""
+
     def settings_command(self, name: str) -> Command:
         """The read of the collection's settings (to send with other commands)."""
 
@@ -271,6 +276,10 @@ class RedisCollection:
     def _held(self, store: RedisStore, document_id: str, mark: Mark) -> tuple[Held, int]:
         """The stored document with this id, if it is visible (not expired)."""
         rows, data = store.lookup([document_id])
+        return self._held_of(rows, data, document_id, mark)
+
+    def _held_of(self, rows: Rows, data: RowData, document_id: str, mark: Mark) -> tuple[Held, int]:
+        """The document looked up, if it is visible (not expired)."""
         if rows[0] < 0:
             raise UnknownDocument(self.name, document_id)
         held, at = Held(data), int(data.index(rows)[0])
@@ -325,20 +334,57 @@ class RedisCollection:
         with storage_errors(self._backend.failures):
             known = self._backend.cached(self.name)
             if known is not None:
-                raw, resolved = known
-                with contextlib.suppress(InvalidParameter):  # judged on fresh settings
-                    self._validate(resolved, query)
-                    fingerprints = self._fingerprint(resolved, [text], html)
-                    scored, held, (now,) = self.match_store(
-                        resolved,
-                        self._backend.store(resolved),
-                        fingerprints,
-                        query,
-                        also=[self._backend.settings_command(self.name)],
-                        read_mark=True,
-                    )
-                    if now == raw:
-                        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+                store = self._backend.store(known[1])
+                matches = run(self._search_known_steps(known, store, text, query, html), store.wire)
+                if matches is not None:
+                    return matches
+        return self._search_fresh(text, query, html)
+
+    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """``search`` from the event loop: its round trips awaited there (no thread), but
+        for the first search of a collection in this process, or one whose settings
+        changed (then in a worker thread)."""
+        with storage_errors(self._backend.failures):
+            known = self._backend.cached(self.name)
+            if known is not None:
+                store = self._backend.store(known[1])
+                steps = self._search_known_steps(known, store, text, query, html)
+                matches = await run_async(steps, store.wire)
+                if matches is not None:
+                    return matches
+        return await asyncio.to_thread(self._search_fresh, text, query, html)
+
+    def _search_known_steps(
+        self,
+        known: tuple[bytes, Resolved],
+        store: RedisStore,
+        text: str,
+        query: Query,
+        html: bool,
+    ) -> Steps[list[Match] | None]:
+        """The search on the settings last read, which are read again on the way; None if
+        they changed meanwhile, or the query is invalid on them (judged afresh)."""
+        raw, resolved = known
+        try:
+            self._validate(resolved, query)
+            fingerprints = self._fingerprint(resolved, [text], html)
+            scored, held, (now,) = yield from self.match_store_steps(
+                resolved,
+                store,
+                fingerprints,
+                query,
+                also=[self._backend.settings_command(self.name)],
+                read_mark=True,
+            )
+        except InvalidParameter:
+            return None
+        if now != raw:
+            return None
+        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+
+    def _search_fresh(self, text: str, query: Query, html: bool) -> list[Match]:
+        """The search on the settings read first (a round trip more)."""
+        with storage_errors(self._backend.failures):
             resolved, store = self._open()
             self._validate(resolved, query)
             fingerprints = self._fingerprint(resolved, [text], html)
@@ -349,20 +395,63 @@ class RedisCollection:
         """Documents matching a stored one, itself excluded."""
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
-            self._validate(resolved, query)
-            mark = self._mark(resolved, store)
-            own, at = self._held(store, document_id, mark)
-            data = own.data
-            fingerprints = Fingerprints(
-                data.simhash[at : at + 1],
-                data.signatures[at : at + 1, : resolved.num_perm],
-                data.exact[at : at + 1],
-                [own.record(at).short] if resolved.ngram is not None else None,
-            )
-            exclude = data.rows[at : at + 1]
-            scored, held, _ = self.match_store(
-                resolved, store, fingerprints, query, exclude, mark=mark
-            )
+            matches = run(self._similar_steps(resolved, store, document_id, query), store.wire)
+        return matches
+
+    async def similar_async(self, document_id: str, query: Query) -> list[Match]:
+        """``similar`` from the event loop; the settings read first in a worker thread
+        when this process has not read them yet."""
+        with storage_errors(self._backend.failures):
+            known = self._backend.cached(self.name)
+            if known is None:
+                resolved, store = await asyncio.to_thread(self._open)
+            else:
+                resolved = known[1]
+                store = self._backend.store(resolved)
+            steps = self._similar_steps(resolved, store, document_id, query, known is not None)
+            return await run_async(steps, store.wire)
+
+    def _similar_steps(
+        self,
+        resolved: Resolved,
+        store: RedisStore,
+        document_id: str,
+        query: Query,
+        recheck: bool = False,
+    ) -> Steps[list[Match]]:
+        """``recheck``: ``resolved`` is the settings last read, read again in the first
+        round trip; UnknownCollection if the collection is gone, and if it changed the
+        search is made on the settings read (one round trip more)."""
+        reading = self._backend.settings_command(self.name)
+        mark_key = resolved.counters_key()
+        also: list[Command] = [reading] if recheck else []
+        rows, data, replies = yield from store.lookup_steps(
+            [document_id], [*also, ("HGET", mark_key, "mark")] if resolved.retains else also
+        )
+        if recheck:
+            now = replies[0]
+            if now is None:
+                raise UnknownCollection(self.name)
+            changed = self._backend.parsed(self.name, now)
+            if changed is not resolved:  # search again on the settings as they are now
+                answer = yield from self._similar_steps(
+                    changed, self._backend.store(changed), document_id, query
+                )
+                return answer
+        self._validate(resolved, query)
+        mark = Mark.of(replies[-1], self._cutoff(resolved)) if resolved.retains else NO_RETENTION
+        own, at = self._held_of(rows, data, document_id, mark)
+        data = own.data
+        fingerprints = Fingerprints(
+            data.simhash[at : at + 1],
+            data.signatures[at : at + 1, : resolved.num_perm],
+            data.exact[at : at + 1],
+            [own.record(at).short] if resolved.ngram is not None else None,
+        )
+        exclude = data.rows[at : at + 1]
+        scored, held, _ = yield from self.match_store_steps(
+            resolved, store, fingerprints, query, exclude, mark=mark
+        )
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def _validate(self, resolved: Resolved, query: Query) -> None:
@@ -446,6 +535,24 @@ class RedisCollection:
         mark: Mark = NO_RETENTION,
         read_mark: bool = False,
     ) -> tuple[Scored, Held, list[Any]]:
+        """``match_store_steps``, sent from this thread."""
+        steps = self.match_store_steps(
+            resolved, store, fingerprints, query, exclude, also, stamps, mark, read_mark
+        )
+        return run(steps, store.wire)
+
+    def match_store_steps(
+        self,
+        resolved: Resolved,
+        store: RedisStore,
+        fingerprints: Fingerprints,
+        query: Query,
+        exclude: Rows | None = None,
+        also: Sequence[Command] = (),
+        stamps: Rows | None = None,
+        mark: Mark = NO_RETENTION,
+        read_mark: bool = False,
+    ) -> Steps[tuple[Scored, Held, list[Any]]]:
         """Every visible stored document (``mark``, or with ``read_mark`` the mark read in
         the first round trip) matching each of a batch of documents, by any method (two
         round trips; a third for short texts found by the n-gram index alone), within
@@ -457,7 +564,7 @@ class RedisCollection:
         probing = probes.commands if probes is not None else []
         read_mark = read_mark and resolved.retains
         reading: list[Command] = [("HGET", resolved.counters_key(), "mark")] if read_mark else []
-        found = store.search(
+        found = yield from store.search_steps(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
             fingerprints.exact,
@@ -479,7 +586,7 @@ class RedisCollection:
             positions, rows = ngram.candidates(probes, found.also)
             missing = np.setdiff1d(rows, data.rows)
             if len(missing):  # found by the n-gram index alone: their records now
-                data = joined(data, store.rows(missing))
+                data = joined(data, (yield from store.rows_steps(missing)))
             live = np.isin(rows, data.rows)
             positions, rows = positions[live], rows[live]
             held = Held(data)

@@ -33,6 +33,7 @@ from app.errors import (
 from app.redis_store import functions
 from app.redis_store.connect import connect
 from app.redis_store.layout import DEFAULT_SHARD_BITS
+from app.redis_store.loop_links import close_loop_links
 from app.redis_store.store import RedisStore
 from app.redis_store.types import Client
 from app.redis_store.wire import Command, Wire
@@ -142,6 +143,7 @@ class RedisRegistry:
         self._wake.set()
         if self._evictor is not None:
             self._evictor.join()
+        close_loop_links()  # called from the app's lifespan, on its loop
         if self._client is not None:
             self._client.close()
 
@@ -222,9 +224,10 @@ class RedisRegistry:
         (raw,) = self._wire().send([self.settings_command(name)])
         if raw is None:
             raise UnknownCollection(name)
-        return self._parse(name, raw)
+        return self.parsed(name, raw)
 
-    def _parse(self, name: str, raw: bytes) -> Resolved:
+    def parsed(self, name: str, raw: bytes) -> Resolved:
+        """The settings as stored (``raw``), parsed; the same object while they do not change."""
         cached = self._resolved.get(name)
         if cached is not None and cached[0] == raw:
             return cached[1]
@@ -237,7 +240,7 @@ class RedisRegistry:
         with storage_errors(self.failures):
             (flat,) = self._wire().send([("HGETALL", COLLECTIONS_KEY)])
         pairs = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-        return [self._parse(name.decode(), raw) for name, raw in pairs]
+        return [self.parsed(name.decode(), raw) for name, raw in pairs]
 
     def held_everywhere(self) -> int:
         """The documents every collection holds (above its retention mark), for
