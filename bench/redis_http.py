@@ -449,6 +449,16 @@ def per_cpu_second(samples: list[Sample]) -> float:
     return statistics.median(s.wrk.requests_per_second / s.server_cpu for s in samples)
 
 
+def ceiling(samples: list[Sample], mode: str) -> float:
+    """The ratio 2 workers / 1 worker this machine allows at most: its cores over the CPU
+    one worker's searches take of them, the worker's own, Redis's and wrk's (shares of a
+    core, medians of the 1-worker runs). Redis and wrk share the cores with the workers,
+    so a second worker can only have what the first leaves."""
+    ones = [s for s in samples if s.mode == mode and s.workers == 1]
+    used = statistics.median(s.server_cpu + s.redis_cpu + s.wrk_cpu for s in ones)
+    return len(os.sched_getaffinity(0)) / used
+
+
 def plot(arguments: argparse.Namespace, results: Results) -> Path:
     """Search requests/s of 1 and 2 workers per mode (medians, the runs as dots) and the
     lookups' p50 against datasketch's."""
@@ -544,6 +554,7 @@ def report(arguments: argparse.Namespace, results: Results) -> str:
         for mode in arguments.modes
         if (mode, 2) in medians and (mode, 1) in medians
     }
+    ceilings = {mode: ceiling(results.samples, mode) for mode in ratios}
     trips = [s.round_trips for s in results.samples if s.round_trips]
     sequential = results.sequential
     lookups = results.store_lsh_ms[0], results.store_search_ms[0]
@@ -562,6 +573,16 @@ def report(arguments: argparse.Namespace, results: Results) -> str:
             ", ".join(f"{mode} {r:.2f}x" for mode, r in ratios.items()),
             f">= {TARGET_RATIO}x",
             ", ".join(f"{mode} {verdict(r >= TARGET_RATIO)}" for mode, r in ratios.items()),
+        ],
+        [
+            "the most 2 workers can give on these cores: cores / CPU of a search at 1 worker"
+            " (workers + Redis + wrk); the share of it they reached",
+            ", ".join(
+                f"{mode} {ceilings[mode]:.2f}x ({ratios[mode] / ceilings[mode]:.0%})"
+                for mode in ratios
+            ),
+            "-",
+            "",
         ],
         [
             "round trips to Redis per search: 1 connection; 16 (searches gathered)",

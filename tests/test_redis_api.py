@@ -403,12 +403,22 @@ def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
         sent.clear()
         assert len(one.post(search, json={"text": text}).json()["matches"]) == 1
         assert len(sent) == 2, sent
+        near = one.post("/v1/collections/news/documents", json={"text": text + " more"})
+        similar = f"/v1/collections/news/documents/{near.json()['id']}/similar"
+        assert len(one.get(similar).json()["matches"]) == 1
+        sent.clear()
+        assert len(one.get(similar).json()["matches"]) == 1
+        assert len(sent) == 3, sent  # the document and the settings, then the search's two
         assert other.delete("/v1/collections/news").status_code == 204
         gone = one.post(search, json={"text": text})
         assert gone.json()["error"]["code"] == "collection_not_found"
+        assert one.get(similar).json()["error"]["code"] == "collection_not_found"
         assert other.put("/v1/collections/news", json={"simhash": {"max_distance": 2}}).is_success
         assert one.post(search, json={"text": text}).json() == {"matches": []}
         wider = one.post(search, json={"text": text, "max_distance": 3})
+        assert wider.json()["error"]["code"] == "invalid_parameter"
+        assert one.get(similar).json()["error"]["code"] == "document_not_found"
+        wider = one.get(similar, params={"max_distance": 3})
         assert wider.json()["error"]["code"] == "invalid_parameter"
 
 
