@@ -15,7 +15,6 @@ from app.api.deps import (
     collection_of,
     found_first,
     found_first_async,
-    off_loop,
     settings_of,
 )
 from app.api.errors import describe_validation_errors
@@ -160,7 +159,7 @@ async def get_document(
     document_id: DocumentId, name: CollectionName, request: Request
 ) -> DocumentOut:
     collection = collection_of(request, name)
-    stored = await off_loop(collection, lambda: collection.get(document_id))
+    stored = await collection.get_async(document_id)
     return DocumentOut(
         id=stored.id,
         metadata=stored.metadata,

@@ -326,6 +326,10 @@ class Collection:
         pairs = self._match_indexes(fingerprints, query)
         return self._matches(pairs, (0, len(pairs.rows)), query.limit)  # one query: all
 
+    async def get_async(self, document_id: str) -> StoredDocument:
+        """``get``, on the event loop (as ``search_async``)."""
+        return self.get(document_id)
+
     async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
         """``search``, on the event loop: in-memory work, cheaper there than a thread hop."""
         return self.search(text, query, html=html)

@@ -5,7 +5,8 @@ that the handlers are written once.
 
 ``blocking`` says whether a collection's reads wait on the network: the async handlers
 run them in the thread pool then, and on the event loop when they are in-memory work.
-Searches have ``*_async`` forms instead, which the Redis backend awaits on the loop.
+Gets and searches have ``*_async`` forms instead, which the Redis backend awaits on
+the loop.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class ServiceCollection(Protocol):
     def blocking(self) -> bool: ...
 
     def get(self, document_id: str) -> StoredDocument: ...
+
+    async def get_async(self, document_id: str) -> StoredDocument: ...
 
     def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]: ...
 

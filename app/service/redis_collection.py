@@ -31,9 +31,9 @@ import asyncio
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -98,6 +98,8 @@ from app.service.types import (
 
 # A delete reads the document, then removes it if it is still the one read.
 DELETE_ATTEMPTS = 3
+
+T = TypeVar("T")
 
 
 class Failures:
@@ -261,7 +263,21 @@ class RedisCollection:
     def get(self, document_id: str) -> StoredDocument:
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
-            held, at = self._held(store, document_id, self._mark(resolved, store))
+            return run(self._get_steps(resolved, store, document_id), store.wire)
+
+    async def get_async(self, document_id: str) -> StoredDocument:
+        """``get`` from the event loop (as ``similar_async``)."""
+        return await self._on_loop(
+            lambda resolved, store, recheck: self._get_steps(resolved, store, document_id, recheck)
+        )
+
+    def _get_steps(
+        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool = False
+    ) -> Steps[StoredDocument]:
+        _, _, rows, data, mark = yield from self._lookup_steps(
+            resolved, store, document_id, recheck
+        )
+        held, at = self._held_of(rows, data, document_id, mark)
         record = held.record(at)
         return StoredDocument(
             id=document_id,
@@ -272,6 +288,41 @@ class RedisCollection:
             text=record.text,
             timestamp=iso_time_us(int(held.data.timestamps[at])),
         )
+
+    async def _on_loop(self, make: Callable[[Resolved, RedisStore, bool], Steps[T]]) -> T:
+        """The steps ``make`` (resolved, store, recheck) gives, driven on the event loop:
+        on the settings last read, read again in their first round trip (``recheck``),
+        or, when this process has not read them yet, on settings read in a thread."""
+        with storage_errors(self._backend.failures):
+            known = self._backend.cached(self.name)
+            if known is None:
+                resolved, store = await asyncio.to_thread(self._open)
+            else:
+                resolved = known[1]
+                store = self._backend.store(resolved)
+            return await run_async(make(resolved, store, known is not None), store.wire)
+
+    def _lookup_steps(
+        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool
+    ) -> Steps[tuple[Resolved, RedisStore, Rows, RowData, Mark]]:
+        """One round trip: the document's lookup and the retention mark, with ``recheck``
+        the settings read again beside them (UnknownCollection if the collection is
+        gone; looked up again on the settings read if they changed)."""
+        also: list[Command] = [self._backend.settings_command(self.name)] if recheck else []
+        if resolved.retains:
+            also.append(("HGET", resolved.counters_key(), "mark"))
+        rows, data, replies = yield from store.lookup_steps([document_id], also)
+        if recheck:
+            if replies[0] is None:
+                raise UnknownCollection(self.name)
+            now = self._backend.parsed(self.name, replies[0])
+            if now is not resolved:
+                found = yield from self._lookup_steps(
+                    now, self._backend.store(now), document_id, False
+                )
+                return found
+        mark = Mark.of(replies[-1], self._cutoff(resolved)) if resolved.retains else NO_RETENTION
+        return resolved, store, rows, data, mark
 
     def _held(self, store: RedisStore, document_id: str, mark: Mark) -> tuple[Held, int]:
         """The stored document with this id, if it is visible (not expired)."""
@@ -286,14 +337,6 @@ class RedisCollection:
         if not mark.visible(int(data.timestamps[at]), held.record(at).seq):
             raise UnknownDocument(self.name, document_id)  # expired
         return held, at
-
-    def _mark(self, resolved: Resolved, store: RedisStore) -> Mark:
-        """What the retention expired (the mark as stored, max_age by the clock): a
-        read's view. One round trip, for collections with a retention only."""
-        if not resolved.retains:
-            return NO_RETENTION
-        (member,) = store.wire.send([("HGET", resolved.counters_key(), "mark")])
-        return Mark.of(member, self._cutoff(resolved))
 
     def _cutoff(self, resolved: Resolved) -> int | None:
         return cutoff_of(resolved.config.retention.max_age_us, self.clock_us())
@@ -395,21 +438,16 @@ class RedisCollection:
         """Documents matching a stored one, itself excluded."""
         with storage_errors(self._backend.failures):
             resolved, store = self._open()
-            matches = run(self._similar_steps(resolved, store, document_id, query), store.wire)
-        return matches
+            return run(self._similar_steps(resolved, store, document_id, query), store.wire)
 
     async def similar_async(self, document_id: str, query: Query) -> list[Match]:
-        """``similar`` from the event loop; the settings read first in a worker thread
-        when this process has not read them yet."""
-        with storage_errors(self._backend.failures):
-            known = self._backend.cached(self.name)
-            if known is None:
-                resolved, store = await asyncio.to_thread(self._open)
-            else:
-                resolved = known[1]
-                store = self._backend.store(resolved)
-            steps = self._similar_steps(resolved, store, document_id, query, known is not None)
-            return await run_async(steps, store.wire)
+        """``similar`` from the event loop: three round trips (the document's lookup with
+        the settings read again, then the search's two)."""
+        return await self._on_loop(
+            lambda resolved, store, recheck: self._similar_steps(
+                resolved, store, document_id, query, recheck
+            )
+        )
 
     def _similar_steps(
         self,
@@ -419,27 +457,10 @@ class RedisCollection:
         query: Query,
         recheck: bool = False,
     ) -> Steps[list[Match]]:
-        """``recheck``: ``resolved`` is the settings last read, read again in the first
-        round trip; UnknownCollection if the collection is gone, and if it changed the
-        search is made on the settings read (one round trip more)."""
-        reading = self._backend.settings_command(self.name)
-        mark_key = resolved.counters_key()
-        also: list[Command] = [reading] if recheck else []
-        rows, data, replies = yield from store.lookup_steps(
-            [document_id], [*also, ("HGET", mark_key, "mark")] if resolved.retains else also
+        resolved, store, rows, data, mark = yield from self._lookup_steps(
+            resolved, store, document_id, recheck
         )
-        if recheck:
-            now = replies[0]
-            if now is None:
-                raise UnknownCollection(self.name)
-            changed = self._backend.parsed(self.name, now)
-            if changed is not resolved:  # search again on the settings as they are now
-                answer = yield from self._similar_steps(
-                    changed, self._backend.store(changed), document_id, query
-                )
-                return answer
         self._validate(resolved, query)
-        mark = Mark.of(replies[-1], self._cutoff(resolved)) if resolved.retains else NO_RETENTION
         own, at = self._held_of(rows, data, document_id, mark)
         data = own.data
         fingerprints = Fingerprints(
