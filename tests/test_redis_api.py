@@ -409,15 +409,21 @@ def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
         sent.clear()
         assert len(one.get(similar).json()["matches"]) == 1
         assert len(sent) == 3, sent  # the document and the settings, then the search's two
+        document = similar.removesuffix("/similar")
+        sent.clear()
+        assert one.get(document).json()["id"] == near.json()["id"]
+        assert len(sent) == 1, sent  # the document, the settings beside it
         assert other.delete("/v1/collections/news").status_code == 204
         gone = one.post(search, json={"text": text})
         assert gone.json()["error"]["code"] == "collection_not_found"
         assert one.get(similar).json()["error"]["code"] == "collection_not_found"
+        assert one.get(document).json()["error"]["code"] == "collection_not_found"
         assert other.put("/v1/collections/news", json={"simhash": {"max_distance": 2}}).is_success
         assert one.post(search, json={"text": text}).json() == {"matches": []}
         wider = one.post(search, json={"text": text, "max_distance": 3})
         assert wider.json()["error"]["code"] == "invalid_parameter"
         assert one.get(similar).json()["error"]["code"] == "document_not_found"
+        assert one.get(document).json()["error"]["code"] == "document_not_found"
         wider = one.get(similar, params={"max_distance": 3})
         assert wider.json()["error"]["code"] == "invalid_parameter"
 
