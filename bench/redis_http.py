@@ -42,7 +42,15 @@ with 1 worker, one with ``--workers 2``. Then:
    turn on the same Redis and documents (datasketch filled once), each timed phase once
    the machine is quiet and again when other processes took more than ``--max-other``
    of a core: the p50s and their ratio run by run, medians in the summary.
-   ``--lookups-only`` skips the wrk runs (2 and 3).
+   ``--lookups-only`` skips the wrk runs (2 and 3);
+7. with ``--single-inserts``, after the preload: single-document inserts through HTTP
+   (bench/bare_wrk.py's script, a distinct ~3 KB text a request), ``--clients``
+   connections, ``--runs`` times each server in turn, unpinned: documents/s and p50 /
+   p99, to weigh ``--appendfsync`` for one document a request.
+
+The summary also gives the most 2 workers can give on these cores: Redis and wrk share
+them with the workers, so at 1 worker a search takes the worker's CPU plus Redis's plus
+wrk's, and 2 workers can answer at most cores / that many searches a second.
 
 Servers, Redis and wrk run at ``--nice`` (default -20, as root: the machine is shared).
 The report is printed and written to bench/results/redis_http.md and .json. Needs wrk
@@ -88,6 +96,7 @@ from _common import (
     wait_for_quiet,
     write_result,
 )
+from bare_wrk import write_insert_script
 from redis_store import THRESHOLD, datasketch_fill, datasketch_query, used_memory
 from search_wrk import write_script
 
@@ -126,6 +135,7 @@ class Results:
     preload_docs_per_second: float = 0.0
     redis_bytes_per_document: float = 0.0
     samples: list[Sample] = field(default_factory=list)
+    insert_samples: list[Sample] = field(default_factory=list)  # --single-inserts
     sequential: WrkRun | None = None
     sequential_round_trips: float = 0.0
     store_search_ms: tuple[float, float] = (0.0, 0.0)
@@ -261,6 +271,7 @@ class Bench:
         self.arguments = arguments
         self.redis_pid = redis_pid
         self.script = script
+        self.wrk_runs = 0
 
     def pin(self, served: Served, pinned: bool) -> None:
         cpus = sorted(os.sched_getaffinity(0))
@@ -268,14 +279,26 @@ class Bench:
             pin_process(pid, {cpus[index % len(cpus)]} if pinned else set(cpus))
 
     def wrk(
-        self, served: Served, mode: str, seconds: float, clients: int, threads: int = 2
+        self,
+        served: Served,
+        mode: str,
+        seconds: float,
+        clients: int,
+        threads: int = 2,
+        script: Path | None = None,
     ) -> Sample:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         busy, server, redis_cpu = busy_cpu_seconds(), served.cpu(), cpu_seconds(self.redis_pid)
         trips = scrape_metric(served.url, ROUND_TRIPS) if served.workers == 1 else 0.0
         began = time.perf_counter()
+        self.wrk_runs += 1
         result = run_wrk(
-            served.url, clients=clients, duration=seconds, script=self.script, threads=threads
+            served.url,
+            clients=clients,
+            duration=seconds,
+            script=script or self.script,
+            script_args=[str(self.wrk_runs)],  # the insert script's texts differ by run
+            threads=threads,
         )
         elapsed = time.perf_counter() - began
         trips = scrape_metric(served.url, ROUND_TRIPS) - trips if served.workers == 1 else 0.0
@@ -316,6 +339,27 @@ class Bench:
                 f"{sample.other_cpu:.0%} of a core, measuring again"
             )
         raise AssertionError("unreachable")
+
+    def measure_inserts(self, servers: list[Served], results: Results, script: Path) -> None:
+        """Single-document inserts (a distinct ~3 KB text a request), unpinned, --runs
+        times on each server in turn once the machine is quiet."""
+        arguments = self.arguments
+        for served in servers:
+            self.pin(served, pinned=False)
+        for _ in range(arguments.runs):
+            for served in servers:
+                wait_for_quiet(busy_cpu_seconds, arguments.quiet, arguments.quiet_timeout, log)
+                sample = self.wrk(
+                    served, "unpinned", arguments.duration, arguments.clients, script=script
+                )
+                results.insert_samples.append(sample)
+                log(
+                    f"single inserts, {served.workers} worker(s): "
+                    f"{sample.wrk.requests_per_second:,.0f} docs/s, p50 "
+                    f"{sample.wrk.p50_ms:.2f} / p99 {sample.wrk.p99_ms:.2f} ms, workers CPU "
+                    f"{sample.server_cpu:.0%}, Redis {sample.redis_cpu:.0%}, "
+                    f"{sample.wrk.errors} errors"
+                )
 
     def measure(self, servers: list[Served], results: Results) -> None:
         arguments = self.arguments
@@ -449,6 +493,28 @@ def per_cpu_second(samples: list[Sample]) -> float:
     return statistics.median(s.wrk.requests_per_second / s.server_cpu for s in samples)
 
 
+def insert_rows(results: Results) -> list[list[str]]:
+    """The summary's rows of single-document inserts (--single-inserts), per server."""
+    rows = []
+    for workers in (1, 2):
+        samples = [s for s in results.insert_samples if s.workers == workers]
+        if not samples:
+            continue
+        middle = median_run([s.wrk for s in samples])
+        rows.append(
+            [
+                f"single inserts through HTTP, {workers} worker(s), unpinned "
+                "(docs/s, p50 / p99; runs)",
+                f"{middle.requests_per_second:,.0f}, {middle.p50_ms:.2f} / "
+                f"{middle.p99_ms:.2f} ms; "
+                + " ".join(f"{s.wrk.requests_per_second:,.0f}" for s in samples),
+                "-",
+                "",
+            ]
+        )
+    return rows
+
+
 def ceiling(samples: list[Sample], mode: str) -> float:
     """The ratio 2 workers / 1 worker this machine allows at most: its cores over the CPU
     one worker's searches take of them, the worker's own, Redis's and wrk's (shares of a
@@ -574,6 +640,7 @@ def report(arguments: argparse.Namespace, results: Results) -> str:
             f">= {TARGET_RATIO}x",
             ", ".join(f"{mode} {verdict(r >= TARGET_RATIO)}" for mode, r in ratios.items()),
         ],
+        *insert_rows(results),
         [
             "the most 2 workers can give on these cores: cores / CPU of a search at 1 worker"
             " (workers + Redis + wrk); the share of it they reached",
@@ -689,7 +756,13 @@ def main() -> None:
         default=1,
         help="store lookups and datasketch queries in turn, this many times (1)",
     )
-    parser.add_argument("--lookups-only", action="store_true", help="no wrk runs")
+    parser.add_argument("--lookups-only", action="store_true", help="no wrk runs of searches")
+    parser.add_argument(
+        "--single-inserts",
+        action="store_true",
+        help="single-document inserts with wrk (bare_wrk.py's script), --runs times a "
+        "server, unpinned, after the preload",
+    )
     parser.add_argument(
         "--shard-bits",
         type=int,
@@ -736,8 +809,12 @@ def main() -> None:
                         f"{results.preload_docs_per_second:,.0f} docs/s; "
                         f"{results.redis_bytes_per_document:,.0f} B/doc in Redis"
                     )
+                    bench = Bench(arguments, redis_server.process.pid, script)
+                    if arguments.single_inserts:
+                        log("single inserts")
+                        inserts = write_insert_script(root, corpus, random.Random(1))
+                        bench.measure_inserts([one, two], results, inserts)
                     if not arguments.lookups_only:
-                        bench = Bench(arguments, redis_server.process.pid, script)
                         bench.measure([one, two], results)
                         log("one connection, 1 worker")
                         wait_for_quiet(

@@ -28,32 +28,26 @@ start two clusters), and the store's functions keep ids unique across processes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from redis.exceptions import RedisError
 
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
 from app.core.types import Backlog, Rows
 from app.errors import (
-    InvalidDocument,
-    InvalidParameter,
     StorageUnavailable,
-    UnknownCollection,
-    UnknownDocument,
 )
 from app.redis_store.grams import GramTable
 from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
-from app.redis_store.steps import Steps, run, run_async
-from app.redis_store.store import RedisStore, RowData
-from app.redis_store.wire import Command, ReplicasBehind
+from app.redis_store.steps import Steps, run
+from app.redis_store.store import RedisStore
+from app.redis_store.wire import Command
 from app.service.coalesce import Options, SingleInserts
 from app.service.indexes import (
     DocumentIndex,
@@ -68,11 +62,12 @@ from app.service.matching import (
     MINHASH,
     NGRAM,
     SIMHASH,
-    check_query,
     check_range,
 )
+from app.service.redis_failures import Failures, storage_errors
 from app.service.redis_insert import Insertion
 from app.service.redis_ngram import RedisNgram
+from app.service.redis_reads import Reads
 from app.service.redis_records import Held, Record, joined
 from app.service.redis_retention import (
     EXPIRE,
@@ -93,41 +88,12 @@ from app.service.types import (
     Query,
     Refused,
     StoredDocument,
-    iso_time,
 )
 
 # A delete reads the document, then removes it if it is still the one read.
 DELETE_ATTEMPTS = 3
 
 T = TypeVar("T")
-
-
-class Failures:
-    """Redis failures by kind (``redis_error``, ``replicas_behind``), for /metrics."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"redis_error": 0, "replicas_behind": 0}
-
-    def add(self, kind: str) -> None:
-        with self._lock:
-            self.counts[kind] += 1
-
-
-@contextlib.contextmanager
-def storage_errors(failures: Failures | None = None) -> Iterator[None]:
-    """Redis out of reach, an error reply, or replicas behind: 503 storage_unavailable.
-    What a write did before it failed stays; a retry of the same request is safe."""
-    try:
-        yield
-    except ReplicasBehind as error:
-        if failures is not None:
-            failures.add("replicas_behind")
-        raise StorageUnavailable(f"Redis replicas did not confirm the write: {error}") from error
-    except RedisError as error:
-        if failures is not None:
-            failures.add("redis_error")
-        raise StorageUnavailable(f"Redis: {error}") from error
 
 
 @dataclass(frozen=True)
@@ -248,97 +214,45 @@ class RedisCollection:
         self._backend = backend
         self._write_lock = threading.Lock()
         self._single_inserts = SingleInserts(self._insert_many_async)
+        self._reads = Reads(self, backend)
 
     @property
     def config(self) -> CollectionConfig:
         with storage_errors(self._backend.failures):
             return self._backend.resolve(self.name).config
 
-    def _open(self) -> tuple[Resolved, RedisStore]:
+    def opened(self) -> tuple[Resolved, RedisStore]:
         resolved = self._backend.resolve(self.name)
         return resolved, self._backend.store(resolved)
 
     # ------------------------------------------------------------------ reads
 
     def get(self, document_id: str) -> StoredDocument:
-        with storage_errors(self._backend.failures):
-            resolved, store = self._open()
-            return run(self._get_steps(resolved, store, document_id), store.wire)
+        return self._reads.get(document_id)
 
     async def get_async(self, document_id: str) -> StoredDocument:
-        """``get`` from the event loop (as ``similar_async``)."""
-        return await self._on_loop(
-            lambda resolved, store, recheck: self._get_steps(resolved, store, document_id, recheck)
-        )
+        return await self._reads.get_async(document_id)
 
-    def _get_steps(
-        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool = False
-    ) -> Steps[StoredDocument]:
-        _, _, rows, data, mark = yield from self._lookup_steps(
-            resolved, store, document_id, recheck
-        )
-        held, at = self._held_of(rows, data, document_id, mark)
-        record = held.record(at)
-        return StoredDocument(
-            id=document_id,
-            metadata=record.metadata,
-            created_at=iso_time(record.created),
-            cluster_id=record.cluster_name,
-            simhash=f"{int(held.data.simhash[at]):016x}",
-            text=record.text,
-            timestamp=iso_time_us(int(held.data.timestamps[at])),
-        )
+    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """Documents matching a text, best first; nothing is stored."""
+        return self._reads.search(text, query, html=html)
 
-    async def _on_loop(self, make: Callable[[Resolved, RedisStore, bool], Steps[T]]) -> T:
-        """The steps ``make`` (resolved, store, recheck) gives, driven on the event loop:
-        on the settings last read, read again in their first round trip (``recheck``),
-        or, when this process has not read them yet, on settings read in a thread."""
-        with storage_errors(self._backend.failures):
-            known = self._backend.cached(self.name)
-            if known is None:
-                resolved, store = await asyncio.to_thread(self._open)
-            else:
-                resolved = known[1]
-                store = self._backend.store(resolved)
-            return await run_async(make(resolved, store, known is not None), store.wire)
+    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        return await self._reads.search_async(text, query, html=html)
 
-    def _lookup_steps(
-        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool
-    ) -> Steps[tuple[Resolved, RedisStore, Rows, RowData, Mark]]:
-        """One round trip: the document's lookup and the retention mark, with ``recheck``
-        the settings read again beside them (UnknownCollection if the collection is
-        gone; looked up again on the settings read if they changed)."""
-        also: list[Command] = [self._backend.settings_command(self.name)] if recheck else []
-        if resolved.retains:
-            also.append(("HGET", resolved.counters_key(), "mark"))
-        rows, data, replies = yield from store.lookup_steps([document_id], also)
-        if recheck:
-            if replies[0] is None:
-                raise UnknownCollection(self.name)
-            now = self._backend.parsed(self.name, replies[0])
-            if now is not resolved:
-                found = yield from self._lookup_steps(
-                    now, self._backend.store(now), document_id, False
-                )
-                return found
-        mark = Mark.of(replies[-1], self._cutoff(resolved)) if resolved.retains else NO_RETENTION
-        return resolved, store, rows, data, mark
+    def similar(self, document_id: str, query: Query) -> list[Match]:
+        """Documents matching a stored one, itself excluded."""
+        return self._reads.similar(document_id, query)
+
+    async def similar_async(self, document_id: str, query: Query) -> list[Match]:
+        return await self._reads.similar_async(document_id, query)
 
     def _held(self, store: RedisStore, document_id: str, mark: Mark) -> tuple[Held, int]:
         """The stored document with this id, if it is visible (not expired)."""
         rows, data = store.lookup([document_id])
-        return self._held_of(rows, data, document_id, mark)
+        return self._reads.held_of(rows, data, document_id, mark)
 
-    def _held_of(self, rows: Rows, data: RowData, document_id: str, mark: Mark) -> tuple[Held, int]:
-        """The document looked up, if it is visible (not expired)."""
-        if rows[0] < 0:
-            raise UnknownDocument(self.name, document_id)
-        held, at = Held(data), int(data.index(rows)[0])
-        if not mark.visible(int(data.timestamps[at]), held.record(at).seq):
-            raise UnknownDocument(self.name, document_id)  # expired
-        return held, at
-
-    def _cutoff(self, resolved: Resolved) -> int | None:
+    def cutoff(self, resolved: Resolved) -> int | None:
         return cutoff_of(resolved.config.retention.max_age_us, self.clock_us())
 
     def expire(self, resolved: Resolved, store: RedisStore) -> Mark:
@@ -357,7 +271,7 @@ class RedisCollection:
         cutoff it applies; None for a collection without a retention or a limit."""
         if not resolved.retains and resolved.config.limits.max_documents is None:
             return None
-        cutoff = self._cutoff(resolved)
+        cutoff = self.cutoff(resolved)
         kept = resolved.config.retention.max_documents or 0
         cut = b"" if cutoff is None else time_bytes(cutoff)
         keys = (resolved.counters_key(), resolved.time_key())
@@ -369,115 +283,6 @@ class RedisCollection:
         member, held = reply
         return Mark.of(member, cutoff, int(held))
 
-    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
-        """Documents matching a text, best first; nothing is stored. Two round trips: the
-        settings this process last read are used, and read again in the search's first
-        round trip; if they changed meanwhile (the collection was dropped, or dropped and
-        created again), the search is made again on the settings read."""
-        with storage_errors(self._backend.failures):
-            known = self._backend.cached(self.name)
-            if known is not None:
-                store = self._backend.store(known[1])
-                matches = run(self._search_known_steps(known, store, text, query, html), store.wire)
-                if matches is not None:
-                    return matches
-        return self._search_fresh(text, query, html)
-
-    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
-        """``search`` from the event loop: its round trips awaited there (no thread), but
-        for the first search of a collection in this process, or one whose settings
-        changed (then in a worker thread)."""
-        with storage_errors(self._backend.failures):
-            known = self._backend.cached(self.name)
-            if known is not None:
-                store = self._backend.store(known[1])
-                steps = self._search_known_steps(known, store, text, query, html)
-                matches = await run_async(steps, store.wire)
-                if matches is not None:
-                    return matches
-        return await asyncio.to_thread(self._search_fresh, text, query, html)
-
-    def _search_known_steps(
-        self,
-        known: tuple[bytes, Resolved],
-        store: RedisStore,
-        text: str,
-        query: Query,
-        html: bool,
-    ) -> Steps[list[Match] | None]:
-        """The search on the settings last read, which are read again on the way; None if
-        they changed meanwhile, or the query is invalid on them (judged afresh)."""
-        raw, resolved = known
-        try:
-            self._validate(resolved, query)
-            fingerprints = self._fingerprint(resolved, [text], html)
-            scored, held, (now,) = yield from self.match_store_steps(
-                resolved,
-                store,
-                fingerprints,
-                query,
-                also=[self._backend.settings_command(self.name)],
-                read_mark=True,
-            )
-        except InvalidParameter:
-            return None
-        if now != raw:
-            return None
-        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
-
-    def _search_fresh(self, text: str, query: Query, html: bool) -> list[Match]:
-        """The search on the settings read first (a round trip more)."""
-        with storage_errors(self._backend.failures):
-            resolved, store = self._open()
-            self._validate(resolved, query)
-            fingerprints = self._fingerprint(resolved, [text], html)
-            scored, held, _ = self.match_store(resolved, store, fingerprints, query, read_mark=True)
-        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
-
-    def similar(self, document_id: str, query: Query) -> list[Match]:
-        """Documents matching a stored one, itself excluded."""
-        with storage_errors(self._backend.failures):
-            resolved, store = self._open()
-            return run(self._similar_steps(resolved, store, document_id, query), store.wire)
-
-    async def similar_async(self, document_id: str, query: Query) -> list[Match]:
-        """``similar`` from the event loop: three round trips (the document's lookup with
-        the settings read again, then the search's two)."""
-        return await self._on_loop(
-            lambda resolved, store, recheck: self._similar_steps(
-                resolved, store, document_id, query, recheck
-            )
-        )
-
-    def _similar_steps(
-        self,
-        resolved: Resolved,
-        store: RedisStore,
-        document_id: str,
-        query: Query,
-        recheck: bool = False,
-    ) -> Steps[list[Match]]:
-        resolved, store, rows, data, mark = yield from self._lookup_steps(
-            resolved, store, document_id, recheck
-        )
-        self._validate(resolved, query)
-        own, at = self._held_of(rows, data, document_id, mark)
-        data = own.data
-        fingerprints = Fingerprints(
-            data.simhash[at : at + 1],
-            data.signatures[at : at + 1, : resolved.num_perm],
-            data.exact[at : at + 1],
-            [own.record(at).short] if resolved.ngram is not None else None,
-        )
-        exclude = data.rows[at : at + 1]
-        scored, held, _ = yield from self.match_store_steps(
-            resolved, store, fingerprints, query, exclude, mark=mark
-        )
-        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
-
-    def _validate(self, resolved: Resolved, query: Query) -> None:
-        check_query(query, resolved.config.simhash.max_distance)
-
     def stats(self) -> dict[str, Any]:
         """Documents: the store's count (a round trip over its row groups), or with a
         retention the time index's entries above the mark (the retention applied
@@ -485,7 +290,7 @@ class RedisCollection:
         and evictors keep (over every process); expiring: entries at or below the mark;
         the oldest timestamp: the time index's first entry above the mark. No merges."""
         with storage_errors(self._backend.failures):
-            resolved, store = self._open()
+            resolved, store = self.opened()
             mark = self.expire(resolved, store)
             member = mark.member if mark.member else None
             above = b"(" + member if member else b"-"
@@ -521,12 +326,6 @@ class RedisCollection:
         return {matcher.name: Backlog(0, 0) for matcher in resolved.matchers}
 
     # ------------------------------------------------------------------ matching
-
-    def _fingerprint(self, resolved: Resolved, texts: Sequence[str], html: bool) -> Fingerprints:
-        fingerprints, kept = self.fingerprint_nonempty_of(resolved, texts, html)
-        if len(kept) < len(texts):
-            raise InvalidDocument("text is empty after normalisation")
-        return fingerprints
 
     def fingerprint_nonempty_of(
         self, resolved: Resolved, texts: Sequence[str], html: bool
@@ -594,7 +393,7 @@ class RedisCollection:
             also=[*also, *reading, *probing],
         )
         if read_mark:
-            mark = Mark.of(found.also[len(also)], self._cutoff(resolved))
+            mark = Mark.of(found.also[len(also)], self.cutoff(resolved))
         also_replies = found.also[: len(also)]
         found = dataclasses.replace(found, also=found.also[len(also) + len(reading) :])
         data = found.rows
@@ -641,24 +440,6 @@ class RedisCollection:
             exact_similarity[keep],
         )
         return scored, held, also_replies
-
-    def _matches(
-        self, scored: Scored, held: Held, span: tuple[int, int], limit: int
-    ) -> list[Match]:
-        start, end = span[0], min(span[1], span[0] + limit)
-        if start >= end:
-            return []
-        at = held.data.index(scored.keys[start:end])
-        return [
-            Match(held.data.ids[i], similarity, distance, METHODS_OF_BITS[bits])
-            for i, similarity, distance, bits in zip(
-                at.tolist(),
-                scored.similarity[start:end].tolist(),
-                scored.distances[start:end].tolist(),
-                scored.bits[start:end].tolist(),
-                strict=True,
-            )
-        ]
 
     def match_within(
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
@@ -707,7 +488,7 @@ class RedisCollection:
         of the request finishes what it started."""
         check_range(since, until)
         with storage_errors(self._backend.failures):
-            resolved, store = self._open()
+            resolved, store = self.opened()
             with self._write_lock:
                 return Insertion(self, resolved, store, documents, html).run(
                     on_duplicate, replace, since, until
@@ -740,7 +521,7 @@ class RedisCollection:
         is the one removed, with its cluster membership, entries and counters: if another
         process replaced it meanwhile, the new one is read and removed instead."""
         with storage_errors(self._backend.failures):
-            resolved, store = self._open()
+            resolved, store = self.opened()
             mark = self.expire(resolved, store)
             for _ in range(DELETE_ATTEMPTS):
                 held, at = self._held(store, document_id, mark)

@@ -1,0 +1,256 @@
+"""A Redis collection's reads: a document by id, the matches of a text or of a stored
+document. Each is written once as steps (app/redis_store/steps.py), driven from a thread
+(``get``, ``search``, ``similar``: the sync callers) or on the event loop (the
+``*_async`` forms the API awaits: no thread hop a request).
+
+A read on the event loop uses the settings this process read last and reads them again
+in its first round trip: when they changed (the collection dropped, or dropped and
+created again), it answers for what is stored now. A get is one round trip, a search
+two (a third for short texts found by the n-gram index alone), similar three.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from app.core.fingerprint import Fingerprints
+from app.core.types import Rows
+from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
+from app.redis_store.steps import Steps, run, run_async
+from app.redis_store.store import RedisStore, RowData
+from app.redis_store.wire import Command
+from app.service.matching import METHODS_OF_BITS, check_query
+from app.service.redis_failures import storage_errors
+from app.service.redis_records import Held
+from app.service.redis_retention import NO_RETENTION, Mark
+from app.service.redis_scoring import Scored
+from app.service.times import iso_time_us
+from app.service.types import Match, Query, StoredDocument, iso_time
+
+if TYPE_CHECKING:
+    from app.service.redis_collection import Backend, RedisCollection, Resolved
+
+T = TypeVar("T")
+
+
+class Reads:
+    """The reads of one RedisCollection (its handle: no data of its own)."""
+
+    def __init__(self, collection: RedisCollection, backend: Backend) -> None:
+        self.collection = collection
+        self.name = collection.name
+        self.backend = backend
+
+    def get(self, document_id: str) -> StoredDocument:
+        with storage_errors(self.backend.failures):
+            resolved, store = self.collection.opened()
+            return run(self._get_steps(resolved, store, document_id), store.wire)
+
+    async def get_async(self, document_id: str) -> StoredDocument:
+        """``get`` from the event loop (as ``similar_async``)."""
+        return await self._on_loop(
+            lambda resolved, store, recheck: self._get_steps(resolved, store, document_id, recheck)
+        )
+
+    def _get_steps(
+        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool = False
+    ) -> Steps[StoredDocument]:
+        _, _, rows, data, mark = yield from self._lookup_steps(
+            resolved, store, document_id, recheck
+        )
+        held, at = self.held_of(rows, data, document_id, mark)
+        record = held.record(at)
+        return StoredDocument(
+            id=document_id,
+            metadata=record.metadata,
+            created_at=iso_time(record.created),
+            cluster_id=record.cluster_name,
+            simhash=f"{int(held.data.simhash[at]):016x}",
+            text=record.text,
+            timestamp=iso_time_us(int(held.data.timestamps[at])),
+        )
+
+    async def _on_loop(self, make: Callable[[Resolved, RedisStore, bool], Steps[T]]) -> T:
+        """The steps ``make`` (resolved, store, recheck) gives, driven on the event loop:
+        on the settings last read, read again in their first round trip (``recheck``),
+        or, when this process has not read them yet, on settings read in a thread."""
+        with storage_errors(self.backend.failures):
+            known = self.backend.cached(self.name)
+            if known is None:
+                resolved, store = await asyncio.to_thread(self.collection.opened)
+            else:
+                resolved = known[1]
+                store = self.backend.store(resolved)
+            return await run_async(make(resolved, store, known is not None), store.wire)
+
+    def _lookup_steps(
+        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool
+    ) -> Steps[tuple[Resolved, RedisStore, Rows, RowData, Mark]]:
+        """One round trip: the document's lookup and the retention mark, with ``recheck``
+        the settings read again beside them (UnknownCollection if the collection is
+        gone; looked up again on the settings read if they changed)."""
+        also: list[Command] = [self.backend.settings_command(self.name)] if recheck else []
+        if resolved.retains:
+            also.append(("HGET", resolved.counters_key(), "mark"))
+        rows, data, replies = yield from store.lookup_steps([document_id], also)
+        if recheck:
+            if replies[0] is None:
+                raise UnknownCollection(self.name)
+            now = self.backend.parsed(self.name, replies[0])
+            if now is not resolved:
+                found = yield from self._lookup_steps(
+                    now, self.backend.store(now), document_id, False
+                )
+                return found
+        mark = (
+            Mark.of(replies[-1], self.collection.cutoff(resolved))
+            if resolved.retains
+            else NO_RETENTION
+        )
+        return resolved, store, rows, data, mark
+
+    def held_of(self, rows: Rows, data: RowData, document_id: str, mark: Mark) -> tuple[Held, int]:
+        """The document looked up, if it is visible (not expired)."""
+        if rows[0] < 0:
+            raise UnknownDocument(self.name, document_id)
+        held, at = Held(data), int(data.index(rows)[0])
+        if not mark.visible(int(data.timestamps[at]), held.record(at).seq):
+            raise UnknownDocument(self.name, document_id)  # expired
+        return held, at
+
+    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """Documents matching a text, best first; nothing is stored. Two round trips: the
+        settings this process last read are used, and read again in the search's first
+        round trip; if they changed meanwhile (the collection was dropped, or dropped and
+        created again), the search is made again on the settings read."""
+        with storage_errors(self.backend.failures):
+            known = self.backend.cached(self.name)
+            if known is not None:
+                store = self.backend.store(known[1])
+                matches = run(self._search_known_steps(known, store, text, query, html), store.wire)
+                if matches is not None:
+                    return matches
+        return self._search_fresh(text, query, html)
+
+    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+        """``search`` from the event loop: its round trips awaited there (no thread), but
+        for the first search of a collection in this process, or one whose settings
+        changed (then in a worker thread)."""
+        with storage_errors(self.backend.failures):
+            known = self.backend.cached(self.name)
+            if known is not None:
+                store = self.backend.store(known[1])
+                steps = self._search_known_steps(known, store, text, query, html)
+                matches = await run_async(steps, store.wire)
+                if matches is not None:
+                    return matches
+        return await asyncio.to_thread(self._search_fresh, text, query, html)
+
+    def _search_known_steps(
+        self,
+        known: tuple[bytes, Resolved],
+        store: RedisStore,
+        text: str,
+        query: Query,
+        html: bool,
+    ) -> Steps[list[Match] | None]:
+        """The search on the settings last read, which are read again on the way; None if
+        they changed meanwhile, or the query is invalid on them (judged afresh)."""
+        raw, resolved = known
+        try:
+            self._validate(resolved, query)
+            fingerprints = self._fingerprint(resolved, [text], html)
+            scored, held, (now,) = yield from self.collection.match_store_steps(
+                resolved,
+                store,
+                fingerprints,
+                query,
+                also=[self.backend.settings_command(self.name)],
+                read_mark=True,
+            )
+        except InvalidParameter:
+            return None
+        if now != raw:
+            return None
+        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+
+    def _search_fresh(self, text: str, query: Query, html: bool) -> list[Match]:
+        """The search on the settings read first (a round trip more)."""
+        with storage_errors(self.backend.failures):
+            resolved, store = self.collection.opened()
+            self._validate(resolved, query)
+            fingerprints = self._fingerprint(resolved, [text], html)
+            scored, held, _ = self.collection.match_store(
+                resolved, store, fingerprints, query, read_mark=True
+            )
+        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+
+    def similar(self, document_id: str, query: Query) -> list[Match]:
+        """Documents matching a stored one, itself excluded."""
+        with storage_errors(self.backend.failures):
+            resolved, store = self.collection.opened()
+            return run(self._similar_steps(resolved, store, document_id, query), store.wire)
+
+    async def similar_async(self, document_id: str, query: Query) -> list[Match]:
+        """``similar`` from the event loop: three round trips (the document's lookup with
+        the settings read again, then the search's two)."""
+        return await self._on_loop(
+            lambda resolved, store, recheck: self._similar_steps(
+                resolved, store, document_id, query, recheck
+            )
+        )
+
+    def _similar_steps(
+        self,
+        resolved: Resolved,
+        store: RedisStore,
+        document_id: str,
+        query: Query,
+        recheck: bool = False,
+    ) -> Steps[list[Match]]:
+        resolved, store, rows, data, mark = yield from self._lookup_steps(
+            resolved, store, document_id, recheck
+        )
+        self._validate(resolved, query)
+        own, at = self.held_of(rows, data, document_id, mark)
+        data = own.data
+        fingerprints = Fingerprints(
+            data.simhash[at : at + 1],
+            data.signatures[at : at + 1, : resolved.num_perm],
+            data.exact[at : at + 1],
+            [own.record(at).short] if resolved.ngram is not None else None,
+        )
+        exclude = data.rows[at : at + 1]
+        scored, held, _ = yield from self.collection.match_store_steps(
+            resolved, store, fingerprints, query, exclude, mark=mark
+        )
+        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+
+    def _validate(self, resolved: Resolved, query: Query) -> None:
+        check_query(query, resolved.config.simhash.max_distance)
+
+    def _fingerprint(self, resolved: Resolved, texts: Sequence[str], html: bool) -> Fingerprints:
+        fingerprints, kept = self.collection.fingerprint_nonempty_of(resolved, texts, html)
+        if len(kept) < len(texts):
+            raise InvalidDocument("text is empty after normalisation")
+        return fingerprints
+
+    def _matches(
+        self, scored: Scored, held: Held, span: tuple[int, int], limit: int
+    ) -> list[Match]:
+        start, end = span[0], min(span[1], span[0] + limit)
+        if start >= end:
+            return []
+        at = held.data.index(scored.keys[start:end])
+        return [
+            Match(held.data.ids[i], similarity, distance, METHODS_OF_BITS[bits])
+            for i, similarity, distance, bits in zip(
+                at.tolist(),
+                scored.similarity[start:end].tolist(),
+                scored.distances[start:end].tolist(),
+                scored.bits[start:end].tolist(),
+                strict=True,
+            )
+        ]
