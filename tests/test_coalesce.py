@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from app.service import InsertResult, NewDocument, Refused
+from app.service.coalesce import SingleInserts
 from app.service.collection import Collection
 from app.service.registry import Registry
 from app.storage import MemoryStore
@@ -56,8 +57,8 @@ def _answer(result: InsertResult | Refused) -> Any:
     return (result.id, result.inserted, result.duplicate_of, result.cluster_id, result.matches)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_inserts_made_together_answer_as_one_by_one(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "serial"), [(1, False), (2, False), (3, False), (4, True)])
+def test_inserts_made_together_answer_as_one_by_one(seed: int, serial: bool) -> None:
     stream = _stream(seed)
     reference = _collection()
     expected = [
@@ -65,6 +66,8 @@ def test_inserts_made_together_answer_as_one_by_one(seed: int) -> None:
         for document, on_duplicate in stream
     ]
     together = _collection()
+    if serial:  # as the Redis backend gathers
+        together._single_inserts = SingleInserts(together._insert_many_async, serial=True)
 
     async def send_all() -> list[Any]:
         # Requests arrive in bursts of 1-20, all of a burst in one turn of the loop.
@@ -107,3 +110,37 @@ def test_a_failed_batch_fails_each_of_its_requests() -> None:
 
     assert asyncio.run(send()) == [failure] * 5
     assert collection._single_inserts.batches == 1
+
+
+def test_serial_gathers_what_arrives_while_a_batch_is_in_flight() -> None:
+    """One batch at a time: the documents sent while the first is being inserted, over
+    several turns of the loop, go in together as the second, in arrival order, and each
+    request gets its own document's answer."""
+    batches: list[list[str | None]] = []
+    release = asyncio.Event()
+
+    async def insert_many(documents: list[NewDocument], options: Any) -> list[Any]:
+        batches.append([d.id for d in documents])
+        if len(batches) == 1:
+            await release.wait()  # the first batch is in flight until released
+        return [f"answer {d.id}" for d in documents]
+
+    inserts = SingleInserts(insert_many, serial=True)
+    options: Any = ("insert", False, None, None)
+
+    async def send() -> list[Any]:
+        first = asyncio.ensure_future(inserts.insert(NewDocument("t", "a"), options))
+        while not batches:  # until the first batch is in flight
+            await asyncio.sleep(0)
+        later = []
+        for name in "bcde":  # one a turn
+            later.append(asyncio.ensure_future(inserts.insert(NewDocument("t", name), options)))
+            await asyncio.sleep(0)
+        assert batches == [["a"]]  # nothing else started meanwhile
+        release.set()
+        return await asyncio.gather(first, *later)
+
+    answers = asyncio.run(send())
+    assert answers == [f"answer {name}" for name in "abcde"]
+    assert batches == [["a"], ["b", "c", "d", "e"]]
+    assert inserts.batches == 2

@@ -213,7 +213,9 @@ class RedisCollection:
         self.name = name
         self._backend = backend
         self._write_lock = threading.Lock()
-        self._single_inserts = SingleInserts(self._insert_many_async)
+        # One batch at a time (the write lock serialises them anyway): the documents that
+        # arrive while one is in flight go in together next.
+        self._single_inserts = SingleInserts(self._insert_many_async, serial=True)
         self._reads = Reads(self, backend)
 
     @property
