@@ -278,7 +278,7 @@ class Wire:
             assert self._links is not None
             links = self._links
             link = links.take()
-            packet = b"".join([*packed, self._wait] if waits else packed)
+            packet = self._packet(packed, waits)
             try:
                 replies = link.exchange(packet, len(packed) + waits)
             except BaseException:
@@ -330,7 +330,7 @@ class Wire:
             return await asyncio.to_thread(self.send_packed, packed, keys, durable)
         self.round_trips += 1
         try:
-            link.write(b"".join([*packed, self._wait] if waits else packed), len(packed) + waits)
+            link.write(self._packet(packed, waits), len(packed) + waits)
             replies = await link.read()
         except BaseException:
             links.drop(link)
@@ -338,6 +338,10 @@ class Wire:
         links.give(link)
         acknowledged = [replies.pop()] if waits else []
         return self._checked(replies, acknowledged)
+
+    def _packet(self, packed: Sequence[bytes], waits: bool) -> bytes:
+        """One node's batch as written: its commands, then its WAIT when ``waits``."""
+        return b"".join([*packed, self._wait] if waits else packed)
 
     def _checked(self, replies: list[Any], acknowledged: list[int]) -> list[Any]:
         """The replies, once none is an error and every node's replicas confirmed."""
@@ -424,16 +428,13 @@ class Wire:
                 link = links.take()
                 started.append((links, link, positions))
                 batch = [packed[p] for p in positions]
-                link.write(b"".join([*batch, self._wait] if waits else batch))
+                link.write(self._packet(batch, waits))
             while started:
                 links, link, positions = started[0]
                 answers = link.read(len(positions) + waits)
                 started.pop(0)
                 links.give(link)
-                if waits:
-                    acknowledged.append(answers.pop())
-                for position, reply in zip(positions, answers, strict=True):
-                    replies[position] = reply
+                _place(answers, positions, waits, replies, acknowledged)
         finally:
             for links, link, _ in started:  # written to but not read: not reusable
                 links.drop(link)
@@ -467,16 +468,13 @@ class Wire:
             for links, link, positions in taken:
                 started.append((links, link, positions))
                 batch = [packed[p] for p in positions]
-                link.write(b"".join([*batch, self._wait] if waits else batch), len(batch) + waits)
+                link.write(self._packet(batch, waits), len(batch) + waits)
             while started:
                 links, link, positions = started[0]
                 answers = await link.read()
                 started.pop(0)
                 links.give(link)
-                if waits:
-                    acknowledged.append(answers.pop())
-                for position, reply in zip(positions, answers, strict=True):
-                    replies[position] = reply
+                _place(answers, positions, waits, replies, acknowledged)
         finally:
             for links, link, _ in started:  # written to but not read: not reusable
                 links.drop(link)
@@ -485,3 +483,13 @@ class Wire:
 
 class _NotOnLoop(Exception):
     """A node's connections are TLS: the batch goes through the blocking links."""
+
+
+def _place(
+    answers: list[Any], positions: list[int], waits: bool, replies: list[Any], acks: list[int]
+) -> None:
+    """One node's answers put in their commands' places; its WAIT count (last) in ``acks``."""
+    if waits:
+        acks.append(answers.pop())
+    for position, reply in zip(positions, answers, strict=True):
+        replies[position] = reply

@@ -45,7 +45,7 @@ from app.errors import (
 )
 from app.redis_store.grams import GramTable
 from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
-from app.redis_store.steps import Steps, run
+from app.redis_store.steps import Steps
 from app.redis_store.store import RedisStore
 from app.redis_store.wire import Command
 from app.service.coalesce import Options, SingleInserts
@@ -344,24 +344,6 @@ class RedisCollection:
                 fingerprints.shorts,
             )
         return fingerprints, kept
-
-    def match_store(
-        self,
-        resolved: Resolved,
-        store: RedisStore,
-        fingerprints: Fingerprints,
-        query: Query,
-        exclude: Rows | None = None,
-        also: Sequence[Command] = (),
-        stamps: Rows | None = None,
-        mark: Mark = NO_RETENTION,
-        read_mark: bool = False,
-    ) -> tuple[Scored, Held, list[Any]]:
-        """``match_store_steps``, sent from this thread."""
-        steps = self.match_store_steps(
-            resolved, store, fingerprints, query, exclude, also, stamps, mark, read_mark
-        )
-        return run(steps, store.wire)
 
     def match_store_steps(
         self,

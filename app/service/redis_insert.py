@@ -20,6 +20,7 @@ from app.errors import (
     NeardupError,
     StorageUnavailable,
 )
+from app.redis_store.steps import run
 from app.redis_store.store import NewDocuments, RedisStore, Status, Written
 from app.redis_store.wire import Command
 from app.service.matching import METHODS_OF_BITS
@@ -232,9 +233,10 @@ class Insertion:
         stamps = self.stamps[accepted]
         exclude = np.array([old_rows.get(p, -1) for p in accepted], dtype=np.int64)
         first_seq = self.first_seq
-        from_store, held, _ = self.collection.match_store(
+        matching = self.collection.match_store_steps(
             self.resolved, self.store, fingerprints, query, exclude, stamps=stamps, mark=self.mark
         )
+        from_store, held, _ = run(matching, self.store.wire)
         if len(accepted) > 1:
             within = self.collection.match_within(self.resolved, fingerprints, stamps, query)
         else:

@@ -182,9 +182,10 @@ class Reads:
             resolved, store = self.collection.opened()
             self._validate(resolved, query)
             fingerprints = self._fingerprint(resolved, [text], html)
-            scored, held, _ = self.collection.match_store(
+            matching = self.collection.match_store_steps(
                 resolved, store, fingerprints, query, read_mark=True
             )
+            scored, held, _ = run(matching, store.wire)
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
