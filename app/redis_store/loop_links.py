@@ -203,6 +203,7 @@ def close_loop_links() -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
-    for links in _OF_LOOP.pop(loop, []):
+    # The list is kept: an app started again on this loop reuses the same LoopLinks.
+    for links in _OF_LOOP.get(loop, []):
         while links.idle:
             links.drop(links.idle.pop())

@@ -58,7 +58,7 @@ class SingleInserts:
         self.batches = 0
         self._serial = serial
         self._waiting: deque[_Gathering] = deque()  # serial: not started yet, in order
-        self._pumping = False  # serial: a task is inserting the waiting gatherings
+        self._pump: asyncio.Task[None] | None = None  # serial: inserting the waiting ones
 
     async def insert(self, document: NewDocument, options: Options) -> InsertResult | Refused:
         loop = asyncio.get_running_loop()
@@ -73,9 +73,10 @@ class SingleInserts:
             gathering = self._open = _Gathering(options)
             if self._serial:
                 self._waiting.append(gathering)
-                if not self._pumping:
-                    self._pumping = True
-                    loop.call_soon(self._pump_soon)
+                if self._pump is None:
+                    # Its first step runs after the callbacks already due in this turn:
+                    # the requests that arrived with this one join the gathering first.
+                    self._pump = loop.create_task(self._insert_waiting())
             else:
                 # Started after the callbacks already due in this turn: the other
                 # requests that arrived with this one add their documents first.
@@ -95,10 +96,7 @@ class SingleInserts:
         # gatherings were opened, and its commit is awaited beside the next ones.
         asyncio.get_running_loop().create_task(self._insert(gathering))
 
-    def _pump_soon(self) -> None:
-        asyncio.get_running_loop().create_task(self._pump())
-
-    async def _pump(self) -> None:
+    async def _insert_waiting(self) -> None:
         """serial: the waiting gatherings one after another, each closed to new documents
         when it starts (those go into the next)."""
         try:
@@ -109,7 +107,7 @@ class SingleInserts:
                 self.batches += 1
                 await self._insert(gathering)
         finally:
-            self._pumping = False
+            self._pump = None
 
     async def _insert(self, gathering: _Gathering) -> None:
         try:
