@@ -8,6 +8,7 @@ from typing import Any
 
 from app.core import ngram
 from app.core.fingerprint import DEFAULT_NUM_PERM, FingerprintParams, ShingleUnit
+from app.core.page import EXTRACTIONS, Extraction
 
 # Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md): word
 # 5-grams with k = 3 and t = 0.8 have the best F1 (0.978) of the settings that find every
@@ -63,6 +64,19 @@ class NgramConfig:
     size: int = DEFAULT_NGRAM_SIZE
     threshold: float = DEFAULT_NGRAM_THRESHOLD
     cjk_size: int | None = DEFAULT_NGRAM_CJK_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class HtmlConfig:
+    """How a page (a document sent with ``html``) is read: ``extract`` "main" matches its
+    main content (the article, without navigation, teasers and footers), "all" its whole
+    visible text (app/core/page.py)."""
+
+    extract: Extraction = "main"
+
+    def __post_init__(self) -> None:
+        if self.extract not in EXTRACTIONS:
+            raise ValueError(f"html.extract is one of {list(EXTRACTIONS)}, not {self.extract!r}")
 
 
 # Durations ("48h", "30m", "7d"): one whole number of one unit, nothing else.
@@ -131,18 +145,21 @@ MUTABLE_SETTINGS = ("match_window", "retention", "limits")
 # ngram.cjk_size existed have none: one q for every script, as they were created.
 _NGRAM_ABSENT = {"enabled": False, "cjk_size": None}
 _NGRAM_BEFORE_CJK_SIZE = {"cjk_size": None}
+# Collections created before html.extract existed read pages as their visible text.
+_HTML_ABSENT = {"extract": "all"}
 
 
 @dataclass(frozen=True, slots=True)
 class CollectionConfig:
     """A collection's settings. Those that make fingerprints (shingle, simhash, minhash,
-    ngram) and store_text are fixed for its life: fingerprints made otherwise never
+    ngram, html) and store_text are fixed for its life: fingerprints made otherwise never
     compare. The time settings (MUTABLE_SETTINGS) may change."""
 
     shingle: ShingleConfig = field(default_factory=ShingleConfig)
     simhash: SimHashConfig = field(default_factory=SimHashConfig)
     minhash: MinHashConfig = field(default_factory=MinHashConfig)
     ngram: NgramConfig = field(default_factory=NgramConfig)
+    html: HtmlConfig = field(default_factory=HtmlConfig)
     store_text: bool = False  # keep each document's text (GET returns it; export carries it)
     # These may change on an existing collection (MUTABLE_SETTINGS).
     match_window: str | None = None  # a new document matches documents this near in time
@@ -203,6 +220,7 @@ class CollectionConfig:
             simhash=SimHashConfig(**data.get("simhash", {})),
             minhash=MinHashConfig(**data.get("minhash", {})),
             ngram=NgramConfig(**{**_NGRAM_BEFORE_CJK_SIZE, **data.get("ngram", _NGRAM_ABSENT)}),
+            html=HtmlConfig(**data.get("html", _HTML_ABSENT)),
             store_text=bool(data.get("store_text", False)),
             match_window=data.get("match_window"),
             retention=RetentionConfig(**(data.get("retention") or {})),

@@ -26,11 +26,23 @@ class Settings(BaseSettings):
         description="SQLite synchronous mode: FULL survives power loss, NORMAL a process crash.",
     )
     log_level: str = Field("info", description="uvicorn log level.")
-    max_body_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 above)."
+    max_body_bytes: int | None = Field(
+        None,
+        ge=1024,
+        description="Largest request body accepted (413 above). Unset: room for one page of "
+        "max_html_bytes sent as base64, and 1 MiB more (22.3 MB by default).",
     )
     max_text_chars: int = Field(
-        1_000_000, ge=1, description="Longest document text, in characters (413 above)."
+        1_000_000,
+        ge=1,
+        description="Longest document text, in characters (413 above); for a page, the text "
+        "extracted from it.",
+    )
+    max_html_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1,
+        description="Largest page (a document sent with html or html_base64), in bytes of "
+        "its HTML (413 above). A real news page is 0.1-2 MB.",
     )
     max_batch_documents: int = Field(
         1000, ge=1, description="Most documents in one batch insert (413 above)."
@@ -89,6 +101,13 @@ class Settings(BaseSettings):
         description="Redis backend: an insert or delete is answered only once this many replicas "
         "of every Redis node it wrote to have its writes (WAIT); 503 if they fall behind.",
     )
+
+    @property
+    def body_limit_bytes(self) -> int:
+        """max_body_bytes, or what a page of max_html_bytes needs as base64 in JSON."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return max(16 * 1024 * 1024, -(-self.max_html_bytes * 4 // 3) + 1024 * 1024)
 
     @field_validator("backend")
     @classmethod

@@ -65,6 +65,12 @@ class InvalidDocument(NeardupError):
     code = "invalid_document"
 
 
+class UnreadablePage(NeardupError):
+    """A page whose bytes are no text in the charset given, declared or detected."""
+
+    code = "invalid_page"
+
+
 class TooLarge(NeardupError):
     code = "too_large"
 

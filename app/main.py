@@ -127,7 +127,7 @@ def create_app(
             app.router.routes.append(route)
     # The last added runs first: ids and logs around everything, then metrics, then the
     # key check, which refuses before the body limit lets any body be read.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.body_limit_bytes)
     app.add_middleware(
         ApiKeyMiddleware, keys=api_keys, protect_metrics=settings.metrics_require_key
     )
@@ -135,6 +135,6 @@ def create_app(
     app.add_middleware(RequestIdMiddleware)
     if hot_routes:
         app.hot_routes = HotRoutes(
-            app, app.full_stack, api_keys, settings.max_body_bytes, app.state.metrics
+            app, app.full_stack, api_keys, settings.body_limit_bytes, app.state.metrics
         )
     return app

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import AfterValidator, ValidationError
 
-from app.api import limits
+from app.api import limits, pages
 from app.api.deps import (
     ERROR_RESPONSES,
     CollectionName,
@@ -32,6 +34,7 @@ from app.api.schemas import (
 )
 from app.api.times import TimeParameter
 from app.config import Settings
+from app.core.page import Extraction, Page
 from app.errors import InvalidBody, NeardupError
 from app.service import InsertResult, NewDocument, Refused
 from app.service import Query as SearchQuery
@@ -47,20 +50,25 @@ DocumentId = Annotated[
 ]
 
 
-def insert_json(result: InsertResult | Refused) -> dict[str, Any]:
+def insert_json(result: InsertResult | Refused, page: Page | None = None) -> dict[str, Any]:
     """InsertOut (or DocumentErrorOut) as plain data. Every insert and match answer is
     written by orjson from the service's dataclasses (Match encodes as is), far faster
     than building pydantic models; the response_model of each route documents the shape,
-    and the schemathesis test checks the answers against it."""
+    and the schemathesis test checks the answers against it. A page's answer says which
+    text of it was matched, and its title."""
     if isinstance(result, Refused):
         return {"id": result.id, "error": {"code": result.error.code, "message": str(result.error)}}
-    return {
+    answer = {
         "id": result.id,
         "inserted": result.inserted,
         "duplicate_of": result.duplicate_of,
         "cluster_id": result.cluster_id,
         "matches": result.matches,
     }
+    if page is not None:
+        answer["extracted"] = page.extracted
+        answer["title"] = page.title
+    return answer
 
 
 def json_response(content: Any, status_code: int = 200) -> Response:
@@ -88,22 +96,25 @@ async def insert_answer(
     """The status and JSON answer of a one-document insert: for this route and for the
     hot path (app/api/hot.py)."""
     async with found_first_async(collection):
-        limits.check_documents(settings, [body])
-    document = NewDocument(body.text, body.id, body.metadata, body.timestamp)
+        read = await pages.read_off_loop(body, settings, collection)
+        limits.check_metadata(settings, body.metadata)
+    document = NewDocument(read.text, body.id, body.metadata, body.timestamp)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
     answer = await collection.insert_async(
-        document, body.on_duplicate, html=body.html, since=body.since, until=body.until
+        document, body.on_duplicate, since=body.since, until=body.until
     )
     result = _inserted(answer)
-    return 201 if result.inserted else 200, orjson.dumps(insert_json(result))
+    return 201 if result.inserted else 200, orjson.dumps(insert_json(result, read.page))
 
 
-def _checked(raw: dict[str, Any], settings: Settings) -> BatchDocument | Refused:
-    """One document of a batch, validated as a single insert would validate it."""
+def _checked(
+    raw: dict[str, Any], settings: Settings, extraction: Callable[[], Extraction]
+) -> tuple[NewDocument, Page | None] | Refused:
+    """One document of a batch, validated and read as a single insert would be."""
     raw_id = raw.get("id")
     try:
         document = BatchDocument.model_validate(raw)
-        limits.check_text(settings, document.text)
+        read = pages.read(document, settings, extraction() if document.is_page else "main")
         limits.check_metadata(settings, document.metadata)
     except ValidationError as error:
         return Refused(
@@ -112,7 +123,8 @@ def _checked(raw: dict[str, Any], settings: Settings) -> BatchDocument | Refused
         )
     except NeardupError as error:
         return Refused(raw_id if isinstance(raw_id, str) else None, error)
-    return document
+    new = NewDocument(read.text, document.id, document.metadata, document.timestamp)
+    return new, read.page
 
 
 @router.post("/batch", response_model=BatchOut)
@@ -128,30 +140,24 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
     collection, settings = collection_of(request, name), settings_of(request)
     with found_first(collection):
         limits.check_batch(settings, len(body.documents))
-    checked = [_checked(raw, settings) for raw in body.documents]
-    valid = [(position, d) for position, d in enumerate(checked) if isinstance(d, BatchDocument)]
-    results: list[InsertResult | Refused | None] = [
-        d if isinstance(d, Refused) else None for d in checked
+    # The collection's settings are read once, and only for a batch that holds a page.
+    extraction = functools.cache(lambda: collection.config.html.extract)
+    checked = [_checked(raw, settings, extraction) for raw in body.documents]
+    valid = [(position, d) for position, d in enumerate(checked) if not isinstance(d, Refused)]
+    results: list[dict[str, Any] | None] = [
+        insert_json(d) if isinstance(d, Refused) else None for d in checked
     ]
-    html = {document.html for _, document in valid}
-    documents = [NewDocument(d.text, d.id, d.metadata, d.timestamp) for _, d in valid]
-    since, until = body.since, body.until
-    if len(html) > 1:
-        answers = [
-            collection.insert(
-                [document], body.on_duplicate, html=item.html, since=since, until=until
-            )[0]
-            for document, (_, item) in zip(documents, valid, strict=True)
-        ]
-    else:
-        # Also with no valid document: the call is what finds an unknown collection
-        # (404) on a backend whose registry answers handles without asking (Redis).
-        answers = collection.insert(
-            documents, body.on_duplicate, html=bool(html and html.pop()), since=since, until=until
-        )
-    for (position, _), answer in zip(valid, answers, strict=True):
-        results[position] = answer
-    return json_response({"results": [insert_json(result) for result in results if result]})
+    # Also with no valid document: the call is what finds an unknown collection (404) on
+    # a backend whose registry answers handles without asking (Redis).
+    answers = collection.insert(
+        [document for _, (document, _) in valid],
+        body.on_duplicate,
+        since=body.since,
+        until=body.until,
+    )
+    for (position, (_, page)), answer in zip(valid, answers, strict=True):
+        results[position] = insert_json(answer, page)
+    return json_response({"results": results})
 
 
 @router.get("/{document_id}")
@@ -183,15 +189,18 @@ def put_document(
     """Insert (201) or replace (200) the document with this id."""
     collection, settings = collection_of(request, name), settings_of(request)
     with found_first(collection):
-        limits.check_documents(settings, [body])
-    document = NewDocument(body.text, document_id, body.metadata, body.timestamp)
+        read = pages.read(
+            body, settings, collection.config.html.extract if body.is_page else "main"
+        )
+        limits.check_metadata(settings, body.metadata)
+    document = NewDocument(read.text, document_id, body.metadata, body.timestamp)
     answer = collection.insert(
-        [document], "insert", replace=True, html=body.html, since=body.since, until=body.until
+        [document], "insert", replace=True, since=body.since, until=body.until
     )
     result = _inserted(answer[0])
     # 200: replaced, or not stored (expired on arrival); 201: a new document.
     return json_response(
-        insert_json(result), 201 if result.inserted and not result.replaced else 200
+        insert_json(result, read.page), 201 if result.inserted and not result.replaced else 200
     )
 
 

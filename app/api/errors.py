@@ -24,6 +24,7 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.InvalidParameter: 400,
     errors.InvalidDocument: 422,
     errors.InvalidBody: 422,
+    errors.UnreadablePage: 422,
     errors.TooLarge: 413,
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,

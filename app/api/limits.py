@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
-from app.api.schemas import DocumentFields
 from app.config import Settings
 from app.errors import TooLarge
-
-
-def check_documents(settings: Settings, documents: Iterable[DocumentFields]) -> None:
-    for position, document in enumerate(documents):
-        check_text(settings, document.text, f"document {position}")
-        check_metadata(settings, document.metadata, f"document {position}")
 
 
 def check_text(settings: Settings, text: str, what: str = "text") -> None:

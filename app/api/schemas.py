@@ -11,6 +11,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -26,6 +27,7 @@ from app.collection_config import (
     DEFAULT_SHINGLE_UNIT,
     DEFAULT_THRESHOLD,
     CollectionConfig,
+    HtmlConfig,
     LimitsConfig,
     MinHashConfig,
     NgramConfig,
@@ -37,6 +39,7 @@ from app.collection_config import (
 from app.core.fingerprint import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SHINGLE_SIZE
 from app.core.hamming import MAX_DISTANCE_LIMIT
 from app.core.ngram import MAX_SIZE as MAX_NGRAM_SIZE
+from app.core.page import Extraction
 from app.service.times import BadTime, parse_time
 
 # The n-gram index verifies every candidate exactly: its cost grows with the texts' length.
@@ -182,6 +185,18 @@ class NgramSettings(Input):
     )
 
 
+class HtmlSettings(Input):
+    """How a page (a document or search sent with html or html_base64) is read."""
+
+    extract: Extraction = Field(
+        "main",
+        description='"main": the main content (the article, without navigation, teasers, '
+        'comments and footers) is matched; "all": the whole visible text. Where the main '
+        "content is empty or a small share of the page, the visible text is used; answers "
+        "say which (`extracted`).",
+    )
+
+
 class RetentionSettings(Input):
     """Documents past either bound expire: they leave every answer at once and are
     evicted from memory and disk in the background."""
@@ -209,7 +224,10 @@ class CollectionSettings(Input):
     simhash: SimHashSettings = Field(default_factory=SimHashSettings)
     minhash: MinHashSettings = Field(default_factory=MinHashSettings)
     ngram: NgramSettings = Field(default_factory=NgramSettings)
-    store_text: bool = Field(False, description="Keep each document's text.")
+    html: HtmlSettings = Field(default_factory=HtmlSettings)
+    store_text: bool = Field(
+        False, description="Keep each document's text (for a page, the text extracted from it)."
+    )
     match_window: Duration | None = Field(
         None,
         description="A new document matches only documents whose timestamp is within this "
@@ -228,6 +246,7 @@ class CollectionSettings(Input):
             simhash=SimHashConfig(**self.simhash.model_dump()),
             minhash=MinHashConfig(**self.minhash.model_dump()),
             ngram=NgramConfig(**self.ngram.model_dump()),
+            html=HtmlConfig(**self.html.model_dump()),
             store_text=self.store_text,
             match_window=self.match_window,
             retention=RetentionConfig(**(self.retention or RetentionSettings()).model_dump()),
@@ -248,6 +267,7 @@ class CollectionPatch(Input):
     simhash: SimHashSettings | None = None
     minhash: MinHashSettings | None = None
     ngram: NgramSettings | None = None
+    html: HtmlSettings | None = None
     store_text: bool | None = None
     match_window: Duration | None = None
     retention: RetentionSettings | None = None
@@ -274,10 +294,43 @@ class CollectionList(BaseModel):
     collections: list[CollectionInfo]
 
 
-class DocumentFields(Input):
-    text: Text = Field(min_length=1, description="The document's text (HTML when html is true).")
+class PageFields(Input):
+    """A text, or a page: HTML as text (``html``), or as fetched (``html_base64``, in the
+    ``charset`` of its Content-Type if known). Exactly one of text and html_base64."""
+
+    text: Annotated[str, StringConstraints(min_length=1), AfterValidator(check_text)] | None = (
+        Field(None, description="The document's text (HTML when html is true).")
+    )
+    html: bool = Field(
+        False,
+        description="text is a web page: what is matched is its main content, or its visible "
+        "text, by the collection's html.extract.",
+    )
+    html_base64: Annotated[str, StringConstraints(min_length=1)] | None = Field(
+        None,
+        description="A web page as fetched, its bytes in base64 (instead of text): decoded by "
+        "charset, else by the page's own declaration, else as UTF-8, else by detection.",
+    )
+    charset: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        None,
+        description="The charset of html_base64 (from the Content-Type it was fetched with).",
+    )
+
+    @model_validator(mode="after")
+    def _text_or_page(self) -> PageFields:
+        if (self.text is None) == (self.html_base64 is None):
+            raise ValueError("send exactly one of text and html_base64")
+        if self.charset is not None and self.html_base64 is None:
+            raise ValueError("charset goes with html_base64 (a text is already decoded)")
+        return self
+
+    @property
+    def is_page(self) -> bool:
+        return self.html or self.html_base64 is not None
+
+
+class DocumentFields(PageFields):
     metadata: Metadata | None = Field(None, description="Any JSON object, stored as is.")
-    html: bool = Field(False, description="Strip HTML tags, scripts and styles before hashing.")
     timestamp: Time | None = Field(
         None, description="The document's time (a publication time, say); default: now."
     )
@@ -335,6 +388,14 @@ class InsertOut(BaseModel):
     duplicate_of: str | None
     cluster_id: str
     matches: list[MatchOut]
+    extracted: Extraction | None = Field(
+        None,
+        description='A page only: "main" if its main content was matched, "all" if its '
+        "visible text was (the collection's html.extract, or the fallback).",
+    )
+    title: str | None = Field(
+        None, description="A page only: its title (og:title, <title> or <h1>), if it has one."
+    )
 
 
 class ErrorDetail(BaseModel):
@@ -363,12 +424,10 @@ class DocumentOut(BaseModel):
     text: str | None = Field(None, description="Present when the collection keeps texts.")
 
 
-class SearchIn(TimeRange):
-    text: Text = Field(min_length=1)
+class SearchIn(PageFields, TimeRange):
     limit: int = Field(10, ge=1)
     min_similarity: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     max_distance: int | None = Field(None, ge=0)
-    html: bool = False
 
 
 class MatchesOut(BaseModel):

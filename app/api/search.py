@@ -8,7 +8,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import AfterValidator
 
-from app.api import limits
+from app.api import limits, pages
 from app.api.deps import (
     ERROR_RESPONSES,
     CollectionName,
@@ -44,9 +44,9 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
     """The answer to a POST, as JSON: for this route and for the hot path (app/api/hot.py)."""
     async with found_first_async(collection):
         limits.check_limit(settings, body.limit)
-        limits.check_text(settings, body.text)
+        read = await pages.read_off_loop(body, settings, collection)
     query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
-    matches = await collection.search_async(body.text, query, html=body.html)
+    matches = await collection.search_async(read.text, query)
     return orjson.dumps({"matches": matches})
 
 

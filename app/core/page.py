@@ -1,0 +1,200 @@
+"""Web pages as crawlers fetch them: bytes decoded to text, the title kept apart, and the
+text that is matched (the article, or the whole visible text).
+
+No I/O. The service, the Redis backend and ``neardup dedup`` all read a page through
+``read_page`` so that an offline job and the service agree on a crawl.
+
+Decoding follows the order a browser uses (WHATWG encoding sniffing, simplified): a byte
+order mark, then the charset the client sends (the fetch's Content-Type), then the page's
+own ``<meta charset>`` / ``http-equiv`` declaration in its first bytes, then UTF-8 if the
+bytes are valid UTF-8, then charset-normalizer's guess. Legacy labels mean what browsers
+make of them (``iso-8859-1`` is Windows-1252, ``gb2312`` is GB18030, ``shift_jis`` is
+Windows-31J), because that is how the page was written to be read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from charset_normalizer import from_bytes
+from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.html import HTMLTree
+
+from app.core.text import html_to_text
+
+Extraction = Literal["main", "all"]
+EXTRACTIONS: tuple[Extraction, ...] = ("main", "all")
+
+# A page whose main content is empty or has fewer than this share of the words of its
+# visible text is read as its visible text instead: the extractor missed the article (a
+# list page, a page of short posts, markup it does not know). On 181 news pages with
+# hand-made article bodies it fires once at 5%; at 10% and 20% it takes more pages whose
+# extraction was right, and makes every one worse (docs/benchmarks.md, "Web pages").
+# Words, not characters: a short story in a heavy page is 1% of its characters.
+FALLBACK_MIN_SHARE = 0.05
+
+# The HTML standard's prescan reads the first 1024 bytes for a declaration; real pages put
+# scripts and styles before it, so look further.
+_DECLARATION_WINDOW = 16_384
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]+?charset\s*=\s*["']?\s*([a-zA-Z0-9_:.()+-]+)""", re.IGNORECASE
+)
+# Declared labels read as browsers read them (the WHATWG Encoding Standard's mapping).
+_BROWSER_CODECS = {
+    "ascii": "cp1252",
+    "latin-1": "cp1252",
+    "iso8859-1": "cp1252",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "shift_jis": "cp932",
+    "euc_kr": "cp949",
+    "big5": "big5hkscs",
+    "iso8859-9": "cp1254",
+    "tis-620": "cp874",
+    "iso8859-11": "cp874",
+}
+# A declared charset that leaves more than this share of the bytes undecodable is not the
+# page's charset; below it, the odd broken byte becomes U+FFFD as in a browser.
+_MAX_BAD_BYTE_SHARE = 0.01
+
+
+class UndecodablePage(ValueError):
+    """Bytes that are not text in any charset given, declared or detected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What a page holds for matching: ``text`` (fingerprinted and matched), ``title``
+    (og:title, else <title>, else the first <h1>; None if it has none) and which text was
+    used (``extracted``: "main" for the article, "all" for the whole visible text)."""
+
+    text: str
+    title: str | None
+    extracted: Extraction
+
+
+def codec_of(label: str) -> str | None:
+    """The Python codec a charset label names, as a browser reads it; None if unknown."""
+    try:
+        name = codecs.lookup(label.strip().strip("\"'")).name
+    except (LookupError, ValueError):
+        return None
+    return _BROWSER_CODECS.get(name, name)
+
+
+def declared_charset(data: bytes) -> str | None:
+    """The codec of the page's own ``<meta charset>`` or ``http-equiv`` declaration."""
+    match = _META_CHARSET.search(data, 0, _DECLARATION_WINDOW)
+    return codec_of(match.group(1).decode("ascii")) if match else None
+
+
+def _decode_as(data: bytes, codec: str) -> str | None:
+    """``data`` in ``codec``, a stray bad byte replaced; None if it is not that charset."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError:
+        pass
+    text = data.decode(codec, errors="replace")
+    bad = text.count("\ufffd")
+    return text if bad <= _MAX_BAD_BYTE_SHARE * max(len(data), 1) else None
+
+
+def decode_page(data: bytes, charset: str | None = None) -> str:
+    """The text of a page's bytes (see the module's docstring for the order); raises
+    UndecodablePage for an unknown charset label or bytes that are no text.
+
+    Cost: O(bytes) for a given, declared or UTF-8 page; charset-normalizer's detection
+    (a few ms per MB, sampled) only for the rest.
+
+    >>> decode_page("café".encode("cp1252"), "iso-8859-1")
+    'café'
+    >>> decode_page(b'<meta charset="gbk"><p>' + "中文".encode("gbk"))
+    '<meta charset="gbk"><p>中文'
+    """
+    for bom, codec in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le")):
+        if data.startswith(bom):
+            return data[len(bom) :].decode(codec, errors="replace")
+    if data.startswith(codecs.BOM_UTF16_BE):
+        return data[2:].decode("utf-16-be", errors="replace")
+    if charset is not None:
+        given = codec_of(charset)
+        if given is None:
+            raise UndecodablePage(f"charset {charset!r} is not a known character encoding")
+        text = _decode_as(data, given)
+        if text is None:
+            raise UndecodablePage(f"the page is not valid {charset} text")
+        return text
+    declared = declared_charset(data)
+    if declared is not None:
+        text = _decode_as(data, declared)
+        if text is not None:
+            return text
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    best = from_bytes(data).best()
+    if best is None or best.encoding is None:
+        raise UndecodablePage(
+            "the page's character encoding could not be determined: send its charset"
+        )
+    return str(best)
+
+
+def _title_of(tree: HTMLTree) -> str | None:
+    """og:title, else <title>, else the first <h1>: the page's headline without markup."""
+    document = tree.document
+    if document is None:
+        return None
+    og = document.query_selector('meta[property="og:title"]')
+    candidates = [og.getattr("content") if og is not None else None, tree.title]
+    heading = document.query_selector("h1")
+    if heading is not None:
+        candidates.append(heading.text)
+    for candidate in candidates:
+        title = " ".join(candidate.split()) if candidate else ""
+        if title:
+            return title
+    return None
+
+
+def _without_title(text: str, title: str | None) -> str:
+    """The text without a first line that is the title: the body is what is matched, and
+    a clean copy of the article (a wire story, an RSS body) has no headline line."""
+    if title is None:
+        return text
+    first, _, rest = text.lstrip().partition("\n")
+    if " ".join(first.split()).casefold() == title.casefold():
+        return rest.lstrip()
+    return text
+
+
+def read_page(html: str, extract: Extraction = "main") -> Page:
+    """The page's text for matching, by the collection's ``html.extract``: "main", its
+    main content (resiliparse's extractor, without comments, image texts and post
+    metadata), falling back to the visible text where that is empty or a small share of
+    it (FALLBACK_MIN_SHARE); "all", the visible text (``text.html_to_text``).
+
+    Cost: two HTML5 parses (Lexbor, in C): about 2 ms for a 100 KB page, 20 ms for 1 MB.
+    """
+    tree = HTMLTree.parse(html)
+    title = _title_of(tree)
+    visible = html_to_text(html)
+    if extract == "main":
+        main = extract_plain_text(
+            tree,
+            main_content=True,
+            alt_texts=False,
+            links=False,
+            list_bullets=False,
+            noscript=False,
+            comments=False,
+            post_meta=False,
+        )
+        main = _without_title(main, title)
+        if main and len(main.split()) >= FALLBACK_MIN_SHARE * len(visible.split()):
+            return Page(main, title, "main")
+    return Page(visible, title, "all")

@@ -1,0 +1,150 @@
+"""Pages read into text (app/core/page.py): charsets, titles, main content, the fallback.
+
+The references are independent of the code under test: the text a page was made from,
+and the article bodies people cut out of real pages by hand (devkit/pages.py), compared
+by exact Jaccard over Python sets of word 5-grams.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.page import UndecodablePage, codec_of, decode_page, read_page
+from devkit.pages import SITES, sample_pages, site_page, teasers_from
+
+CHINESE = (
+    "国家统计局周二公布的数据显示，十月份全国居民消费价格同比上涨百分之二点一，"
+    "涨幅比上月扩大零点三个百分点。其中，食品价格上涨百分之六点五，非食品价格上涨百分之零点九。"
+    "分析人士指出，猪肉价格的持续上涨是推动物价走高的主要原因，预计年底前涨势仍将延续。"
+    "与此同时，工业生产者出厂价格同比下降百分之一点六，降幅有所收窄。"
+)
+JAPANESE = (
+    "気象庁によると、大型で強い台風十九号は十二日夕方、静岡県の伊豆半島に上陸した。"
+    "関東地方を中心に記録的な大雨となり、各地で河川の氾濫や土砂災害が相次いでいる。"
+    "政府は非常災害対策本部を設置し、自衛隊による救助活動を進めている。"
+    "鉄道各社は計画運休を実施し、空の便も多くが欠航となった。"
+)
+FRENCH = (
+    "Le gouvernement a présenté mercredi un projet de loi qui prévoit une hausse des "
+    "dépenses consacrées à l'éducation. « C'est une priorité », a déclaré la ministre, "
+    "qui espère un vote avant l'été. Les syndicats jugent l'effort insuffisant — "
+    "l'opposition dénonce un coût trop élevé pour les finances publiques."
+)
+
+
+def shingles(text: str) -> set[tuple[str, ...]]:
+    words = text.casefold().split()
+    return {tuple(words[i : i + 5]) for i in range(max(1, len(words) - 4))}
+
+
+def jaccard(a: str, b: str) -> float:
+    first, second = shingles(a), shingles(b)
+    return len(first & second) / len(first | second)
+
+
+def page_of(body: str, charset_meta: str | None = None) -> str:
+    meta = f'<meta charset="{charset_meta}">' if charset_meta else ""
+    paragraphs = "".join(f"<p>{body}</p>" for _ in range(3))
+    return f"<html><head>{meta}<title>News</title></head><body>{paragraphs}</body></html>"
+
+
+@pytest.mark.parametrize(
+    ("body", "codec", "label"),
+    [
+        (FRENCH, "utf-8", "utf-8"),
+        (FRENCH, "cp1252", "windows-1252"),
+        (FRENCH, "cp1252", "iso-8859-1"),  # what browsers take latin-1 labels to mean
+        (CHINESE, "gbk", "gbk"),
+        (CHINESE, "gb18030", "gb2312"),
+        (JAPANESE, "shift_jis", "shift_jis"),
+        (JAPANESE, "cp932", "Shift_JIS"),
+    ],
+)
+def test_a_page_decodes_by_the_given_the_declared_or_the_detected_charset(
+    body: str, codec: str, label: str
+) -> None:
+    declared = page_of(body, label)
+    assert decode_page(declared.encode(codec)) == declared
+    plain = page_of(body)
+    assert decode_page(plain.encode(codec), label) == plain
+    # Neither given nor declared: valid UTF-8 is UTF-8, the rest is detected.
+    assert decode_page(plain.encode(codec)) == plain
+
+
+def test_a_given_charset_wins_over_a_wrong_declaration_and_a_bom_wins_over_both() -> None:
+    page = page_of(CHINESE, "iso-8859-1")
+    assert decode_page(page.encode("gbk"), "gbk") == page
+    assert decode_page(b"\xef\xbb\xbf" + page.encode("utf-8"), "gbk") == page
+
+
+def test_undecodable_pages_are_refused_with_a_reason() -> None:
+    with pytest.raises(UndecodablePage, match="not a known character encoding"):
+        decode_page(b"<p>hello</p>", "klingon-8")
+    with pytest.raises(UndecodablePage, match="not valid utf-8"):
+        decode_page(page_of(CHINESE).encode("gbk"), "utf-8")
+    with pytest.raises(UndecodablePage, match="could not be determined"):
+        decode_page(bytes(range(256)) * 20)
+    assert codec_of("latin1") == "cp1252" and codec_of("nonsense") is None
+
+
+def test_a_stray_bad_byte_is_replaced_as_a_browser_does() -> None:
+    page = page_of(FRENCH).encode("utf-8")
+    broken = page[:50] + b"\xff" + page[50:]
+    assert decode_page(broken, "utf-8") == page[:50].decode() + "\ufffd" + page[50:].decode()
+
+
+def test_the_title_is_kept_apart_from_the_matched_text() -> None:
+    article = "\n".join(f"Paragraph {i} tells the story of the harbour and its ships." for i in range(8))
+    page = site_page(SITES[0], "Ships return to the old harbour", article, [])
+    read = read_page(page)
+    assert read.title == "Ships return to the old harbour"
+    assert read.extracted == "main"
+    assert not read.text.startswith("Ships return")
+    assert jaccard(read.text, article) >= 0.8
+    untitled = "<html><body><h1>Only a heading</h1><p>text</p></body></html>"
+    assert read_page(untitled, "all").title == "Only a heading"
+    assert read_page("<p>no title here</p>", "all").title is None
+    titled = "<html><head><title> A   title </title></head><body><p>x</p></body></html>"
+    assert read_page(titled, "all").title == "A title"
+
+
+def test_all_reads_the_visible_text_and_main_falls_back_to_it_when_it_finds_no_article() -> None:
+    article = "\n".join(f"Sentence {i} of a story about rain in the valley today." for i in range(8))
+    page = site_page(SITES[2], "Rain", article, [])
+    visible = read_page(page, "all")
+    assert visible.extracted == "all"
+    assert "cookies" in visible.text and "Sentence 7" in visible.text
+    # A page of links only: no main content, its visible text is what there is.
+    links = "".join(f'<li><a href="/{i}">Section {i} of the site</a></li>' for i in range(40))
+    listing = f"<html><body><nav><ul>{links}</ul></nav></body></html>"
+    fallback = read_page(listing, "main")
+    assert fallback.extracted == "all"
+    assert "Section 39" in fallback.text
+
+
+def test_real_pages_read_as_their_hand_made_article_bodies() -> None:
+    pages = sample_pages()
+    assert len(pages) == 12
+    main = [jaccard(read_page(page.html).text, page.article) for page in pages]
+    visible = [jaccard(read_page(page.html, "all").text, page.article) for page in pages]
+    # Chosen from pages the extractor reads well; the visible text reaches 0.8 on none.
+    assert sum(j >= 0.8 for j in main) == len(pages), main
+    assert sum(j >= 0.8 for j in visible) == 0, visible
+
+
+def test_the_same_article_on_two_sites_reads_alike_and_two_articles_on_one_site_do_not() -> None:
+    import random
+
+    pages = sample_pages()
+    articles = [page.article for page in pages]
+    rng = random.Random(7)
+    for index, page in enumerate(pages):
+        other = pages[(index + 1) % len(pages)]
+        teasers = teasers_from(articles, 14, rng)
+        here = read_page(site_page(SITES[0], "Title", page.article, teasers)).text
+        there = read_page(
+            site_page(SITES[1], "Title", page.article, teasers_from(articles, 14, rng))
+        ).text
+        neighbour = read_page(site_page(SITES[0], "Other", other.article, teasers)).text
+        assert jaccard(here, there) >= 0.8, page.id
+        assert jaccard(here, neighbour) < 0.3, page.id
