@@ -33,8 +33,8 @@ run: $(VENV)/.installed-run $(VENV)/.kernels
 	NEARDUP_DATA_DIR=$${NEARDUP_DATA_DIR:-./data} $(BIN)/neardup serve
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check app tests bench loadtest neardup_client
-	$(BIN)/ruff format --check app tests bench loadtest neardup_client
+	$(BIN)/ruff check app tests bench loadtest neardup_client devkit
+	$(BIN)/ruff format --check app tests bench loadtest neardup_client devkit
 	$(BIN)/mypy --strict app neardup_client
 
 # The page's browser tests (tests/test_page.py) drive Debian's chromium and chromium-driver:

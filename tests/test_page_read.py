@@ -7,10 +7,13 @@ by exact Jaccard over Python sets of word 5-grams.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from app.core.article import article_text, title_forms
 from app.core.page import UndecodablePage, codec_of, decode_page, read_page
-from devkit.pages import SITES, sample_pages, site_page, teasers_from
+from devkit.pages import SITES, long_pages, sample_pages, site_page, teasers_from
 
 CHINESE = (
     "国家统计局周二公布的数据显示，十月份全国居民消费价格同比上涨百分之二点一，"
@@ -94,13 +97,16 @@ def test_a_stray_bad_byte_is_replaced_as_a_browser_does() -> None:
 
 
 def test_the_title_is_kept_apart_from_the_matched_text() -> None:
-    article = "\n".join(f"Paragraph {i} tells the story of the harbour and its ships." for i in range(8))
+    article = "\n".join(
+        f"Paragraph {i} tells the story of the harbour and its ships." for i in range(8)
+    )
     page = site_page(SITES[0], "Ships return to the old harbour", article, [])
     read = read_page(page)
     assert read.title == "Ships return to the old harbour"
     assert read.extracted == "main"
-    assert not read.text.startswith("Ships return")
-    assert jaccard(read.text, article) >= 0.8
+    # The headline, byline, share links and caption before the story are gone.
+    assert read.text.startswith("Paragraph 0 tells")
+    assert set(article.splitlines()) <= set(read.text.splitlines())
     untitled = "<html><body><h1>Only a heading</h1><p>text</p></body></html>"
     assert read_page(untitled, "all").title == "Only a heading"
     assert read_page("<p>no title here</p>", "all").title is None
@@ -109,7 +115,9 @@ def test_the_title_is_kept_apart_from_the_matched_text() -> None:
 
 
 def test_all_reads_the_visible_text_and_main_falls_back_to_it_when_it_finds_no_article() -> None:
-    article = "\n".join(f"Sentence {i} of a story about rain in the valley today." for i in range(8))
+    article = "\n".join(
+        f"Sentence {i} of a story about rain in the valley today." for i in range(8)
+    )
     page = site_page(SITES[2], "Rain", article, [])
     visible = read_page(page, "all")
     assert visible.extracted == "all"
@@ -133,10 +141,8 @@ def test_real_pages_read_as_their_hand_made_article_bodies() -> None:
 
 
 def test_the_same_article_on_two_sites_reads_alike_and_two_articles_on_one_site_do_not() -> None:
-    import random
-
-    pages = sample_pages()
-    articles = [page.article for page in pages]
+    pages = long_pages()
+    articles = [page.article for page in sample_pages()]
     rng = random.Random(7)
     for index, page in enumerate(pages):
         other = pages[(index + 1) % len(pages)]
@@ -148,3 +154,39 @@ def test_the_same_article_on_two_sites_reads_alike_and_two_articles_on_one_site_
         neighbour = read_page(site_page(SITES[0], "Other", other.article, teasers)).text
         assert jaccard(here, there) >= 0.8, page.id
         assert jaccard(here, neighbour) < 0.3, page.id
+
+
+STORY = [
+    "The council voted on Tuesday to close the old bridge to traffic from next spring.",
+    "Engineers said the steel frame had rusted beyond repair after decades of salt.",
+    "A new crossing will open upstream in two years, the mayor told reporters.",
+]
+
+
+def test_article_text_takes_out_title_link_and_edge_lines() -> None:
+    titles = title_forms(["Old bridge to close", None], "Old bridge to close | City News")
+    main = "\n".join(
+        [
+            "Old Bridge to Close!",  # the title, in other case and punctuation
+            "By Ann Lee · 9:14 AM",  # a byline: before the first paragraph
+            *STORY[:2],
+            "Read more: budget talks",  # a link's text inside the story
+            STORY[2],
+            "Topics: City Council",  # after the last paragraph
+        ]
+    )
+    links = {"Read more: budget talks"}
+    text = article_text(main, titles, "Old bridge to close | City News", links)
+    assert text.splitlines() == STORY
+
+
+def test_article_text_keeps_what_would_cost_too_much_of_the_text() -> None:
+    # An article that ends in a list keeps it: the tail is more than 30% of the words.
+    dates = [f"June {day} -- Arena {day}, Springfield" for day in range(1, 12)]
+    main = "\n".join([*STORY, *dates])
+    assert article_text(main, set(), None, set()).splitlines() == [*STORY, *dates]
+    # Lines that are all links (a list page) stay: taking them would take most words.
+    links = [f"Story number {i} of the day" for i in range(10)]
+    assert article_text("\n".join(links), set(), None, set(links)).splitlines() == links
+    # No paragraph at all: nothing to trim to.
+    assert article_text("a\nb c", set(), None, set()) == "a\nb c"

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from app.batch.readers import FORMATS, Fields, InputError
+from app.batch.readers import FORMATS, Fields, InputError, holds_pages
 
 ENGINES = ("local", "spark")
 
@@ -55,7 +55,13 @@ def add_parser(commands: Any) -> None:
         help="collection settings as JSON, or @FILE: the body of PUT /v1/collections/{name} "
         "or the answer of GET (default: a new collection's settings)",
     )
-    parser.add_argument("--html", action="store_true", help="strip HTML before fingerprinting")
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="the text fields hold web pages: their main content (or visible text, by the "
+        'settings\' html.extract) is matched, as the service reads "html": true; on for WARC '
+        "input",
+    )
     parser.add_argument("--engine", choices=ENGINES, default="local", help="default local")
     parser.add_argument(
         "--workers",
@@ -110,6 +116,7 @@ def dedup(arguments: argparse.Namespace) -> None:
     )
     progress = not arguments.quiet
     try:
+        html = arguments.html or holds_pages(arguments.inputs, arguments.format)
         if arguments.engine == "spark":
             import app.batch.spark as spark_engine
 
@@ -120,7 +127,7 @@ def dedup(arguments: argparse.Namespace) -> None:
                     out=arguments.out,
                     fields=fields,
                     format=arguments.format,
-                    html=arguments.html,
+                    html=html,
                     master=arguments.master,
                     partitions=arguments.partitions,
                     conf=tuple(arguments.spark_conf),
@@ -137,7 +144,7 @@ def dedup(arguments: argparse.Namespace) -> None:
                     out=arguments.out,
                     fields=fields,
                     format=arguments.format,
-                    html=arguments.html,
+                    html=html,
                     workers=arguments.workers,
                     chunk_size=arguments.chunk_size,
                     progress=progress,

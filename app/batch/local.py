@@ -59,6 +59,7 @@ from app.batch.rules import MatchRule, Summary, check_batch_settings, cluster_li
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import fingerprint_nonempty
 from app.core.ngram import NgramIndex
+from app.core.page import read_page
 from app.service.matching import positions_of
 
 Rows = npt.NDArray[np.int64]
@@ -108,10 +109,14 @@ class ChunkFingerprints:
 
 
 def fingerprint_chunk(texts: list[str], config: CollectionConfig, html: bool) -> ChunkFingerprints:
-    """Fingerprints of one chunk with the service's code and settings."""
+    """Fingerprints of one chunk with the service's code and settings; with ``html``,
+    of the text each page is read as (``read_page``, by the settings' html.extract), as
+    the service reads a document sent with ``"html": true``."""
     rule = MatchRule(config)
+    if html:
+        texts = [read_page(text, config.html.extract).text if text else "" for text in texts]
     fingerprints, kept = fingerprint_nonempty(
-        texts, config.fingerprint_params, html=html, short_chars=config.short_chars
+        texts, config.fingerprint_params, short_chars=config.short_chars
     )
     signatures = fingerprints.minhash if rule.minhash_on else fingerprints.minhash[:, :0]
     shorts = fingerprints.shorts or []

@@ -4,10 +4,10 @@ A corpus is a list of files; a file is read in one or more *splits*, each a run 
 records in file order: a byte range of a JSON lines file (a record belongs to the split
 in which its line starts, as Hadoop's line reader has it), a run of row groups of a
 Parquet file, a whole CSV file (a quoted field may hold a newline, so a CSV file cannot be
-cut at an arbitrary byte) or a whole compressed (``.gz``) file. A document's *position*
-is its number in the whole input, in the order of the files and, within a file, of its
-records; both engines read the same splits with these functions, so they see the same
-documents at the same positions.
+cut at an arbitrary byte), a whole WARC file or a whole compressed (``.gz``) file. A
+document's *position* is its number in the whole input, in the order of the files and,
+within a file, of its records; both engines read the same splits with these functions,
+so they see the same documents at the same positions.
 
 A record gives a document: its id is the value of ``id_field`` (a string or an integer;
 a record without one gets its position as id), its text the values of ``text_fields``
@@ -16,6 +16,13 @@ time: ISO 8601 with a UTC offset or Unix seconds, as the service's API reads the
 (``timestamp_us``). The record itself is what
 ``kept.jsonl`` repeats: a JSON lines record exactly as its line was (white space at its
 ends removed), a CSV or Parquet record as a JSON object of its columns.
+
+A WARC file (a crawl, ``.warc`` or ``.warc.gz``) gives one document per HTML response
+record: its id the record's WARC-Target-URI, its text the page decoded by the charset of
+its HTTP Content-Type (else as app/core/page.decode_page finds it; a page that is no text
+gives an empty text, which the job counts as empty), its time the record's WARC-Date;
+``kept.jsonl`` repeats ``{"url", "warc_record_id", "date"}``. Its pages are HTML: the job
+reads them as the service reads ``"html": true``.
 """
 
 from __future__ import annotations
@@ -32,8 +39,8 @@ from typing import IO, Any, Literal, cast
 
 import orjson
 
-Format = Literal["jsonl", "csv", "tsv", "parquet"]
-FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "parquet")
+Format = Literal["jsonl", "csv", "tsv", "parquet", "warc"]
+FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "parquet", "warc")
 DocumentId = str | int
 
 _EXTENSIONS: dict[str, Format] = {
@@ -44,6 +51,7 @@ _EXTENSIONS: dict[str, Format] = {
     ".tsv": "tsv",
     ".parquet": "parquet",
     ".pq": "parquet",
+    ".warc": "warc",
 }
 # JSON lines files are cut into splits of about this many bytes (Spark reads one a task).
 DEFAULT_SPLIT_BYTES = 64 << 20
@@ -87,6 +95,11 @@ def detect_format(path: str) -> Format:
     if format_ == "parquet" and path.endswith(".gz"):
         raise InputError(f"{path}: a Parquet file compresses its own columns; not .gz")
     return format_
+
+
+def holds_pages(paths: Sequence[str], format_: Format | None = None) -> bool:
+    """Whether the input is a crawl (WARC), whose documents are HTML pages."""
+    return any((format_ or detect_format(path)) == "warc" for path in paths)
 
 
 def plan_splits(
@@ -171,6 +184,10 @@ def read_timed_documents(split: Split, fields: Fields) -> Iterator[tuple[Any, st
     """(id value or None, text, time value or None) of each record of a split, in order:
     the time value as the record has it (``timestamp_us`` reads it), None without a
     ``timestamp_field``."""
+    if split.format == "warc":
+        for page in _warc_pages(split):
+            yield page.url, page.html(), page.date
+        return
     if split.format == "jsonl":
         timestamp_field = fields.timestamp_field
         for offset, line in _jsonl_lines(split):
@@ -189,6 +206,8 @@ def count_records(split: Split) -> int:
     """How many records a split holds (Parquet: from its metadata)."""
     if split.format == "jsonl":
         return sum(1 for _ in _jsonl_lines(split))
+    if split.format == "warc":
+        return sum(1 for _ in _warc_pages(split))
     if split.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -201,6 +220,12 @@ def read_records(split: Split, wanted: Sequence[int]) -> Iterator[tuple[int, byt
     """(index in the split, the record as one JSON line) of the records at the ascending
     indexes ``wanted``."""
     if not wanted:
+        return
+    if split.format == "warc":
+        chosen = set(wanted)
+        for index, page in enumerate(_warc_pages(split)):
+            if index in chosen:
+                yield index, page.line()
         return
     if split.format == "jsonl":
         targets = iter(wanted)
@@ -281,6 +306,56 @@ def _parse_line(line: bytes, split: Split, offset: int) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise InputError(f"{split.path} at byte {offset}: a line is not a JSON object")
     return cast(dict[str, Any], record)
+
+
+# ---------------------------------------------------------------------------- WARC
+
+
+@dataclass(frozen=True, slots=True)
+class WarcPage:
+    """An HTML response record of a WARC file."""
+
+    url: str
+    record_id: str
+    date: str
+    charset: str | None
+    payload: bytes
+
+    def html(self) -> str:
+        """The page's text: decoded by its HTTP charset, its declaration or detection;
+        empty when it is no text in any."""
+        from app.core.page import UndecodablePage, decode_page
+
+        try:
+            return decode_page(self.payload, self.charset)
+        except UndecodablePage:
+            return ""
+
+    def line(self) -> bytes:
+        return orjson.dumps({"url": self.url, "warc_record_id": self.record_id, "date": self.date})
+
+
+def _warc_pages(split: Split) -> Iterator[WarcPage]:
+    """The HTML response records of a WARC file (gzip, per record or whole, is read
+    through), in file order; other records and other content types are skipped."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    with open(split.path, "rb") as handle:
+        try:
+            for record in ArchiveIterator(handle, record_types=WarcRecordType.response):
+                content_type = (record.http_content_type or "").lower()
+                if "html" not in content_type:
+                    continue
+                headers = record.headers
+                yield WarcPage(
+                    url=headers.get("WARC-Target-URI", "") or str(record.record_id),
+                    record_id=str(record.record_id),
+                    date=headers.get("WARC-Date", "") or "",
+                    charset=record.http_charset or None,
+                    payload=record.reader.read(),
+                )
+        except Exception as error:  # fastwarc raises its own parse errors
+            raise InputError(f"{split.path}: not readable as WARC ({error})") from None
 
 
 # ---------------------------------------------------------------------------- CSV, Parquet

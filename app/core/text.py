@@ -102,7 +102,11 @@ def html_to_text(html: str) -> str:
     Uses selectolax (the Lexbor HTML5 parser), which copes with broken markup the way a
     browser does. Block boundaries become spaces so words of adjacent elements stay apart.
     """
-    tree = LexborHTMLParser(html)
+    return visible_text(LexborHTMLParser(html))
+
+
+def visible_text(tree: LexborHTMLParser) -> str:
+    """``html_to_text`` of a parsed page (its scripts and styles are removed from it)."""
     tree.strip_tags(["script", "style", "noscript", "template"])
     root = tree.body if tree.body is not None else tree.root
     if root is None:

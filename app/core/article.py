@@ -1,0 +1,102 @@
+"""What is left of a page's chrome inside its extracted main content, taken out line by line.
+
+A main-content extractor returns the article's block with what sits around the story in it:
+the headline, the byline and date, "Share on Facebook", "Advertisement", the tags and the
+newsletter box. A clean copy of the article (a wire story, an RSS body) has none of them,
+so each costs Jaccard. Three rules, chosen on 181 news pages with hand-made article bodies
+by 2-fold cross-validation over domains (docs/benchmarks.md, "Web pages"): with them the
+share of pages whose text reaches word 5-gram Jaccard 0.8 with its article goes from 78.5%
+to 83-84% held out, short articles (under 100 words) from 33% to 68%.
+
+1. Title lines: among the first TITLE_WINDOW lines, a line that is the page's title (its
+   og:title, twitter:title, first <h1>, <title>, or a part of <title> between separators
+   such as " | ") or the start of its <title>.
+2. Link lines: a line that is exactly the text of one of the page's links (a teaser, a
+   "Read more", a tag), unless that would take more than GUARD_SHARE of the words.
+3. Edges: the lines before the first paragraph and after the last one (a paragraph has at
+   least PARAGRAPH_WORDS words and ends as a sentence ends), each side unless it would take
+   more than GUARD_SHARE of the words (an article that ends in a list of dates keeps it).
+
+No I/O; linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+TITLE_WINDOW = 5
+PARAGRAPH_WORDS = 8
+GUARD_SHARE = 0.3
+SENTENCE_ENDS = (".", "!", "?", '"', "”", "’", "。", "！", "？")
+# A <title> is often "Headline | Section | Site": its parts of three words or more.
+_TITLE_SEPARATOR = re.compile(r"\s+[|\-–—:·»/]\s+")
+_NOT_WORD = re.compile(r"[\W_]+")
+# Kana and Han: a word is about two characters where words have no spaces between them.
+_NO_SPACE_CHARS = re.compile("[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+
+
+def loose(text: str) -> str:
+    """A line as compared with a title: NFKC, casefolded, punctuation and spacing gone."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_NOT_WORD.sub(" ", folded).split())
+
+
+def word_count(line: str) -> int:
+    return len(line.split()) + len(_NO_SPACE_CHARS.findall(line)) // 2
+
+
+def title_forms(titles: Iterable[str | None], document_title: str | None) -> set[str]:
+    """The loose forms a title line of the page may take."""
+    forms = {loose(title) for title in titles if title}
+    if document_title:
+        forms.add(loose(document_title))
+        forms |= {
+            loose(part) for part in _TITLE_SEPARATOR.split(document_title) if len(part.split()) >= 3
+        }
+    forms.discard("")
+    return forms
+
+
+def _is_title(line: str, forms: set[str], document_title: str) -> bool:
+    form = loose(line)
+    if not form:
+        return False
+    return form in forms or (len(form.split()) >= 4 and document_title.startswith(form + " "))
+
+
+def _is_paragraph(line: str) -> bool:
+    return word_count(line) >= PARAGRAPH_WORDS and line.endswith(SENTENCE_ENDS)
+
+
+def article_text(
+    main: str, titles: set[str], document_title: str | None, link_texts: set[str]
+) -> str:
+    """``main`` (an extractor's text, one block a line) without its title, link and edge
+    lines (see the module's docstring). ``titles`` comes from ``title_forms``;
+    ``link_texts`` holds the page's link texts, white space collapsed."""
+    lines = [line.strip() for line in main.split("\n")]
+    lines = [line for line in lines if line]
+    whole_title = loose(document_title or "")
+    head = [line for line in lines[:TITLE_WINDOW] if not _is_title(line, titles, whole_title)]
+    lines = head + lines[TITLE_WINDOW:]
+    lines = _guarded(lines, [line for line in lines if " ".join(line.split()) not in link_texts])
+    total = sum(map(word_count, lines))
+    first = next((i for i, line in enumerate(lines) if _is_paragraph(line)), None)
+    if first is None:
+        return "\n".join(lines)
+    last = max(i for i, line in enumerate(lines) if _is_paragraph(line))
+    if sum(map(word_count, lines[:first])) > GUARD_SHARE * total:
+        first = 0
+    if sum(map(word_count, lines[last + 1 :])) > GUARD_SHARE * total:
+        last = len(lines) - 1
+    return "\n".join(lines[first : last + 1])
+
+
+def _guarded(lines: list[str], kept: list[str]) -> list[str]:
+    """``kept``, unless it has lost more than GUARD_SHARE of the words (or all lines)."""
+    before = sum(map(word_count, lines))
+    if kept and sum(map(word_count, kept)) >= (1 - GUARD_SHARE) * before:
+        return kept
+    return lines
