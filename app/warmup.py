@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from app.collection_config import CollectionConfig, MinHashConfig, ShingleConfig, SimHashConfig
+from app.core.page import read_page
 from app.service import Collection, NewDocument, Query, Registry, warm_up
 from app.storage.sqlite import SQLiteStore
 
@@ -107,7 +108,8 @@ def _exercise(collection: Collection, prefix: str) -> None:
     batch = [NewDocument(TEXTS[i], ids[i]) for i in (1, 2, 4)]
     batch.append(NewDocument(TEXTS[1], f"{prefix}-again"))  # matches within the batch
     collection.insert(batch)
-    collection.insert([NewDocument(HTML, f"{prefix}-html")], html=True)
+    page = read_page(HTML, collection.config.html.extract).text
+    collection.insert([NewDocument(page, f"{prefix}-html")])
     collection.insert([NewDocument(TEXTS[0])], "skip")
     collection.insert([NewDocument(TEXTS[2], ids[0])], replace=True)
     collection.insert([NewDocument(text, f"{prefix}-bulk-{i}") for i, text in enumerate(BULK)])
@@ -115,7 +117,7 @@ def _exercise(collection: Collection, prefix: str) -> None:
         for text in TEXTS:
             collection.search(text, Query())
         collection.search(TEXTS[0], Query(limit=1, max_distance=0, min_similarity=0.5))
-        collection.search(HTML, Query(), html=True)
+        collection.search(page, Query())
         collection.similar(ids[1], Query())
         collection.get(ids[1])
         if round_ == "before":

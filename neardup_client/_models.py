@@ -60,7 +60,9 @@ class InsertResult:
     ``on_duplicate="skip"`` and for a retry (the same id, text and metadata again).
     ``duplicate_of`` is the oldest live document of the best match's cluster, or None
     for a new story; ``cluster_id`` names the story. ``replaced`` is set by
-    ``replace()`` only: True when a document of that id was replaced."""
+    ``replace()`` only: True when a document of that id was replaced. For a page
+    (``html=True``), ``extracted`` says which text of it was matched ("main": its main
+    content, "all": its visible text) and ``title`` is its title, if it has one."""
 
     id: str
     inserted: bool
@@ -68,6 +70,8 @@ class InsertResult:
     cluster_id: str
     matches: tuple[Match, ...]
     replaced: bool | None = None
+    extracted: str | None = None
+    title: str | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -83,6 +87,8 @@ class InsertResult:
             cluster_id=str(data["cluster_id"]),
             matches=_matches(data.get("matches", ())),
             replaced=replaced,
+            extracted=data.get("extracted"),
+            title=data.get("title"),
         )
 
 

@@ -155,6 +155,12 @@ def test_documents_search_and_similar(client: Client) -> None:
     assert by_get == client.search("c-docs", text="Breaking: quake hits Tokyo, 5 dead")
     html = client.search("c-docs", text=f"<p>{original}</p><script>x()</script>", html=True)
     assert html[0].id == "a" and html[0].similarity == 1.0
+    page = f"<html><head><title>Oil</title></head><body><p>{original}</p></body></html>"
+    as_page = client.insert("c-docs", text=page, id="page", html=True)
+    assert (as_page.extracted, as_page.title, as_page.duplicate_of) == ("main", "Oil", "a")
+    assert client.insert("c-docs", text=original, id="plain").extracted is None
+    client.delete("c-docs", "page")
+    client.delete("c-docs", "plain")
     assert [m.id for m in client.similar("c-docs", "b")] == ["a"]
     assert client.similar("c-docs", "b", min_similarity=0.999) == []
 

@@ -11,7 +11,7 @@ of that turn; each request gets its own document's result.
 That changes no answer. A batch matches each document against the earlier ones of the
 batch exactly as if they had been inserted one by one, and refuses a document on its own
 with the error it would get alone. What a batch cannot express is kept apart: documents
-with other options (on_duplicate, html, since, until) than the gathering batch's start
+with other options (on_duplicate, since, until) than the gathering batch's start
 the next batch, and so does a document whose id is already in it (a retry racing its
 first attempt), so that it is answered as a retry (or a conflict) of the first, as
 it would be one by one. A failure of the whole batch (its commit) fails each request of
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from app.service.types import InsertResult, NewDocument, OnDuplicate, Refused
 
-Options = tuple[OnDuplicate, bool, int | None, int | None]  # on_duplicate, html, since, until
+Options = tuple[OnDuplicate, int | None, int | None]  # on_duplicate, since, until
 InsertMany = Callable[[list[NewDocument], Options], Awaitable[list[InsertResult | Refused]]]
 
 # A larger batch delays its first document's answer for little gain: per document, a

@@ -319,10 +319,10 @@ class Collection:
             keep &= np.abs(timestamps - stamps) <= self._window
         return keep
 
-    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+    def search(self, text: str, query: Query) -> list[Match]:
         """Documents matching a text, best first; nothing is stored."""
         self._validate(query)
-        fingerprints = self._fingerprint([text], html)
+        fingerprints = self._fingerprint([text])
         pairs = self._match_indexes(fingerprints, query)
         return self._matches(pairs, (0, len(pairs.rows)), query.limit)  # one query: all
 
@@ -330,9 +330,9 @@ class Collection:
         """``get``, on the event loop (as ``search_async``)."""
         return self.get(document_id)
 
-    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+    async def search_async(self, text: str, query: Query) -> list[Match]:
         """``search``, on the event loop: in-memory work, cheaper there than a thread hop."""
-        return self.search(text, query, html=html)
+        return self.search(text, query)
 
     async def similar_async(self, document_id: str, query: Query) -> list[Match]:
         """``similar``, on the event loop (as ``search_async``)."""
@@ -370,18 +370,18 @@ class Collection:
 
     # ------------------------------------------------------------------ matching
 
-    def _fingerprint(self, texts: Sequence[str], html: bool) -> Fingerprints:
-        fingerprints, kept = self._fingerprint_nonempty(texts, html)
+    def _fingerprint(self, texts: Sequence[str]) -> Fingerprints:
+        fingerprints, kept = self._fingerprint_nonempty(texts)
         if len(kept) < len(texts):
             raise InvalidDocument("text is empty after normalisation")
         return fingerprints
 
     def _fingerprint_nonempty(
-        self, texts: Sequence[str], html: bool
+        self, texts: Sequence[str]
     ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
         """Fingerprints of the texts not empty once normalised, and their positions."""
         fingerprints, kept = fingerprint_nonempty(
-            list(texts), self._params, html=html, short_chars=self.config.short_chars
+            list(texts), self._params, short_chars=self.config.short_chars
         )
         if not self._num_perm:  # MinHash off: keep no signatures
             fingerprints = Fingerprints(
@@ -537,7 +537,6 @@ class Collection:
         on_duplicate: OnDuplicate = "insert",
         *,
         replace: bool = False,
-        html: bool = False,
         since: int | None = None,
         until: int | None = None,
     ) -> list[InsertResult | Refused]:
@@ -552,7 +551,7 @@ class Collection:
         document already expired by the retention when it arrives is answered (matched)
         but not stored (``inserted`` false). Blocks until the documents are committed."""
         check_range(since, until)
-        insertion = self._prepare(documents, html, since, until)
+        insertion = self._prepare(documents, since, until)
         with self._write_lock:
             self._apply(insertion, on_duplicate, replace)
         if insertion.committed is not None:
@@ -568,7 +567,6 @@ class Collection:
         document: NewDocument,
         on_duplicate: OnDuplicate = "insert",
         *,
-        html: bool = False,
         since: int | None = None,
         until: int | None = None,
     ) -> InsertResult | Refused:
@@ -576,7 +574,7 @@ class Collection:
         pool. The single inserts of one turn of the loop go in together as one batch
         (app/service/coalesce.py: the same answers, at a fraction of the CPU)."""
         check_range(since, until)
-        return await self._single_inserts.insert(document, (on_duplicate, html, since, until))
+        return await self._single_inserts.insert(document, (on_duplicate, since, until))
 
     async def _insert_many_async(
         self, documents: list[NewDocument], options: Options
@@ -585,8 +583,8 @@ class Collection:
         microseconds of CPU, and the commit is awaited, not waited for. When a batch
         holds the write lock, the insert goes to a thread instead of stalling the loop
         behind it."""
-        on_duplicate, html, since, until = options
-        insertion = self._prepare(documents, html, since, until)
+        on_duplicate, since, until = options
+        insertion = self._prepare(documents, since, until)
         if self._write_lock.acquire(blocking=False):
             try:
                 self._apply(insertion, on_duplicate, replace=False)
@@ -606,16 +604,13 @@ class Collection:
     def _prepare(
         self,
         documents: Sequence[NewDocument],
-        html: bool,
         since: int | None = None,
         until: int | None = None,
     ) -> _Insertion:
         """What needs no lock: ids, times, fingerprints, refusals of empty texts and ids
         repeated within the batch."""
         ids = [document.id or new_document_id() for document in documents]
-        fingerprints, kept = self._fingerprint_nonempty(
-            [document.text for document in documents], html
-        )
+        fingerprints, kept = self._fingerprint_nonempty([document.text for document in documents])
         now = self._now()
         stamps = np.array(
             [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64

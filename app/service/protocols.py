@@ -48,11 +48,11 @@ class ServiceCollection(Protocol):
 
     async def get_async(self, document_id: str) -> StoredDocument: ...
 
-    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]: ...
+    def search(self, text: str, query: Query) -> list[Match]: ...
 
     def similar(self, document_id: str, query: Query) -> list[Match]: ...
 
-    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+    async def search_async(self, text: str, query: Query) -> list[Match]:
         """``search`` from a coroutine: on the event loop, the Redis backend's round trips
         awaited there."""
 
@@ -64,7 +64,6 @@ class ServiceCollection(Protocol):
         on_duplicate: OnDuplicate = "insert",
         *,
         replace: bool = False,
-        html: bool = False,
         since: int | None = None,
         until: int | None = None,
     ) -> list[InsertResult | Refused]: ...
@@ -74,7 +73,6 @@ class ServiceCollection(Protocol):
         document: NewDocument,
         on_duplicate: OnDuplicate = "insert",
         *,
-        html: bool = False,
         since: int | None = None,
         until: int | None = None,
     ) -> InsertResult | Refused: ...

@@ -235,12 +235,12 @@ class RedisCollection:
     async def get_async(self, document_id: str) -> StoredDocument:
         return await self._reads.get_async(document_id)
 
-    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+    def search(self, text: str, query: Query) -> list[Match]:
         """Documents matching a text, best first; nothing is stored."""
-        return self._reads.search(text, query, html=html)
+        return self._reads.search(text, query)
 
-    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
-        return await self._reads.search_async(text, query, html=html)
+    async def search_async(self, text: str, query: Query) -> list[Match]:
+        return await self._reads.search_async(text, query)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
@@ -330,11 +330,11 @@ class RedisCollection:
     # ------------------------------------------------------------------ matching
 
     def fingerprint_nonempty_of(
-        self, resolved: Resolved, texts: Sequence[str], html: bool
+        self, resolved: Resolved, texts: Sequence[str]
     ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
         config = resolved.config
         fingerprints, kept = fingerprint_nonempty(
-            list(texts), config.fingerprint_params, html=html, short_chars=config.short_chars
+            list(texts), config.fingerprint_params, short_chars=config.short_chars
         )
         if not resolved.num_perm:
             fingerprints = Fingerprints(
@@ -462,7 +462,6 @@ class RedisCollection:
         on_duplicate: OnDuplicate = "insert",
         *,
         replace: bool = False,
-        html: bool = False,
         since: int | None = None,
         until: int | None = None,
     ) -> list[InsertResult | Refused]:
@@ -474,7 +473,7 @@ class RedisCollection:
         with storage_errors(self._backend.failures):
             resolved, store = self.opened()
             with self._write_lock:
-                return Insertion(self, resolved, store, documents, html).run(
+                return Insertion(self, resolved, store, documents).run(
                     on_duplicate, replace, since, until
                 )
 
@@ -483,21 +482,20 @@ class RedisCollection:
         document: NewDocument,
         on_duplicate: OnDuplicate = "insert",
         *,
-        html: bool = False,
         since: int | None = None,
         until: int | None = None,
     ) -> InsertResult | Refused:
         """One document; the single inserts of one turn of the event loop go in together
         as one batch (app/service/coalesce.py), in the thread pool."""
         check_range(since, until)
-        return await self._single_inserts.insert(document, (on_duplicate, html, since, until))
+        return await self._single_inserts.insert(document, (on_duplicate, since, until))
 
     async def _insert_many_async(
         self, documents: list[NewDocument], options: Options
     ) -> list[InsertResult | Refused]:
-        on_duplicate, html, since, until = options
+        on_duplicate, since, until = options
         return await asyncio.to_thread(
-            self.insert, documents, on_duplicate, html=html, since=since, until=until
+            self.insert, documents, on_duplicate, since=since, until=until
         )
 
     def delete(self, document_id: str) -> None:

@@ -66,7 +66,6 @@ class Insertion:
         resolved: Resolved,
         store: RedisStore,
         documents: Sequence[NewDocument],
-        html: bool,
     ) -> None:
         self.collection = collection
         self.resolved = resolved
@@ -74,7 +73,7 @@ class Insertion:
         self.documents = documents
         self.ids = [document.id or new_document_id() for document in documents]
         self.fingerprints, kept = collection.fingerprint_nonempty_of(
-            resolved, [document.text for document in documents], html
+            resolved, [document.text for document in documents]
         )
         self.now = collection.clock_us()
         self.stamps = np.array(

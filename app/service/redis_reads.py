@@ -120,7 +120,7 @@ class Reads:
             raise UnknownDocument(self.name, document_id)  # expired
         return held, at
 
-    def search(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+    def search(self, text: str, query: Query) -> list[Match]:
         """Documents matching a text, best first; nothing is stored. Two round trips: the
         settings this process last read are used, and read again in the search's first
         round trip; if they changed meanwhile (the collection was dropped, or dropped and
@@ -129,12 +129,12 @@ class Reads:
             known = self.backend.cached(self.name)
             if known is not None:
                 store = self.backend.store(known[1])
-                matches = run(self._search_known_steps(known, store, text, query, html), store.wire)
+                matches = run(self._search_known_steps(known, store, text, query), store.wire)
                 if matches is not None:
                     return matches
-        return self._search_fresh(text, query, html)
+        return self._search_fresh(text, query)
 
-    async def search_async(self, text: str, query: Query, *, html: bool = False) -> list[Match]:
+    async def search_async(self, text: str, query: Query) -> list[Match]:
         """``search`` from the event loop: its round trips awaited there (no thread), but
         for the first search of a collection in this process, or one whose settings
         changed (then in a worker thread)."""
@@ -142,11 +142,11 @@ class Reads:
             known = self.backend.cached(self.name)
             if known is not None:
                 store = self.backend.store(known[1])
-                steps = self._search_known_steps(known, store, text, query, html)
+                steps = self._search_known_steps(known, store, text, query)
                 matches = await run_async(steps, store.wire)
                 if matches is not None:
                     return matches
-        return await asyncio.to_thread(self._search_fresh, text, query, html)
+        return await asyncio.to_thread(self._search_fresh, text, query)
 
     def _search_known_steps(
         self,
@@ -154,14 +154,13 @@ class Reads:
         store: RedisStore,
         text: str,
         query: Query,
-        html: bool,
     ) -> Steps[list[Match] | None]:
         """The search on the settings last read, which are read again on the way; None if
         they changed meanwhile, or the query is invalid on them (judged afresh)."""
         raw, resolved = known
         try:
             self._validate(resolved, query)
-            fingerprints = self._fingerprint(resolved, [text], html)
+            fingerprints = self._fingerprint(resolved, [text])
             scored, held, (now,) = yield from self.collection.match_store_steps(
                 resolved,
                 store,
@@ -176,12 +175,12 @@ class Reads:
             return None
         return self._matches(scored, held, (0, len(scored.keys)), query.limit)
 
-    def _search_fresh(self, text: str, query: Query, html: bool) -> list[Match]:
+    def _search_fresh(self, text: str, query: Query) -> list[Match]:
         """The search on the settings read first (a round trip more)."""
         with storage_errors(self.backend.failures):
             resolved, store = self.collection.opened()
             self._validate(resolved, query)
-            fingerprints = self._fingerprint(resolved, [text], html)
+            fingerprints = self._fingerprint(resolved, [text])
             matching = self.collection.match_store_steps(
                 resolved, store, fingerprints, query, read_mark=True
             )
@@ -232,8 +231,8 @@ class Reads:
     def _validate(self, resolved: Resolved, query: Query) -> None:
         check_query(query, resolved.config.simhash.max_distance)
 
-    def _fingerprint(self, resolved: Resolved, texts: Sequence[str], html: bool) -> Fingerprints:
-        fingerprints, kept = self.collection.fingerprint_nonempty_of(resolved, texts, html)
+    def _fingerprint(self, resolved: Resolved, texts: Sequence[str]) -> Fingerprints:
+        fingerprints, kept = self.collection.fingerprint_nonempty_of(resolved, texts)
         if len(kept) < len(texts):
             raise InvalidDocument("text is empty after normalisation")
         return fingerprints
