@@ -20,6 +20,9 @@ says so.
      first), and of pages that match another article in the same site's chrome.
    Beside it, the exact word 5-gram Jaccard of each page's text with its article (share
    at least 0.8, median), independent of MinHash.
+   And each reading of a page (the visible text, resiliparse's main content alone,
+   neardup's ``read_page``, trafilatura's when it is installed: the bench extra) against
+   the article by exact Jaccard, with its time a page.
 2. Speed: pages of a real size mix (each real page padded with scripts, inline state and
    markup, as real pages carry, to a size drawn log-uniformly from 100 KB to 1.5 MB):
    - inserted in batches of 16 from 2 clients, and one at a time from 8 clients:
@@ -39,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import random
 import statistics
 import sys
@@ -172,6 +176,78 @@ def quality(url: str, pages: list[RealPage]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- extractors
+
+
+def extractor_table(pages: list[RealPage], passes: int = 3) -> str:
+    """Each reading of a page against its hand-made article: exact word 5-gram Jaccard,
+    and the time a page (median over ``passes`` passes, interleaved)."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    from app.core.text import html_to_text
+
+    def resiliparse_main(html: str) -> str:
+        return str(
+            extract_plain_text(
+                HTMLTree.parse(html),
+                main_content=True,
+                alt_texts=False,
+                links=False,
+                list_bullets=False,
+                noscript=False,
+                comments=False,
+                post_meta=False,
+            )
+        )
+
+    readers: dict[str, Any] = {
+        "visible text (html.extract all)": html_to_text,
+        "resiliparse main content": resiliparse_main,
+        "neardup read_page (html.extract main)": lambda html: read_page(html).text,
+    }
+    try:
+        import trafilatura
+
+        readers["trafilatura (include_comments=False)"] = lambda html: (
+            trafilatura.extract(html, include_comments=False) or ""
+        )
+        readers["trafilatura favor_precision"] = lambda html: (
+            trafilatura.extract(html, include_comments=False, favor_precision=True) or ""
+        )
+    except ImportError:
+        pass
+    times: dict[str, list[list[float]]] = {name: [] for name in readers}
+    texts: dict[str, list[str]] = {}
+    for _ in range(passes):
+        for name, reader in readers.items():
+            row = []
+            out = []
+            for page in pages:
+                started = time.perf_counter()
+                out.append(reader(page.html))
+                row.append(time.perf_counter() - started)
+            times[name].append(row)
+            texts[name] = out
+    rows = []
+    for name in readers:
+        j = [jaccard(text, page.article) for text, page in zip(texts[name], pages, strict=True)]
+        per_page = [statistics.median(column) for column in zip(*times[name], strict=True)]
+        rows.append(
+            [
+                name,
+                share([x >= 0.8 for x in j]),
+                share([x >= 0.5 for x in j]),
+                f"{statistics.median(j):.3f}",
+                f"{1000 * statistics.median(per_page):.2f}",
+                f"{1000 * percentile(per_page, 99):.1f}",
+            ]
+        )
+    headers = ["reading", "J >= 0.8", "J >= 0.5", "median J", "median ms", "p99 ms"]
+    title = "## Readings of a page against its article (exact word 5-gram Jaccard)"
+    return "\n".join([title, "", *markdown_table(headers, rows).splitlines()])
+
+
 # ---------------------------------------------------------------------------- speed
 
 
@@ -286,6 +362,13 @@ async def searches_beside(
     return latencies
 
 
+def cpu_seconds(server: Server) -> float:
+    """The server process's CPU time so far (every thread), from /proc."""
+    assert server.process is not None
+    fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def ms(values: Sequence[float], q: float) -> float:
     return 1000 * percentile(values, q)
 
@@ -295,21 +378,23 @@ def speed(load: Load, runs: int, data_root: Path) -> str:
     page_docs = [{"id": f"p{i}", "text": html, "html": True} for i, html in enumerate(load.pages)]
     text_docs = [{"id": f"p{i}", "text": text} for i, text in enumerate(load.texts)]
     rows: list[list[str]] = []
-    per_page_server: dict[str, float] = {}
+    per_page_cpu: dict[str, float] = {}
     for label, documents in (("pages", page_docs), ("extracted text", text_docs)):
         for mode, batch, clients in (
             ("batches of 16, 2 clients", 16, 2),
             ("one at a time, 8 clients", 1, 8),
         ):
-            rates, p50s, p99s = [], [], []
+            rates, p50s, p99s, cpus = [], [], [], []
             for run in range(runs):
                 with Server(data_root / f"{label[:4]}-{batch}-{run}") as server:
+                    before = cpu_seconds(server)
                     seconds, latencies = inserts(server.url, documents, batch, clients)
+                    cpus.append((cpu_seconds(server) - before) / count)
                 rates.append(count / seconds)
                 p50s.append(ms(latencies, 50))
                 p99s.append(ms(latencies, 99))
             rate = statistics.median(rates)
-            per_page_server[f"{label} {batch}"] = 1 / rate
+            per_page_cpu[f"{label} {batch}"] = statistics.median(cpus)
             rows.append(
                 [
                     label,
@@ -317,6 +402,7 @@ def speed(load: Load, runs: int, data_root: Path) -> str:
                     f"{rate:,.0f}",
                     f"{statistics.median(p50s):,.1f}",
                     f"{statistics.median(p99s):,.1f}",
+                    f"{1000 * statistics.median(cpus):,.2f}",
                 ]
             )
     extract_times = []
@@ -331,21 +417,24 @@ def speed(load: Load, runs: int, data_root: Path) -> str:
         f"## Speed: {count} pages, {total_bytes / count / KB:,.0f} KB of HTML on average "
         f"(100 KB-1.5 MB), median of {runs} runs",
         "",
-        *markdown_table(["documents", "sent", "pages/s", "p50 ms", "p99 ms"], rows).splitlines(),
+        *markdown_table(
+            ["documents", "sent", "pages/s", "p50 ms", "p99 ms", "server CPU ms a page"], rows
+        ).splitlines(),
         "",
         f"Extraction (read_page) in this process: {1000 * extract:.2f} ms a page, "
-        f"{100 * extract / per_page_server['pages 16']:.0f}% of the server's time per page in "
-        f"batches and {100 * extract / per_page_server['pages 1']:.0f}% one at a time "
-        "(2 clients or 8 on 2 cores: the server's time per page is wall time over its cores).",
+        f"{100 * extract / per_page_cpu['pages 16']:.0f}% of the server's CPU time per page "
+        f"in batches and {100 * extract / per_page_cpu['pages 1']:.0f}% one at a time; the "
+        "load generator shares the machine's cores with the server (nothing pinned).",
         "",
     ]
     texts = load.texts[: max(1, count // 2)]
-    alone, busy = [], []
+    alone, busy, texts_busy = [], [], []
     for run in range(runs):
         with Server(data_root / f"search-{run}") as server:
             inserts(server.url, text_docs, 64, 2)
             alone.append(asyncio.run(searches_beside(server.url, texts, None, 10)))
             busy.append(asyncio.run(searches_beside(server.url, texts, page_docs, 10)))
+            texts_busy.append(asyncio.run(searches_beside(server.url, texts, text_docs, 10)))
     search_rows = [
         [
             label,
@@ -353,7 +442,11 @@ def speed(load: Load, runs: int, data_root: Path) -> str:
             f"{statistics.median(ms(run, 50) for run in results):,.1f}",
             f"{statistics.median(ms(run, 99) for run in results):,.1f}",
         ]
-        for label, results in (("alone", alone), ("while pages are inserted (4 clients)", busy))
+        for label, results in (
+            ("alone", alone),
+            ("while pages are inserted (4 clients)", busy),
+            ("while their texts are inserted (4 clients)", texts_busy),
+        )
     ]
     lines += [
         "Searches of plain texts (8 clients, 10 s):",
@@ -374,6 +467,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-extractors", action="store_true")
     arguments = parser.parse_args()
     if arguments.pages is not None:
         pages = benchmark_pages(arguments.pages)
@@ -382,6 +476,9 @@ def main() -> None:
         pages = sample_pages()
         source = f"tests/data/pages ({len(pages)} pages; give --pages for the 181 of the benchmark)"
     sections = [f"# Web pages ({source})", ""]
+    if not arguments.skip_extractors:
+        sections += [extractor_table(pages), ""]
+        print("\n".join(sections), flush=True)
     with tempfile.TemporaryDirectory(prefix="neardup-pages-") as root:
         if not arguments.skip_quality:
             with Server(Path(root) / "quality", NEARDUP_MAX_TEXT_CHARS="2000000") as server:
