@@ -339,7 +339,7 @@ GROUPS: list[tuple[str, re.Pattern[str]]] = [
         (
             INDEX_SEARCH,
             r"app/service[^:]*:(Collection\.(search|similar|_validate|_match_indexes|_scored"
-            r"|_matches)\b|_?positions_of|_?Pairs)|app/service/matching"
+            r"|_matches)\b|_?positions_of|_?Pairs)|app/core/rule"
             r"|app/core/(lsh|hamming|exact)\.py:\w+\.search|sorted_table\.py:SortedTable\.lookup",
         ),
         (SERVICE_INSERT, r"app/service"),

@@ -1,4 +1,4 @@
-"""app/service/matching.py's merge of what several methods found, against a dictionary."""
+"""app/core/rule.py's merge of what several methods found, against a dictionary."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from app.service.matching import merge_methods
+from app.core.rule import merge_methods
 
 
 def _reference(

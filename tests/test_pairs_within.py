@@ -13,8 +13,8 @@ import pytest
 
 from app.collection_config import CollectionConfig
 from app.core.lsh import LSHIndex
+from app.core.rule import positions_of
 from app.service.indexes import ExactMatcher, MinHashMatcher, SimHashMatcher, build_indexes
-from app.service.matching import positions_of
 from app.service.types import new_document_id
 
 K = 128

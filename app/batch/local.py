@@ -60,7 +60,7 @@ from app.collection_config import CollectionConfig
 from app.core.fingerprint import fingerprint_nonempty
 from app.core.ngram import NgramIndex
 from app.core.page import read_page
-from app.service.matching import positions_of
+from app.core.rule import positions_of
 
 Rows = npt.NDArray[np.int64]
 DEFAULT_CHUNK_SIZE = 4096

@@ -36,8 +36,8 @@ from app.collection_config import CollectionConfig
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import CJK_RANGES
+from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, similarity_of
 from app.core.types import MinHashes, SimHashes
-from app.service.matching import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
 
 Bits = npt.NDArray[np.uint8]
 Floats = npt.NDArray[np.float64]
@@ -163,15 +163,7 @@ class MatchRule:
             bits |= np.where(found, MINHASH, 0).astype(np.uint8)
         if self.ngram_on:
             bits |= np.where(np.isnan(ngram_similarity), 0, NGRAM).astype(np.uint8)
-        num_perm = self.num_perm
-        if num_perm:
-            similarity = np.fmax(agree / num_perm, ngram_similarity)
-        else:
-            similarity = np.where(
-                np.isnan(ngram_similarity), 1.0 - distances / 64.0, ngram_similarity
-            )
-        rounded: Floats = np.asarray(np.round(similarity, 6), dtype=np.float64)
-        return bits, rounded
+        return bits, similarity_of(self.num_perm, agree, distances, ngram_similarity)
 
     def within_group_bits(self, short: bool) -> int:
         """Methods two documents with the same normalised text match by."""

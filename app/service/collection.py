@@ -39,6 +39,7 @@ import numpy.typing as npt
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
 from app.core.row_array import PagedList, RowArray, sorted_unique
+from app.core.rule import METHODS_OF_BITS, Pairs, Part, combined, pairs_within_batch, score
 from app.core.time_order import TimeOrder
 from app.core.types import Backlog, Rows
 from app.errors import (
@@ -53,13 +54,7 @@ from app.errors import (
 from app.service.budget import DocumentBudget
 from app.service.coalesce import Options, SingleInserts
 from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
-from app.service.matching import (
-    METHODS_OF_BITS,
-    Pairs,
-    check_query,
-    check_range,
-    merge_methods,
-)
+from app.service.matching import check_query, check_range
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -411,11 +406,15 @@ class Collection:
         method: one batched search per index, filtered (retention, since / until, and
         with ``stamps``, the times of the batch's documents, the match window), then
         scored (see Pairs)."""
-        found = [(index.search_many(fingerprints, query), index.bit) for index in self._indexes]
-        if not any(len(part.rows) for part, _ in found):
+        found = [
+            _part(index.search_many(fingerprints, query), index.bit) for index in self._indexes
+        ]
+        if not any(len(part[1]) for part in found):
             return Pairs.empty()  # the usual answer for a new text: nothing to score
-        positions, rows, methods, exact_similarity = _combined(found, exclude)
+        positions, rows, methods, exact_similarity = combined(found)
         keep = self._visible_mask(rows, query, None if stamps is None else stamps[positions])
+        if exclude is not None:
+            keep &= rows != exclude[positions]
         if not keep.all():
             positions, rows = positions[keep], rows[keep]
             methods, exact_similarity = methods[keep], exact_similarity[keep]
@@ -425,15 +424,17 @@ class Collection:
             signatures = self._lsh.signatures(rows)
         else:
             signatures = np.zeros((len(rows), 0), dtype=np.uint32)
-        return self._scored(
+        return score(
+            self._num_perm,
             fingerprints,
             positions,
             rows,
             methods,
             self._simhash.array[rows],
             signatures,
+            rows,  # rows are in insertion order: the lower, the older
             exact_similarity,
-            query,
+            query.min_similarity,
         )
 
     def _match_within(
@@ -443,66 +444,15 @@ class Collection:
         indexes apply (MinHash: a whole band in common, then verified), so that a batch
         answers as the same documents inserted one by one would: the earlier one within
         the query's since / until and the match window of the later one."""
-        found = [(index.pairs_within(fingerprints), index.bit) for index in self._indexes]
-        if not any(len(part.rows) for part, _ in found):
-            return Pairs.empty()  # the usual batch: documents unlike each other
-        later, earlier, methods, exact_similarity = _combined(found, None)
-        keep = np.ones(len(later), dtype=np.bool_)
-        if self._window is not None:
-            keep &= np.abs(stamps[later] - stamps[earlier]) <= self._window
-        if query.since is not None:
-            keep &= stamps[earlier] >= query.since
-        if query.until is not None:
-            keep &= stamps[earlier] <= query.until
-        if not keep.all():
-            later, earlier = later[keep], earlier[keep]
-            methods, exact_similarity = methods[keep], exact_similarity[keep]
-        return self._scored(
+        found = [_part(index.pairs_within(fingerprints), index.bit) for index in self._indexes]
+        return pairs_within_batch(
+            found,
             fingerprints,
-            later,
-            earlier,
-            methods,
-            fingerprints.simhash[earlier],
-            fingerprints.minhash[earlier],
-            exact_similarity,
-            Query(),
-        )
-
-    def _scored(
-        self,
-        fingerprints: Fingerprints,
-        positions: Rows,
-        rows: Rows,
-        methods: npt.NDArray[np.uint8],
-        simhashes: npt.NDArray[np.uint64],
-        signatures: npt.NDArray[np.uint32],
-        exact_similarity: npt.NDArray[np.float64],
-        query: Query,
-    ) -> Pairs:
-        """Similarity is the MinHash estimate, or the exact q-gram Jaccard where the
-        n-gram index found the pair and that is higher; with MinHash off, that Jaccard
-        where there is one, else 1 - distance / 64. Ties go to the nearer SimHash, then
-        the older document."""
-        distances = np.bitwise_count(simhashes ^ fingerprints.simhash[positions]).astype(np.int64)
-        if self._num_perm:
-            agree = np.count_nonzero(signatures == fingerprints.minhash[positions], axis=1)
-            similarity = agree / self._num_perm
-        else:
-            similarity = 1.0 - distances / 64.0
-        if self._num_perm:
-            # The n-gram Jaccard where that index found the pair (NaN elsewhere) when it
-            # is the higher: a short text's few word shingles make the estimate coarse.
-            similarity = np.fmax(similarity, exact_similarity)
-        else:
-            similarity = np.where(np.isnan(exact_similarity), similarity, exact_similarity)
-        similarity = np.round(similarity, 6)
-        if query.min_similarity is not None:
-            keep = similarity >= query.min_similarity
-            positions, rows, methods = positions[keep], rows[keep], methods[keep]
-            similarity, distances = similarity[keep], distances[keep]
-        order = np.lexsort((rows, distances, -similarity, positions))
-        return Pairs(
-            positions[order], rows[order], methods[order], similarity[order], distances[order]
+            stamps,
+            self._num_perm,
+            self._window,
+            query.since,
+            query.until,
         )
 
     def _matches(
@@ -891,9 +841,10 @@ class Collection:
         start, end = batch_span
         rows = row_at[within.rows[start:end]]
         accepted = rows >= 0
+        merged_rows = np.concatenate([from_index.rows[first:last], rows[accepted]])
         merged = Pairs(
             np.zeros(last - first + int(accepted.sum()), dtype=np.int64),
-            np.concatenate([from_index.rows[first:last], rows[accepted]]),
+            merged_rows,
             np.concatenate([from_index.methods[first:last], within.methods[start:end][accepted]]),
             np.concatenate(
                 [from_index.similarity[first:last], within.similarity[start:end][accepted]]
@@ -901,6 +852,7 @@ class Collection:
             np.concatenate(
                 [from_index.distances[first:last], within.distances[start:end][accepted]]
             ),
+            merged_rows,
         ).sorted()
         matches = self._matches(
             merged, (0, len(merged.rows)), INSERT_MATCH_LIMIT, lambda row: self._id_of(row, pending)
@@ -1246,24 +1198,9 @@ class Collection:
                 assert (int(self._timestamp.array[row]), row) > mark, (row, mark)
 
 
-def _combined(
-    found: list[tuple[Found, int]], exclude: Rows | None
-) -> tuple[Rows, Rows, npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
-    """(positions, rows, method bits, exact similarity or NaN): one entry per (position,
-    row) found by any index, with the bits of every index that found it."""
-    positions = np.concatenate([part.positions for part, _ in found]).astype(np.int64)
-    rows = np.concatenate([part.rows for part, _ in found]).astype(np.int64)
-    bits = np.concatenate([np.full(len(part.rows), bit, np.uint8) for part, bit in found])
-    known = np.concatenate(
-        [
-            np.full(len(part.rows), np.nan) if part.similarity is None else part.similarity
-            for part, _ in found
-        ]
-    )
-    if exclude is not None:
-        keep = rows != exclude[positions]
-        positions, rows, bits, known = positions[keep], rows[keep], bits[keep], known[keep]
-    return merge_methods(positions, rows, bits, known)
+def _part(found: Found, bit: int) -> Part:
+    """What one index found, as the rule's Part."""
+    return found.positions, found.rows, bit, found.similarity
 
 
 @dataclass(slots=True)

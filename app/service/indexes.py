@@ -24,18 +24,19 @@ from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import NgramIndex
-from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
-from app.service.matching import (
+from app.core.rule import (
     EXACT,
     MINHASH,
     NGRAM,
     SIMHASH,
     SMALL_BATCH,
+    Method,
     all_pairs,
     equal_pairs,
     positions_of,
 )
-from app.service.types import Method, Query
+from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
+from app.service.types import Query
 
 
 class Documents(Protocol):

@@ -39,6 +39,19 @@ import numpy.typing as npt
 
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
+from app.core.rule import (
+    EXACT,
+    METHODS_OF_BITS,
+    MINHASH,
+    NGRAM,
+    SIMHASH,
+    Pairs,
+    Part,
+    combined,
+    in_time,
+    pairs_within_batch,
+    score,
+)
 from app.core.types import Backlog, Rows
 from app.errors import (
     StorageUnavailable,
@@ -56,14 +69,7 @@ from app.service.indexes import (
     NgramMatcher,
     SimHashMatcher,
 )
-from app.service.matching import (
-    EXACT,
-    METHODS_OF_BITS,
-    MINHASH,
-    NGRAM,
-    SIMHASH,
-    check_range,
-)
+from app.service.matching import check_range
 from app.service.redis_failures import Failures, storage_errors
 from app.service.redis_insert import Insertion
 from app.service.redis_ngram import RedisNgram
@@ -78,7 +84,6 @@ from app.service.redis_retention import (
     time_bytes,
     time_member,
 )
-from app.service.redis_scoring import Part, Scored, combined, in_range, score
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     InsertResult,
@@ -356,7 +361,7 @@ class RedisCollection:
         stamps: Rows | None = None,
         mark: Mark = NO_RETENTION,
         read_mark: bool = False,
-    ) -> Steps[tuple[Scored, Held, list[Any]]]:
+    ) -> Steps[tuple[Pairs, Held, list[Any]]]:
         """Every visible stored document (``mark``, or with ``read_mark`` the mark read in
         the first round trip) matching each of a batch of documents, by any method (two
         round trips; a third for short texts found by the n-gram index alone), within
@@ -406,7 +411,7 @@ class RedisCollection:
         at = data.index(rows)
         if mark is not NO_RETENTION:
             keep &= mark.visible_many(data.timestamps[at], held.seqs(at))
-        keep &= in_range(data.timestamps[at], query.since, query.until)
+        keep &= in_time(data.timestamps[at], query.since, query.until)
         window = resolved.config.match_window_us
         if stamps is not None and window is not None:
             keep &= np.abs(data.timestamps[at] - stamps[positions]) <= window
@@ -420,38 +425,28 @@ class RedisCollection:
             data.simhash[at],
             data.signatures[at],
             held.seqs(at),
-            query.min_similarity,
             exact_similarity[keep],
+            query.min_similarity,
         )
         return scored, held, also_replies
 
     def match_within(
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
-    ) -> Scored:
-        """(later, earlier) documents of one batch matching by the indexes' own rules,
-        the earlier within since / until and the match window of the later: a batch
-        answers as one-by-one inserts would."""
+    ) -> Pairs:
+        """(later, earlier) documents of one batch matching by the indexes' own rules
+        (the shared rule's pairs_within_batch)."""
         parts: list[Part] = []
         for matcher in resolved.matchers:
             pairs = matcher.pairs_within(fingerprints)
             parts.append((pairs.positions, pairs.rows, matcher.bit, pairs.similarity))
-        later, earlier, bits, exact_similarity = combined([p for p in parts if len(p[1])])
-        keep = in_range(stamps[earlier], query.since, query.until)
-        window = resolved.config.match_window_us
-        if window is not None:
-            keep &= np.abs(stamps[later] - stamps[earlier]) <= window
-        later, earlier, bits = later[keep], earlier[keep], bits[keep]
-        return score(
-            resolved.num_perm,
+        return pairs_within_batch(
+            parts,
             fingerprints,
-            later,
-            earlier,
-            bits,
-            fingerprints.simhash[earlier],
-            fingerprints.minhash[earlier],
-            earlier,  # within a batch, the earlier position is the older
-            None,
-            exact_similarity[keep],
+            stamps,
+            resolved.num_perm,
+            resolved.config.match_window_us,
+            query.since,
+            query.until,
         )
 
     # ------------------------------------------------------------------ writes

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from app.core.rule import METHODS_OF_BITS, Pairs
 from app.errors import (
     DocumentExists,
     DuplicateId,
@@ -23,11 +24,9 @@ from app.errors import (
 from app.redis_store.steps import run
 from app.redis_store.store import NewDocuments, RedisStore, Status, Written
 from app.redis_store.wire import Command
-from app.service.matching import METHODS_OF_BITS
 from app.service.redis_ngram import RedisNgram
 from app.service.redis_records import Held, Record, digest
 from app.service.redis_retention import NO_RETENTION, time_member
-from app.service.redis_scoring import Scored
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -239,10 +238,10 @@ class Insertion:
         if len(accepted) > 1:
             within = self.collection.match_within(self.resolved, fingerprints, stamps, query)
         else:
-            within = Scored.empty()
+            within = Pairs.empty()
         store_spans = from_store.spans(len(accepted))
         batch_spans = within.spans(len(accepted))
-        stored_at = held.data.index(from_store.keys)
+        stored_at = held.data.index(from_store.rows)
         pending: list[Pending] = []
         pending_of: dict[int, Pending] = {}  # index in accepted -> its pending document
         # Clusters whose first document is live: found by the search, or of this batch.
@@ -265,13 +264,13 @@ class Insertion:
                         int(from_store.distances[j]),
                         record.seq,
                         held.data.ids[int(stored_at[j])],
-                        int(from_store.bits[j]),
+                        int(from_store.methods[j]),
                         (record.cluster, record.cluster_name),
                     )
                 )
             start, end = batch_spans[i]
             for j in range(start, end):
-                earlier = pending_of.get(int(within.keys[j]))
+                earlier = pending_of.get(int(within.rows[j]))
                 if earlier is None:
                     continue  # skipped: it is not stored
                 candidates.append(
@@ -280,7 +279,7 @@ class Insertion:
                         int(within.distances[j]),
                         earlier.seq,
                         self.ids[earlier.position],
-                        int(within.bits[j]),
+                        int(within.methods[j]),
                         (earlier.cluster, earlier.cluster_name),
                     )
                 )

@@ -16,16 +16,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from app.core.fingerprint import Fingerprints
+from app.core.rule import METHODS_OF_BITS, Pairs
 from app.core.types import Rows
 from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
 from app.redis_store.steps import Steps, run, run_async
 from app.redis_store.store import RedisStore, RowData
 from app.redis_store.wire import Command
-from app.service.matching import METHODS_OF_BITS, check_query
+from app.service.matching import check_query
 from app.service.redis_failures import storage_errors
 from app.service.redis_records import Held
 from app.service.redis_retention import NO_RETENTION, Mark
-from app.service.redis_scoring import Scored
 from app.service.times import iso_time_us
 from app.service.types import Match, Query, StoredDocument, iso_time
 
@@ -173,7 +173,7 @@ class Reads:
             return None
         if now != raw:
             return None
-        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+        return self._matches(scored, held, (0, len(scored.rows)), query.limit)
 
     def _search_fresh(self, text: str, query: Query) -> list[Match]:
         """The search on the settings read first (a round trip more)."""
@@ -185,7 +185,7 @@ class Reads:
                 resolved, store, fingerprints, query, read_mark=True
             )
             scored, held, _ = run(matching, store.wire)
-        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+        return self._matches(scored, held, (0, len(scored.rows)), query.limit)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
@@ -226,7 +226,7 @@ class Reads:
         scored, held, _ = yield from self.collection.match_store_steps(
             resolved, store, fingerprints, query, exclude, mark=mark
         )
-        return self._matches(scored, held, (0, len(scored.keys)), query.limit)
+        return self._matches(scored, held, (0, len(scored.rows)), query.limit)
 
     def _validate(self, resolved: Resolved, query: Query) -> None:
         check_query(query, resolved.config.simhash.max_distance)
@@ -237,20 +237,18 @@ class Reads:
             raise InvalidDocument("text is empty after normalisation")
         return fingerprints
 
-    def _matches(
-        self, scored: Scored, held: Held, span: tuple[int, int], limit: int
-    ) -> list[Match]:
+    def _matches(self, scored: Pairs, held: Held, span: tuple[int, int], limit: int) -> list[Match]:
         start, end = span[0], min(span[1], span[0] + limit)
         if start >= end:
             return []
-        at = held.data.index(scored.keys[start:end])
+        at = held.data.index(scored.rows[start:end])
         return [
             Match(held.data.ids[i], similarity, distance, METHODS_OF_BITS[bits])
             for i, similarity, distance, bits in zip(
                 at.tolist(),
                 scored.similarity[start:end].tolist(),
                 scored.distances[start:end].tolist(),
-                scored.bits[start:end].tolist(),
+                scored.methods[start:end].tolist(),
                 strict=True,
             )
         ]

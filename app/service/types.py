@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from app.core.rule import Method
 from app.errors import NeardupError
 
 OnDuplicate = Literal["insert", "skip"]
 MergeObserver = Callable[[str, float], None]
 EvictionObserver = Callable[[str, int, float], None]  # collection, documents, lock seconds
-Method = Literal["exact", "simhash", "minhash", "ngram"]
 
 
 def new_document_id() -> str:
