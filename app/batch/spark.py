@@ -30,7 +30,7 @@ so both write the same files for the same input and settings:
    kept.jsonl (the kept records read again from their splits by the executors).
 
 Run it with ``neardup dedup --engine spark --master local[2] ...``, or submit this
-module: ``spark-submit app/batch/spark.py INPUT... --out DIR`` (the master then comes
+module: ``spark-submit app/batch/spark_submit.py INPUT... --out DIR`` (the master then comes
 from spark-submit; the Python that runs it and the executors need the ``neardup``
 package installed: with pip's pyspark, put the venv's bin/ first on PATH).
 """
@@ -667,23 +667,3 @@ def _kept_records(splits: Sequence[Split], item: tuple[int, Iterable[int]]) -> I
     number, wanted = item
     for _, line in read_records(splits[number], sorted(wanted)):
         yield line + b"\n"
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``spark-submit app/batch/spark.py INPUT... --out DIR [options]``: the dedup command
-    with the Spark engine and the master spark-submit was given."""
-    import argparse
-
-    from app.batch import command
-
-    parser = argparse.ArgumentParser(prog="spark-submit app/batch/spark.py")
-    commands = parser.add_subparsers(dest="command")
-    command.add_parser(commands)
-    arguments = parser.parse_args(["dedup", *(sys.argv[1:] if argv is None else argv)])
-    arguments.engine = "spark"
-    arguments.master = None
-    command.dedup(arguments)
-
-
-if __name__ == "__main__":
-    main()

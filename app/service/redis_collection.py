@@ -31,8 +31,7 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +40,6 @@ from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
 from app.core.rule import (
     EXACT,
-    METHODS_OF_BITS,
     MINHASH,
     NGRAM,
     SIMHASH,
@@ -56,25 +54,16 @@ from app.core.types import Backlog, Rows
 from app.errors import (
     StorageUnavailable,
 )
-from app.redis_store.grams import GramTable
-from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
 from app.redis_store.steps import Steps
 from app.redis_store.store import RedisStore
 from app.redis_store.wire import Command
 from app.service.coalesce import Options, SingleInserts
-from app.service.indexes import (
-    DocumentIndex,
-    ExactMatcher,
-    MinHashMatcher,
-    NgramMatcher,
-    SimHashMatcher,
-)
 from app.service.matching import check_range
-from app.service.redis_failures import Failures, storage_errors
+from app.service.redis_failures import storage_errors
 from app.service.redis_insert import Insertion
-from app.service.redis_ngram import RedisNgram
 from app.service.redis_reads import Reads
 from app.service.redis_records import Held, Record, joined
+from app.service.redis_resolved import Backend, Resolved
 from app.service.redis_retention import (
     EXPIRE,
     NO_RETENTION,
@@ -84,7 +73,7 @@ from app.service.redis_retention import (
     time_bytes,
     time_member,
 )
-from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
+from app.service.times import MICROSECONDS, iso_time_us, now_us
 from app.service.types import (
     InsertResult,
     Match,
@@ -99,111 +88,6 @@ from app.service.types import (
 DELETE_ATTEMPTS = 3
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A collection as stored now: its settings and where its keys are."""
-
-    name: str
-    key: str  # the collection's name in its Redis keys: name~epoch (a new one per create)
-    config: CollectionConfig
-    layout: Layout
-    matchers: list[DocumentIndex] = field(compare=False)
-    ngram: RedisNgram | None = field(compare=False)
-    # Had a retention once: what it expired stays expired (the mark is kept and read)
-    # even when the retention is gone.
-    marked: bool = False
-
-    @staticmethod
-    def of(
-        name: str,
-        key: str,
-        config: CollectionConfig,
-        namespace: str,
-        marked: bool = False,
-        shard_bits: int = DEFAULT_SHARD_BITS,
-    ) -> Resolved:
-        layout = Layout(
-            key,
-            namespace=namespace,
-            shard_bits=shard_bits,
-            simhash=config.simhash.enabled,
-            max_distance=config.simhash.max_distance,
-            minhash=config.minhash.enabled,
-            num_perm=config.minhash.num_perm,
-            threshold=config.minhash.threshold,
-        )
-        matchers: list[DocumentIndex] = [ExactMatcher()]
-        if config.simhash.enabled:
-            matchers.append(SimHashMatcher(config.simhash.max_distance))
-        if config.minhash.enabled:
-            matchers.append(MinHashMatcher(config.minhash.threshold, config.minhash.num_perm))
-        ngram = None
-        if config.ngram.enabled:
-            settings = config.ngram
-            matchers.append(NgramMatcher(settings.threshold, settings.size, settings.cjk_size))
-            # Beside the store's tables: the same hash tags, so the same slots.
-            table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits)
-            ngram = RedisNgram(settings, table)
-        return Resolved(name, key, config, layout, matchers, ngram, marked)
-
-    @property
-    def num_perm(self) -> int:
-        return self.config.minhash.num_perm if self.config.minhash.enabled else 0
-
-    def counters_key(self) -> bytes:
-        """A hash beside the layout's (same slot): seq, duplicates."""
-        return self.layout.meta_key() + b"c"
-
-    def time_key(self) -> bytes:
-        """The time index (app/service/redis_retention.py), in the counters' slot."""
-        return self.layout.meta_key() + b"t"
-
-    @property
-    def retains(self) -> bool:
-        """Whether reads and writes must heed a retention mark."""
-        return self.config.retention.enabled or self.marked
-
-    def members_key(self, cluster: int) -> bytes:
-        return f"{{{self.layout.namespace}:{self.key}:c{cluster}}}".encode()
-
-    def retry_methods(self, record: Record) -> tuple[Any, ...]:
-        """Every index that holds a document (the n-gram index: short texts only)."""
-        bits = EXACT
-        if self.config.simhash.enabled:
-            bits |= SIMHASH
-        if self.config.minhash.enabled:
-            bits |= MINHASH
-        if self.ngram is not None and record.short is not None:
-            bits |= NGRAM
-        return METHODS_OF_BITS[bits]
-
-
-class Backend(Protocol):
-    """What a RedisCollection asks of its registry."""
-
-    clock: Clock
-    failures: Failures
-    max_documents: int | None  # NEARDUP_MAX_DOCUMENTS
-
-    def held_everywhere(self) -> int:
-        """The documents every collection holds."""
-
-    def resolve(self, name: str) -> Resolved:
-        """The collection's settings now (UnknownCollection if it is not stored)."""
-
-    def cached(self, name: str) -> tuple[bytes, Resolved] | None:
-        """The settings this process read last (as stored, and parsed), if any."""
-
-    def parsed(self, name: str, raw: bytes) -> Resolved:
-        """Settings as stored, parsed (the same object as last time if unchanged)."""
-
-    def settings_command(self, name: str) -> Command:
-        """The read of the collection's settings (to send with other commands)."""
-
-    def store(self, resolved: Resolved) -> RedisStore:
-        """This thread's store of the collection."""
 
 
 class RedisCollection:

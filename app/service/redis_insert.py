@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +25,7 @@ from app.redis_store.store import NewDocuments, RedisStore, Status, Written
 from app.redis_store.wire import Command
 from app.service.redis_ngram import RedisNgram
 from app.service.redis_records import Held, Record, digest
+from app.service.redis_resolved import InsertHost, Resolved
 from app.service.redis_retention import NO_RETENTION, time_member
 from app.service.times import MICROSECONDS
 from app.service.types import (
@@ -38,9 +38,6 @@ from app.service.types import (
     Refused,
     new_document_id,
 )
-
-if TYPE_CHECKING:
-    from app.service.redis_collection import RedisCollection, Resolved
 
 # Members of a cluster read a page at a time when its first document is gone.
 MEMBER_PAGE = 32
@@ -61,7 +58,7 @@ class Insertion:
 
     def __init__(
         self,
-        collection: RedisCollection,
+        collection: InsertHost,
         resolved: Resolved,
         store: RedisStore,
         documents: Sequence[NewDocument],

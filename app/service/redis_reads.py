@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from app.core.fingerprint import Fingerprints
 from app.core.rule import METHODS_OF_BITS, Pairs
@@ -25,12 +25,10 @@ from app.redis_store.wire import Command
 from app.service.matching import check_query
 from app.service.redis_failures import storage_errors
 from app.service.redis_records import Held
+from app.service.redis_resolved import Backend, ReadHost, Resolved
 from app.service.redis_retention import NO_RETENTION, Mark
 from app.service.times import iso_time_us
 from app.service.types import Match, Query, StoredDocument, iso_time
-
-if TYPE_CHECKING:
-    from app.service.redis_collection import Backend, RedisCollection, Resolved
 
 T = TypeVar("T")
 
@@ -38,7 +36,7 @@ T = TypeVar("T")
 class Reads:
     """The reads of one RedisCollection (its handle: no data of its own)."""
 
-    def __init__(self, collection: RedisCollection, backend: Backend) -> None:
+    def __init__(self, collection: ReadHost, backend: Backend) -> None:
         self.collection = collection
         self.name = collection.name
         self.backend = backend

@@ -37,8 +37,9 @@ from app.redis_store.loop_links import close_loop_links
 from app.redis_store.store import RedisStore
 from app.redis_store.types import Client
 from app.redis_store.wire import Command, Wire
-from app.service.redis_collection import RedisCollection, Resolved
+from app.service.redis_collection import RedisCollection
 from app.service.redis_failures import Failures, storage_errors
+from app.service.redis_resolved import Resolved
 from app.service.registry import DEFAULT_COLLECTION, warm_up
 from app.service.times import Clock
 from app.service.types import EvictionObserver, MergeObserver
