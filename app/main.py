@@ -17,9 +17,9 @@ from app.api.body_limit import BodyLimitMiddleware
 from app.api.hot import HotRoutes, NeardupApp
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.api.request_id import RequestIdMiddleware
+from app.backends.embedded.registry import Registry
 from app.config import Settings
 from app.memory import release_free_memory
-from app.service import Registry
 from app.service.protocols import ServiceRegistry
 from app.storage import MemoryStore, Store
 from app.storage.sqlite import SQLiteStore

@@ -19,9 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.backends.embedded.collection import Collection
+from app.backends.embedded.registry import Registry, warm_up
 from app.collection_config import CollectionConfig, MinHashConfig, ShingleConfig, SimHashConfig
 from app.core.page import read_page
-from app.service import Collection, NewDocument, Query, Registry, warm_up
+from app.service import NewDocument, Query
 from app.storage.sqlite import SQLiteStore
 
 STORY = (

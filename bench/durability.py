@@ -61,10 +61,10 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
+from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig
 from app.config import Settings
 from app.main import DATABASE_FILE, create_app, memory_store
-from app.service import Collection
 from app.storage import MemoryStore, Store
 from app.storage.base import DocumentBatch, StoredCollection
 from app.storage.sqlite import SQLiteStore

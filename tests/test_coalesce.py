@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from app.backends.embedded.collection import Collection
+from app.backends.embedded.registry import Registry
 from app.service import InsertResult, NewDocument, Refused
 from app.service.coalesce import SingleInserts
-from app.service.collection import Collection
-from app.service.registry import Registry
 from app.storage import MemoryStore
 from tests.corpus import english_like_text, mutate_words
 
@@ -67,7 +67,9 @@ def test_inserts_made_together_answer_as_one_by_one(seed: int, serial: bool) -> 
     ]
     together = _collection()
     if serial:  # as the Redis backend gathers
-        together._single_inserts = SingleInserts(together._insert_many_async, serial=True)
+        together._writes.single_inserts = SingleInserts(
+            together._writes._insert_many_async, serial=True
+        )
 
     async def send_all() -> list[Any]:
         # Requests arrive in bursts of 1-20, all of a burst in one turn of the loop.
@@ -81,10 +83,10 @@ def test_inserts_made_together_answer_as_one_by_one(seed: int, serial: bool) -> 
         return [_answer(answer) for answer in answers]
 
     assert asyncio.run(send_all()) == expected
-    assert together._single_inserts.batches < len(stream) // 2  # they were gathered
+    assert together._writes.single_inserts.batches < len(stream) // 2  # they were gathered
     together._check()
     for document, _ in stream:
-        if document.id is not None and reference._row_of.get(document.id) is not None:
+        if document.id is not None and reference._rows.row_of.get(document.id) is not None:
             got, want = together.get(document.id), reference.get(document.id)
             assert (got.cluster_id, got.metadata, got.text) == (
                 want.cluster_id,
@@ -100,7 +102,7 @@ def test_a_failed_batch_fails_each_of_its_requests() -> None:
     async def broken(documents: list[NewDocument], options: Any) -> list[Any]:
         raise failure
 
-    collection._single_inserts._insert_many = broken
+    collection._writes.single_inserts._insert_many = broken
 
     async def send() -> list[Any]:
         return await asyncio.gather(
@@ -109,7 +111,7 @@ def test_a_failed_batch_fails_each_of_its_requests() -> None:
         )
 
     assert asyncio.run(send()) == [failure] * 5
-    assert collection._single_inserts.batches == 1
+    assert collection._writes.single_inserts.batches == 1
 
 
 def test_serial_gathers_what_arrives_while_a_batch_is_in_flight() -> None:

@@ -223,13 +223,13 @@ def test_a_single_insert_waits_in_a_thread_while_a_batch_holds_the_lock(
     they must not block the loop on it but wait in a thread, and still be stored."""
     collection = client.app.state.registry.get("default")  # type: ignore[attr-defined]
     waiting = threading.Event()
-    apply_locked = collection._apply_locked
+    apply_locked = collection._writes._apply_locked
 
     def observed(*arguments: Any) -> None:
         waiting.set()
         apply_locked(*arguments)
 
-    monkeypatch.setattr(collection, "_apply_locked", observed)
+    monkeypatch.setattr(collection._writes, "_apply_locked", observed)
     answers: list[int] = []
     with collection._write_lock:
         sender = threading.Thread(

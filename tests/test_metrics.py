@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.backends.embedded.registry import Registry
 from app.collection_config import CollectionConfig
 from app.core import sorted_table
-from app.service import NewDocument, Registry
+from app.service import NewDocument
 from app.storage import MemoryStore
 from tests.conftest import make_client
 

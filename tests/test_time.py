@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig, LimitsConfig, RetentionConfig
 from app.errors import UnknownDocument
-from app.service import Collection, InsertResult, NewDocument, Query, Refused
+from app.service import InsertResult, NewDocument, Query, Refused
 from app.service.budget import DocumentBudget
 from app.service.times import iso_time_us
 from app.storage import MemoryStore
@@ -230,7 +231,7 @@ def test_eviction_gives_back_memory_by_pages() -> None:
         while collection.evict():
             pass
         clock.advance(1)
-        lsh = collection._lsh
+        lsh = collection._matcher.lsh
         assert lsh is not None
         sizes.append(lsh._signatures.nbytes)
     assert len(collection) == 2000
@@ -319,7 +320,7 @@ def test_the_row_order_of_equal_timestamps_decides_the_count_retention() -> None
     collection = open_collection(MemoryStore(), config, clock)
     now = clock.us
     collection.insert([NewDocument(STORIES[i], f"e{i}", None, now) for i in range(5)])
-    assert sorted(collection._row_of) == ["e0", "e1", "e2", "e3", "e4"]  # not evicted yet
+    assert sorted(collection._rows.row_of) == ["e0", "e1", "e2", "e3", "e4"]  # not evicted yet
     assert [len(collection.search(STORIES[i], Query())) for i in range(5)] == [0, 0, 1, 1, 1]
     # Older than the mark: expired on arrival, not stored.
     [late] = collection.insert([NewDocument(STORIES[5], "late", None, now - 1)])
@@ -363,12 +364,12 @@ def test_kept_memory_is_per_live_row_after_restarts(tmp_path: Path) -> None:
     while collection.evict():
         pass
     collection.flush()
-    next_row = collection._next_row
+    next_row = collection._rows.next_row
     store.close()
     store = SQLiteStore(tmp_path / "t.db", "NORMAL")
     collection = open_collection(store, config, clock)
-    assert collection._next_row == next_row == 40
-    assert sorted(collection._row_of) == sorted(f"k{i}" for i in range(30, 40))
-    rows = np.array(sorted(collection._row_of.values()))
+    assert collection._rows.next_row == next_row == 40
+    assert sorted(collection._rows.row_of) == sorted(f"k{i}" for i in range(30, 40))
+    rows = np.array(sorted(collection._rows.row_of.values()))
     assert rows.tolist() == list(range(30, 40))
     store.close()

@@ -17,10 +17,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.backends.embedded.registry import Registry
 from app.collection_config import CollectionConfig, RetentionConfig
 from app.config import Settings
 from app.main import DATABASE_FILE, create_app
-from app.service import NewDocument, Query, Registry
+from app.service import NewDocument, Query
 from app.service.times import iso_time_us
 from app.storage.sqlite import SQLiteStore
 from app.transfer import export_lines, import_lines

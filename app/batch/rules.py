@@ -1,6 +1,6 @@
 """The service's match rule for pairs of documents, and the output lines of both engines.
 
-Two documents match, as in the service (app/service/indexes.py, app/service/collection.py):
+Two documents match, as in the service (app/core/rule.py, app/service/indexes.py):
 
 - ``exact``: equal 128-bit hashes of the normalised text;
 - ``simhash``: SimHash fingerprints at most ``simhash.max_distance`` bits apart (the

@@ -1,12 +1,11 @@
-"""The service layer: collections of documents over the core indexes.
-
-types.py (what goes in and out), matching.py (matches as columns), collection.py (one
-collection: matching, clusters, writes), registry.py (every collection, the merger).
+"""What is the same on every backend: types.py (what goes in and out), protocols.py (what
+the API asks of a collection and a registry), matching.py (a search's checks), indexes.py
+(the index kinds behind one interface), coalesce.py (single inserts gathered), budget.py,
+times.py. The backends are in app/backends/.
 """
 
-from app.service.collection import Collection
-from app.service.registry import DEFAULT_COLLECTION, MERGE_POLL_SECONDS, Registry, warm_up
 from app.service.types import (
+    DEFAULT_COLLECTION,
     INSERT_MATCH_LIMIT,
     InsertResult,
     Match,
@@ -21,8 +20,6 @@ from app.service.types import (
 __all__ = [
     "DEFAULT_COLLECTION",
     "INSERT_MATCH_LIMIT",
-    "MERGE_POLL_SECONDS",
-    "Collection",
     "InsertResult",
     "Match",
     "MergeObserver",
@@ -30,7 +27,5 @@ __all__ = [
     "OnDuplicate",
     "Query",
     "Refused",
-    "Registry",
     "StoredDocument",
-    "warm_up",
 ]

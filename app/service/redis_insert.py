@@ -23,6 +23,7 @@ from app.errors import (
 from app.redis_store.steps import run
 from app.redis_store.store import NewDocuments, RedisStore, Status, Written
 from app.redis_store.wire import Command
+from app.service.decide import collection_full, retry_answer, service_full, wanted_room
 from app.service.redis_ngram import RedisNgram
 from app.service.redis_records import Held, Record, digest
 from app.service.redis_resolved import InsertHost, Resolved
@@ -176,14 +177,7 @@ class Insertion:
         ``granted`` may be stored, or any number when ``unlimited`` (the retention
         expires one for each past that point, so they add nothing), as in Collection.
         Between processes a limit can be passed by what they insert at the same moment."""
-        held = self.mark.held
-        limits = self.resolved.config
-        adds = new
-        kept = limits.retention.max_documents
-        if kept is not None:
-            adds = max(0, min(new, kept - held))
-        limit = limits.limits.max_documents
-        wanted = adds if limit is None else min(adds, max(0, limit - held))
+        adds, wanted = wanted_room(new, self.mark.held, self.resolved.config)
         granted = wanted
         budget = self.collection.budget()
         if budget is not None and wanted:
@@ -195,24 +189,12 @@ class Insertion:
 
     def _refusal(self) -> InsufficientStorage:
         if self.by_budget:
-            return InsufficientStorage(
-                f"the service holds its limit of {self.collection.budget()} documents over "
-                "all collections (NEARDUP_MAX_DOCUMENTS): delete documents or collections"
-            )
-        limit = self.resolved.config.limits.max_documents
-        return InsufficientStorage(
-            f"collection {self.resolved.name!r} holds its limit of {limit} documents "
-            "(limits.max_documents): delete documents, raise the limit, or set a retention"
-        )
+            return service_full(self.collection.budget())
+        return collection_full(self.resolved.name, self.resolved.config.limits.max_documents)
 
     def _retry_result(self, position: int, record: Record) -> InsertResult:
-        document_id = self.ids[position]
-        return InsertResult(
-            id=document_id,
-            inserted=False,
-            duplicate_of=document_id,
-            cluster_id=record.cluster_name,
-            matches=[Match(document_id, 1.0, 0, self.resolved.retry_methods(record))],
+        return retry_answer(
+            self.ids[position], record.cluster_name, self.resolved.retry_methods(record)
         )
 
     def _match(

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import orjson
 
+from app.backends.embedded.registry import warm_up
 from app.collection_config import CollectionConfig
 from app.errors import (
     SettingsConflict,
@@ -40,9 +41,8 @@ from app.redis_store.wire import Command, Wire
 from app.service.redis_collection import RedisCollection
 from app.service.redis_failures import Failures, storage_errors
 from app.service.redis_resolved import Resolved
-from app.service.registry import DEFAULT_COLLECTION, warm_up
 from app.service.times import Clock
-from app.service.types import EvictionObserver, MergeObserver
+from app.service.types import DEFAULT_COLLECTION, EvictionObserver, MergeObserver
 
 log = logging.getLogger("neardup")
 

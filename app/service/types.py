@@ -12,6 +12,7 @@ from app.core.rule import Method
 from app.errors import NeardupError
 
 OnDuplicate = Literal["insert", "skip"]
+DEFAULT_COLLECTION = "default"  # exists from the start on every backend
 MergeObserver = Callable[[str, float], None]
 EvictionObserver = Callable[[str, int, float], None]  # collection, documents, lock seconds
 

@@ -6,13 +6,19 @@ from __future__ import annotations
 import threading
 import time
 
+from app.backends.embedded.collection import EVICTION_CHUNK, Collection
 from app.collection_config import CollectionConfig, ShingleConfig
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
-from app.service.collection import EVICTION_CHUNK, Collection
 from app.service.times import Clock
-from app.service.types import EvictionObserver, MergeObserver, NewDocument, Query
+from app.service.types import (
+    DEFAULT_COLLECTION,
+    EvictionObserver,
+    MergeObserver,
+    NewDocument,
+    Query,
+)
 from app.storage.base import Store
 from app.storage.memory import MemoryStore
 
@@ -26,7 +32,6 @@ EVICT_POLL_SECONDS = 1.0
 EVICTION_PAUSE_SECONDS = 0.0005
 # Give freed memory back to the system after this many evicted documents.
 EVICTIONS_PER_TRIM = 50_000
-DEFAULT_COLLECTION = "default"
 
 
 def warm_up() -> None:

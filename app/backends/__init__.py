@@ -1,0 +1,1 @@
+"""The backends a collection lives in: embedded (in-process over SQLite) and Redis."""

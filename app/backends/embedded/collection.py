@@ -1,0 +1,392 @@
+"""One embedded collection: documents over the core indexes, clusters, retention, merges.
+
+Its parts each own their state, and depend one way: the per-row records and clusters
+(rows.py), the retention (retention.py: the rows by time, what expired, the mark), the
+indexes and matching (matcher.py), and the writes (writes.py), which use the others
+through this class (WriteHost). This class holds the write lock, the clock, and what
+changes several parts at once: publishing, removing, evicting, restoring.
+
+A Collection's writes are serialised by its lock: a batch is matched against the indexes
+and against its own earlier documents, queued for the Store's next group commit and
+published to the indexes; the lock is released and the answer waits for the commit. The
+next writer therefore matches against it without waiting for its fsync, and concurrent
+inserts share one commit. A commit that fails takes its documents out of the indexes
+again (tombstones) and answers 503: nothing unacknowledged stays, and nothing
+acknowledged is lost. A search may see a document a few milliseconds before its commit
+returns. Replacements and deletes commit first and change memory after.
+Reads take no lock: the indexes give them consistent snapshots, and every row an index
+returns was fully recorded in the per-row lists before it entered the index.
+
+Time. Every document has a timestamp (microseconds; the client's, else the insert time).
+Searches filter by since / until, inserts also by the collection's match_window, exactly:
+the filters apply to everything the indexes found, before the limit. Retention
+(max_age, max_documents) expires documents oldest first by (timestamp, row): an expired
+document disappears from every answer at once (its state turns to HIDDEN under the write
+lock, and a max_age is checked against the clock by every read), and is evicted in the
+background, EVICTION_CHUNK rows per hold of the write lock (``evict``): index tombstones,
+per-row records and their memory (by whole pages, see app/core/row_array.py), then the
+durable record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.backends.embedded.matcher import Matcher, matches_of
+from app.backends.embedded.retention import Retention
+from app.backends.embedded.rows import RowTable
+from app.backends.embedded.states import GONE, HIDDEN, LIVE
+from app.backends.embedded.writes import EVICTION_CHUNK, Writes
+from app.collection_config import CollectionConfig
+from app.core.fingerprint import Fingerprints
+from app.core.rule import Pairs
+from app.core.types import Backlog, Rows
+from app.errors import UnknownDocument
+from app.service.budget import DocumentBudget
+from app.service.matching import check_query
+from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
+from app.service.types import (
+    InsertResult,
+    Match,
+    NewDocument,
+    OnDuplicate,
+    Query,
+    Refused,
+    StoredDocument,
+)
+from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
+from app.storage.commit import Commit
+
+__all__ = ["EVICTION_CHUNK", "GONE", "HIDDEN", "LIVE", "Collection"]
+
+
+class Collection:
+    """Documents of one collection: their fingerprints, indexes and clusters."""
+
+    blocking = False  # in-memory reads: the async handlers call them on the event loop
+
+    def __init__(
+        self,
+        name: str,
+        config: CollectionConfig,
+        store: Store,
+        wake_merger: Callable[[], None] = lambda: None,
+        *,
+        clock: Clock = time.time,
+        budget: DocumentBudget | None = None,
+        wake_evictor: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self._wake_merger = wake_merger
+        self._wake_evictor = wake_evictor
+        self._clock = clock
+        self._budget = budget or DocumentBudget()
+        self.config = config
+        self._store = store
+        self._write_lock = threading.Lock()
+        self._rows = RowTable()
+        self._retention = Retention(self._rows, self._budget, config)
+        self._matcher = Matcher(config)
+        self._writes = Writes(
+            name,
+            self,
+            self._rows,
+            self._matcher,
+            self._retention,
+            store,
+            self._budget,
+            self._write_lock,
+            wake_merger,
+            wake_evictor,
+        )
+        self._last_eviction: Commit | None = None
+        self._clock_floor = np.iinfo(np.int64).min  # the clock never goes back for us
+        self.evicted = 0
+        self.eviction_seconds = 0.0  # CPU time of the evictions in memory
+        self.last_eviction_hold = 0.0  # seconds the last eviction held the write lock
+
+    # ------------------------------------------------------------------ the clock
+
+    def __len__(self) -> int:
+        """Documents visible now (expired ones, evicted or not, are not)."""
+        return len(self._rows)
+
+    def now(self) -> int:
+        return max(now_us(self._clock), self._clock_floor)
+
+    def now_locked(self) -> int:
+        now = self.now()
+        self._clock_floor = now
+        return now
+
+    @property
+    def merges(self) -> int:
+        return self._matcher.merges
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, document_id: str) -> StoredDocument:
+        stored = self._rows.stored(document_id, self._visible_row(document_id))
+        if stored is None:
+            raise UnknownDocument(self.name, document_id)
+        return stored
+
+    def _visible_row(self, document_id: str, now: int | None = None) -> int:
+        row = self._rows.row_of.get(document_id)
+        if row is None or not self.is_visible(row, self.now() if now is None else now):
+            raise UnknownDocument(self.name, document_id)
+        return row
+
+    def is_visible(self, row: int, now: int) -> bool:
+        if self._rows.state.array[row] != LIVE:
+            return False
+        max_age = self._retention.max_age
+        return max_age is None or int(self._rows.timestamp.array[row]) >= now - max_age
+
+    def visible_mask(
+        self,
+        rows: Rows,
+        query: Query,
+        stamps: npt.NDArray[np.int64] | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """Which rows a read may return: LIVE, not past max_age by the clock, within the
+        query's since / until, and, with ``stamps`` (the time of the document each row
+        would match), within the match window of it."""
+        timestamps = self._rows.timestamp.array[rows]
+        keep: npt.NDArray[np.bool_] = self._rows.state.array[rows] == LIVE
+        max_age, window = self._retention.max_age, self.config.match_window_us
+        if max_age is not None:
+            keep &= timestamps >= self.now() - max_age
+        if query.since is not None:
+            keep &= timestamps >= query.since
+        if query.until is not None:
+            keep &= timestamps <= query.until
+        if stamps is not None and window is not None:
+            keep &= np.abs(timestamps - stamps) <= window
+        return keep
+
+    def match(
+        self,
+        fingerprints: Fingerprints,
+        query: Query,
+        exclude: Rows | None = None,
+        stamps: npt.NDArray[np.int64] | None = None,
+    ) -> Pairs:
+        """Every visible document matching each of a batch of fingerprints (Matcher.match)."""
+        return self._matcher.match(
+            fingerprints, query, self.visible_mask, self._rows.simhash, exclude, stamps
+        )
+
+    def search(self, text: str, query: Query) -> list[Match]:
+        """Documents matching a text, best first; nothing is stored."""
+        self._validate(query)
+        pairs = self.match(self._matcher.fingerprint([text]), query)
+        return matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
+
+    async def get_async(self, document_id: str) -> StoredDocument:
+        """``get``, on the event loop (as ``search_async``)."""
+        return self.get(document_id)
+
+    async def search_async(self, text: str, query: Query) -> list[Match]:
+        """``search``, on the event loop: in-memory work, cheaper there than a thread hop."""
+        return self.search(text, query)
+
+    async def similar_async(self, document_id: str, query: Query) -> list[Match]:
+        """``similar``, on the event loop (as ``search_async``)."""
+        return self.similar(document_id, query)
+
+    def similar(self, document_id: str, query: Query) -> list[Match]:
+        """Documents matching a stored one, itself excluded."""
+        self._validate(query)
+        row = np.array([self._visible_row(document_id)])
+        stored = self._matcher.stored(row, self._rows.simhash.array[row])
+        pairs = self.match(stored, query, exclude=row)
+        return matches_of(pairs, pairs.span(0), query.limit, self._rows.ids.__getitem__)
+
+    def _validate(self, query: Query) -> None:
+        check_query(query, self.config.simhash.max_distance)
+
+    def stats(self) -> dict[str, Any]:
+        with self._write_lock:
+            self.expire_locked(self.now_locked())
+            oldest = self._retention.oldest()
+            return {
+                "documents": len(self),
+                "duplicates": self._rows.duplicates,
+                "merges": self.merges,
+                "index_bytes": self._matcher.memory_bytes(),
+                "evicted": self.evicted,
+                "expiring": self._retention.expiring,
+                "oldest_timestamp": None if oldest is None else iso_time_us(oldest[0]),
+                "oldest_seconds": None if oldest is None else oldest[0] / MICROSECONDS,
+            }
+
+    def backlogs(self) -> dict[str, Backlog]:
+        """Per index (exact, simhash, minhash, ngram): entries not merged yet, tombstones."""
+        return self._matcher.backlogs()
+
+    # ------------------------------------------------------------------ writes
+
+    def insert(
+        self,
+        documents: Sequence[NewDocument],
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        replace: bool = False,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> list[InsertResult | Refused]:
+        """Insert documents in order (Writes.insert): each is matched against the
+        collection and the earlier accepted documents of its batch; blocks until they
+        are committed."""
+        return self._writes.insert(
+            documents, on_duplicate, replace=replace, since=since, until=until
+        )
+
+    async def insert_async(
+        self,
+        document: NewDocument,
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> InsertResult | Refused:
+        """``insert`` of one document on the event loop (Writes.insert_async)."""
+        return await self._writes.insert_async(document, on_duplicate, since=since, until=until)
+
+    def delete(self, document_id: str) -> None:
+        with self._write_lock:
+            now = self.now_locked()
+            self.expire_locked(now)
+            row = self._visible_row(document_id, now)
+            self._store.delete_documents(self.name, [row])
+            self.remove([row])
+
+    def publish(self, batch: DocumentBatch) -> None:
+        """Make committed documents visible: per-row records first, then the indexes, then
+        their ids (under the write lock)."""
+        if len(batch) == 0:
+            return
+        self._rows.record(batch)
+        self._budget.add(len(batch))
+        self._retention.held(batch.timestamp_column(), batch.rows)
+        self._matcher.insert(batch, batch.rows)
+        self._rows.name(batch)
+
+    def remove(self, rows: list[int]) -> tuple[list[int], list[int]]:
+        """Take rows out of memory (deleted, replaced, evicted, or whose commit failed),
+        giving back their per-row memory. Returns what the store may forget: (rows no
+        longer needed at all, rows whose id still names a cluster). O(rows)."""
+        if not rows:
+            return [], []
+        array, was = self._rows.held(rows)
+        if not len(array):
+            return [], []
+        # Tombstones first: a row is GONE only once no index returns it (merge relies on it).
+        self._matcher.remove(array)
+        released, named, live = self._rows.drop(array, was)
+        self._budget.remove(live)
+        self._retention.removed(live)
+        self._rows.release(array, released)
+        self._matcher.release(array)
+        return released.tolist(), named.tolist()
+
+    # ------------------------------------------------------------------ retention
+
+    def expire_locked(self, now: int) -> None:
+        """Hide what the retention expires now (under the write lock)."""
+        self._retention.expire(now)
+
+    def expiring(self) -> int:
+        """Expired documents not evicted yet."""
+        return self._retention.expiring
+
+    def expire(self) -> None:
+        """Hide what the retention expires by now (the evictor calls it every second, so
+        that documents past max_age are evicted while nothing is written)."""
+        if self._retention.max_age is None:
+            return
+        with self._write_lock:
+            self.expire_locked(self.now_locked())
+
+    def evict(self, limit: int = EVICTION_CHUNK) -> int:
+        """Evict up to ``limit`` expired documents (from memory now, from the store at its
+        next commit), holding the write lock for this chunk only. Returns how many."""
+        cpu = time.thread_time()
+        with self._write_lock:
+            held = time.perf_counter()
+            self.expire_locked(self.now_locked())
+            rows = self._retention.take_expiring(limit)
+            if not len(rows):
+                return 0
+            removed, named = self.remove(rows.tolist())
+            self.evicted += len(rows)
+            mark = self._retention.expired_through
+            eviction = Eviction(removed, named, mark, self._rows.next_row)
+            self._retention.recorded()
+            self._last_eviction = self._store.begin_evict(self.name, eviction)
+            self.last_eviction_hold = time.perf_counter() - held
+        self.eviction_seconds += time.thread_time() - cpu
+        return len(rows)
+
+    def flush(self) -> None:
+        """Wait until every eviction and insert queued so far is durable (tests)."""
+        for future in (self._last_eviction, self._writes.last_commit):
+            if future is not None:
+                future.exception()
+
+    def reconfigure(self, config: CollectionConfig) -> None:
+        """New time settings (match_window, retention, limits); the others must be equal.
+        What the old retention expired stays expired: it is applied up to now first, and
+        its mark recorded with the new settings."""
+        if config.fixed() != self.config.fixed():
+            raise ValueError("only match_window, retention and limits can change")
+        with self._write_lock:
+            now = self.now_locked()
+            self.expire_locked(now)
+            mark = self._retention.mark_to_record()
+            self._store.update_collection(self.name, config.to_dict(), mark)
+            self.config = config
+            self._retention.use_settings(config)
+            self.expire_locked(now)
+        if self._retention.expiring:
+            self._wake_evictor()
+
+    # ------------------------------------------------------------------ start, merges
+
+    def restore(self, stored: StoredCollection) -> None:
+        """Rebuild from the store (live documents, rows ascending), apply the retention
+        (what was expired stays so), then merge the indexes."""
+        with self._write_lock:
+            self.publish(stored.documents)
+            self._rows.restored(stored)
+            if stored.expired_through is not None:
+                mark = (int(stored.expired_through[0]), int(stored.expired_through[1]))
+                self._retention.restore(mark)
+            self.expire_locked(self.now_locked())
+            self._matcher.merge(force=True, below=self._rows.low_row(), documents=len(self))
+        if self._retention.expiring:
+            self._wake_evictor()
+
+    def merge(self, *, force: bool = False) -> bool:
+        """Merge every index whose buffer, or count of tombstones, has grown enough (all
+        of them with ``force``), off the write lock."""
+        with self._write_lock:
+            below = self._rows.low_row()
+        return self._matcher.merge(force=force, below=below, documents=len(self))
+
+    def needs_merge(self) -> bool:
+        return self._matcher.needs_merge(len(self))
+
+    def _check(self) -> None:
+        """Assert the bookkeeping (tests): states, counts, ids, clusters, the time order."""
+        with self._write_lock:
+            live = self._rows._check()
+            state = self._rows.state.array[: self._rows.next_row]
+            self._retention._check(live, int(np.count_nonzero(state == HIDDEN)))

@@ -1,0 +1,218 @@
+"""The indexes of an embedded collection and its matching: texts to fingerprints, every
+index searched at once for a batch, what they found combined and scored by the shared
+rule (app/core/rule.py), and merge scheduling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.collection_config import CollectionConfig
+from app.core.fingerprint import Fingerprints, fingerprint_nonempty
+from app.core.row_array import RowArray
+from app.core.rule import METHODS_OF_BITS, Pairs, Part, combined, pairs_within_batch, score
+from app.core.types import Backlog, Rows
+from app.errors import InvalidDocument
+from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
+from app.service.types import Match, Query
+from app.storage.base import DocumentBatch
+
+# A merge is due once an index holds this many tombstones, or an eighth of the documents
+# (evictions alone, with no inserts to fill the buffer, must still free the tables).
+TOMBSTONE_MERGE_MIN = 65_536
+# Keeps the rows a search may return (their query positions' times, or None).
+VisibleMask = Callable[[Rows, Query, "npt.NDArray[np.int64] | None"], npt.NDArray[np.bool_]]
+
+
+def _part(found: Found, bit: int) -> Part:
+    """What one index found, as the rule's Part."""
+    return found.positions, found.rows, bit, found.similarity
+
+
+class Matcher:
+    """Every index of a collection through one interface (app/service/indexes.py); two
+    are also kept by kind for what only they hold: the exact hashes and the MinHash
+    signatures. Reads take no lock (the indexes give consistent snapshots)."""
+
+    def __init__(self, config: CollectionConfig) -> None:
+        self._params = config.fingerprint_params
+        self._short_chars = config.short_chars
+        self.num_perm = config.minhash.num_perm if config.minhash.enabled else 0
+        self.indexes = build_indexes(config)
+        self._exact = next(i for i in self.indexes if isinstance(i, ExactMatcher)).index
+        self.lsh = next((i.index for i in self.indexes if isinstance(i, MinHashMatcher)), None)
+        self._ngram = next((i for i in self.indexes if isinstance(i, NgramMatcher)), None)
+        self.merges = 0
+
+    # ------------------------------------------------------------------ fingerprints
+
+    def fingerprint(self, texts: Sequence[str]) -> Fingerprints:
+        fingerprints, kept = self.fingerprint_nonempty(texts)
+        if len(kept) < len(texts):
+            raise InvalidDocument("text is empty after normalisation")
+        return fingerprints
+
+    def fingerprint_nonempty(
+        self, texts: Sequence[str]
+    ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
+        """Fingerprints of the texts not empty once normalised, and their positions."""
+        fingerprints, kept = fingerprint_nonempty(
+            list(texts), self._params, short_chars=self._short_chars
+        )
+        if not self.num_perm:  # MinHash off: keep no signatures
+            fingerprints = Fingerprints(
+                fingerprints.simhash,
+                fingerprints.minhash[:, :0],
+                fingerprints.exact,
+                fingerprints.shorts,
+            )
+        return fingerprints, kept
+
+    def stored(self, rows: Rows, simhashes: npt.NDArray[np.uint64]) -> Fingerprints:
+        """The fingerprints of indexed rows (``simhashes``: theirs)."""
+        shorts = self._ngram.stored_texts(rows) if self._ngram is not None else None
+        return Fingerprints(simhashes, self._signatures(rows), self._exact.hashes(rows), shorts)
+
+    def _signatures(self, rows: Rows) -> npt.NDArray[np.uint32]:
+        if self.lsh is not None:
+            return self.lsh.signatures(rows)
+        return np.zeros((len(rows), 0), dtype=np.uint32)
+
+    def same_text(self, row: int, exact: npt.NDArray[np.uint64]) -> bool:
+        """Whether a row's text is this one (equal once normalised)."""
+        return bool((self._exact.hashes(np.array([row]))[0] == exact).all())
+
+    def methods_holding(self, row: int) -> tuple[Any, ...]:
+        """The methods whose index holds a row (the n-gram index: short texts only)."""
+        bits = 0
+        for index in self.indexes:
+            if index.name != "ngram" or self._ngram_holds(row):
+                bits |= index.bit
+        return METHODS_OF_BITS[bits]
+
+    def _ngram_holds(self, row: int) -> bool:
+        return self._ngram is not None and self._ngram.stored_texts(np.array([row]))[0] is not None
+
+    # ------------------------------------------------------------------ matching
+
+    def match(
+        self,
+        fingerprints: Fingerprints,
+        query: Query,
+        visible: VisibleMask,
+        simhash_of: RowArray,
+        exclude: Rows | None = None,
+        stamps: npt.NDArray[np.int64] | None = None,
+    ) -> Pairs:
+        """Every visible indexed document matching each of a batch of documents, by any
+        method: one batched search per index, filtered (``visible``: retention, since /
+        until, and with ``stamps``, the times of the batch's documents, the match
+        window), then scored (``simhash_of``: the rows' SimHash column, read after the
+        search: a publish meanwhile may have grown it)."""
+        found = [_part(index.search_many(fingerprints, query), index.bit) for index in self.indexes]
+        if not any(len(part[1]) for part in found):
+            return Pairs.empty()  # the usual answer for a new text: nothing to score
+        positions, rows, methods, exact_similarity = combined(found)
+        keep = visible(rows, query, None if stamps is None else stamps[positions])
+        if exclude is not None:
+            keep &= rows != exclude[positions]
+        if not keep.all():
+            positions, rows = positions[keep], rows[keep]
+            methods, exact_similarity = methods[keep], exact_similarity[keep]
+            if not len(rows):
+                return Pairs.empty()
+        return score(
+            self.num_perm,
+            fingerprints,
+            positions,
+            rows,
+            methods,
+            simhash_of.array[rows],
+            self._signatures(rows),
+            rows,  # rows are in insertion order: the lower, the older
+            exact_similarity,
+            query.min_similarity,
+        )
+
+    def match_within(
+        self,
+        fingerprints: Fingerprints,
+        stamps: npt.NDArray[np.int64],
+        window: int | None,
+        query: Query,
+    ) -> Pairs:
+        """Pairs (later position, earlier position) of one batch matching by the rules the
+        indexes apply (the shared rule's pairs_within_batch)."""
+        found = [_part(index.pairs_within(fingerprints), index.bit) for index in self.indexes]
+        return pairs_within_batch(
+            found, fingerprints, stamps, self.num_perm, window, query.since, query.until
+        )
+
+    # ------------------------------------------------------------------ rows in and out
+
+    def insert(self, batch: DocumentBatch, rows: Rows) -> None:
+        for index in self.indexes:  # MinHash first: it holds the signatures
+            index.insert(batch, rows)
+
+    def remove(self, rows: Rows) -> None:
+        """Tombstones: no index returns the rows from now on."""
+        for index in self.indexes:
+            index.remove(rows)
+
+    def release(self, rows: Rows) -> None:
+        for index in self.indexes:
+            index.release(rows)
+
+    # ------------------------------------------------------------------ merges
+
+    def merge(self, *, force: bool, below: int, documents: int) -> bool:
+        """Merge every index whose buffer or tombstones have grown enough (all with
+        ``force``); rows below ``below`` are gone from all of them."""
+        merged = False
+        for index in self.indexes:
+            if force or self._index_needs_merge(index, documents):
+                merged = index.merge(below) or merged
+        if merged:
+            self.merges += 1
+        return merged
+
+    def _index_needs_merge(self, index: Any, documents: int) -> bool:
+        if index.needs_merge():
+            return True
+        tombstones: int = index.backlog().tombstones
+        return tombstones >= max(TOMBSTONE_MERGE_MIN, documents // 8)
+
+    def needs_merge(self, documents: int) -> bool:
+        return any(self._index_needs_merge(index, documents) for index in self.indexes)
+
+    def backlogs(self) -> dict[str, Backlog]:
+        """Per index (exact, simhash, minhash, ngram): entries not merged yet, tombstones."""
+        return {index.name: index.backlog() for index in self.indexes}
+
+    def memory_bytes(self) -> int:
+        return sum(index.memory_bytes() for index in self.indexes)
+
+
+def matches_of(
+    pairs: Pairs, span: tuple[int, int], limit: int, id_of: Callable[[int], str | None]
+) -> list[Match]:
+    """The Match answers of pairs[span], at most ``limit``; rows whose id is None (evicted
+    since the search found them) are left out."""
+    start, end = span[0], min(span[1], span[0] + limit)
+    if start == end:
+        return []  # most inserted documents: nothing to build
+    matches = []
+    for row, similarity, distance, bits in zip(
+        pairs.rows[start:end].tolist(),
+        pairs.similarity[start:end].tolist(),
+        pairs.distances[start:end].tolist(),
+        pairs.methods[start:end].tolist(),
+        strict=True,
+    ):
+        document_id = id_of(row)
+        if document_id is not None:
+            matches.append(Match(document_id, similarity, distance, METHODS_OF_BITS[bits]))
+    return matches

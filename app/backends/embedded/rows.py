@@ -1,0 +1,200 @@
+"""The per-row records of an embedded collection: each document's id, metadata, text,
+times, cluster, SimHash and state, the rows by id, and the members of each cluster.
+
+Rows are appended in ascending order and never reused. Every record of a row is written
+before the row enters any index (readers take no lock and rely on it), and its memory is
+given back by whole pages once the row is GONE (app/core/row_array.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.backends.embedded.clusters import ClusterMembers
+from app.backends.embedded.states import GONE, HIDDEN, LIVE
+from app.core.row_array import PagedList, RowArray, sorted_unique
+from app.core.types import Rows
+from app.service.times import iso_time_us
+from app.service.types import StoredDocument, iso_time
+from app.storage.base import DocumentBatch, StoredCollection
+
+# _low_row moves past GONE rows this many at a time.
+_LOW_ROW_STEP = 65_536
+
+
+class RowTable:
+    """Per-row columns (numbers as numpy columns: 8 bytes a row where a list of Python
+    objects costs 36), the id -> row map, cluster members and the counts of LIVE rows
+    and of LIVE rows that joined another's cluster. No locking: the collection's write
+    lock serialises every change."""
+
+    def __init__(self) -> None:
+        self.ids = PagedList[str]()
+        self.metadata = PagedList[dict[str, Any]]()
+        self.texts = PagedList[str]()
+        self.created = RowArray(np.float64)  # row -> unix time of the insert
+        self.timestamp = RowArray(np.int64)  # row -> the document's time, microseconds
+        self.cluster = RowArray(np.int64)  # row -> row of the document naming its cluster
+        self.simhash = RowArray(np.uint64)
+        self.state = RowArray(np.uint8)  # LIVE, HIDDEN or GONE
+        self.next_row = 0
+        self._low_row = 0  # every row below is GONE (see low_row)
+        self.row_of: dict[str, int] = {}
+        self.members = ClusterMembers()  # cluster row -> the other rows that joined it
+        self.visible = 0  # LIVE documents
+        self.duplicates = 0  # LIVE documents listed in a cluster's members
+
+    def __len__(self) -> int:
+        return self.visible
+
+    def stored(self, document_id: str, row: int) -> StoredDocument | None:
+        """The stored document of a row; None if it stopped being LIVE meanwhile."""
+        stored = StoredDocument(
+            id=document_id,
+            metadata=self.metadata[row],
+            created_at=iso_time(float(self.created.array[row])),
+            cluster_id=self.ids[int(self.cluster.array[row])] or document_id,
+            simhash=f"{int(self.simhash.array[row]):016x}",
+            text=self.texts[row],
+            timestamp=iso_time_us(int(self.timestamp.array[row])),
+        )
+        if self.row_of.get(document_id) != row or self.state.array[row] != LIVE:
+            return None  # evicted while we read it
+        return stored
+
+    def record(self, batch: DocumentBatch) -> None:
+        """Write the per-row records of committed documents (before any index takes
+        them): LIVE, in their clusters, counted. O(batch)."""
+        size = int(batch.rows[-1]) + 1
+        if int(batch.rows[0]) < self.next_row:
+            raise AssertionError("rows are appended in ascending order, never reused")
+        rows = batch.rows
+        self.ids.assign(rows, batch.ids)
+        self.metadata.assign(rows, batch.metadata)
+        if batch.texts is not None:
+            self.texts.assign(rows, batch.texts)
+        for column in (self.created, self.timestamp, self.cluster, self.state):
+            column.ensure(size)
+        # Rows of documents deleted before a restart leave gaps: GONE (zero) from the start.
+        self.state.array[rows] = LIVE
+        self.next_row = size
+        self.created.array[rows] = batch.created_at
+        self.timestamp.array[rows] = batch.timestamp_column()
+        self.cluster.array[rows] = batch.clusters
+        joined = batch.clusters != rows
+        for root, row in zip(batch.clusters[joined].tolist(), rows[joined].tolist(), strict=True):
+            self.members.add(root, row)
+        self.visible += len(batch)
+        self.duplicates += int(np.count_nonzero(joined))
+        # What scoring reads of a row found by any index is written before the row enters
+        # any index: its SimHash here, its signature by the LSH index.
+        self.simhash.ensure(size)
+        self.simhash.array[rows] = batch.simhash
+
+    def name(self, batch: DocumentBatch) -> None:
+        """Make the batch's ids find their rows (once the indexes hold them)."""
+        self.row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
+
+    def restored(self, stored: StoredCollection) -> None:
+        """After the live documents of a restart: rows up to the store's next row (those
+        between are GONE), and the ids of gone rows that still name a cluster."""
+        size = max(stored.next_row, self.next_row)
+        for column in (self.created, self.timestamp, self.cluster, self.state):
+            column.ensure(size)
+        self.next_row = size
+        names = sorted(stored.names.items())
+        self.ids.assign(np.array([row for row, _ in names], dtype=np.int64), [n for _, n in names])
+
+    def hide(self, live: Rows) -> None:
+        """LIVE rows expired: HIDDEN until they are evicted."""
+        self.state.array[live] = HIDDEN
+        self.visible -= len(live)
+        clusters = self.cluster.array[live]
+        self.duplicates -= int(np.count_nonzero(clusters != live))
+
+    def held(self, rows: list[int]) -> tuple[Rows, npt.NDArray[np.uint8]]:
+        """(the rows not GONE, ascending and once each; their states)."""
+        array = sorted_unique(rows)
+        was = self.state.array[array]
+        return array[was != GONE], was[was != GONE]
+
+    def drop(self, array: Rows, was: npt.NDArray[np.uint8]) -> tuple[Rows, Rows, int]:
+        """Rows GONE (``held``'s, already out of every index): out of the counts, the id
+        map and their clusters. Returns (rows whose records may go, rows whose id still
+        names a cluster, how many were LIVE). O(rows), in numpy but for the dictionaries."""
+        state = self.state.array
+        clusters = self.cluster.array[array]
+        joined = clusters != array
+        live = int(np.count_nonzero(was == LIVE))
+        self.visible -= live
+        self.duplicates -= int(np.count_nonzero((was == LIVE) & joined))
+        state[array] = GONE
+        row_of = self.row_of
+        for row, document_id in zip(array.tolist(), self.ids.get_many(array.tolist()), strict=True):
+            if document_id is not None and row_of.get(document_id) == row:
+                del row_of[document_id]
+        orphans: list[int] = []  # clusters nobody is in now, named by a gone row
+        for cluster in clusters[joined].tolist():
+            if self.members.leave(cluster, state) and state[cluster] == GONE:
+                orphans.append(cluster)
+        roots = array[~joined]
+        naming = np.array([row in self.members for row in roots.tolist()], dtype=np.bool_)
+        released = sorted_unique(
+            np.concatenate([array[joined], roots[~naming], np.array(orphans, dtype=np.int64)])
+        )
+        return released, roots[naming], live
+
+    def release(self, rows: Rows, ids: Rows) -> None:
+        """Give back the per-row memory of GONE rows (ids: of those naming no cluster)."""
+        self.ids.release(ids)
+        self.metadata.release(rows)
+        self.texts.release(rows)
+
+        def gone(at: Rows) -> npt.NDArray[np.bool_]:
+            dead: npt.NDArray[np.bool_] = self.state.array[at] == GONE
+            return dead
+
+        for column in (self.created, self.timestamp, self.cluster, self.simhash, self.state):
+            column.release(rows, gone)
+
+    def low_row(self) -> int:
+        """The lowest row not GONE: every row below it was tombstoned in every index, so
+        a merge starting now drops them all. O(rows it moves past), amortised O(1) a row."""
+        state, end = self.state.array, min(self.next_row, len(self.state.array))
+        low = self._low_row
+        while low < end:
+            held = np.flatnonzero(state[low : min(end, low + _LOW_ROW_STEP)])
+            if len(held):
+                low += int(held[0])
+                break
+            low = min(end, low + _LOW_ROW_STEP)
+        self._low_row = low
+        return low
+
+    def _check(self) -> Rows:
+        """Assert the bookkeeping (tests): counts, ids, clusters. Returns the LIVE rows."""
+        state = self.state.array[: self.next_row]
+        live = np.flatnonzero(state == LIVE)
+        hidden = np.flatnonzero(state == HIDDEN)
+        assert self.visible == len(live), f"visible {self.visible} != {len(live)}"
+        held = {row: self.ids[row] for row in np.concatenate([live, hidden]).tolist()}
+        assert all(document_id is not None for document_id in held.values())
+        for document_id, row in self.row_of.items():
+            assert state[row] != GONE and held[row] == document_id, (document_id, row)
+        assert {row for row in held if self.row_of.get(held[row] or "") == row} <= set(
+            self.row_of.values()
+        )
+        clusters = self.cluster.array[live]
+        assert self.duplicates == int(np.count_nonzero(clusters != live))
+        for row, cluster in zip(live.tolist(), clusters.tolist(), strict=True):
+            if cluster != row:
+                assert row in self.members.rows(cluster).tolist(), (row, cluster)
+                assert self.ids[cluster] is not None, f"cluster {cluster} lost its name"
+        for cluster in self.members.clusters():
+            counted = [r for r in self.members.rows(cluster).tolist() if state[r] != GONE]
+            count = self.members.count(cluster)
+            assert count == len(counted) > 0, (cluster, count, counted)
+        return live

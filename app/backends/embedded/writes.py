@@ -1,0 +1,495 @@
+"""The writes of an embedded collection: an insert call prepared off the lock (ids, times,
+fingerprints, refusals within the batch), applied under the write lock (retries and
+conflicts of stored ids, matching against the indexes and the batch's earlier documents,
+room, the cluster each joins), queued for the store's group commit and published, then
+answered once its commit is done. A commit that fails takes its documents out again."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.backends.embedded.matcher import Matcher, matches_of
+from app.backends.embedded.pending import Insertion, PendingBatch
+from app.backends.embedded.retention import Retention
+from app.backends.embedded.rows import RowTable
+from app.backends.embedded.states import LIVE
+from app.collection_config import CollectionConfig
+from app.core.fingerprint import Fingerprints
+from app.core.rule import Pairs
+from app.core.types import Rows
+from app.errors import (
+    DocumentExists,
+    DuplicateId,
+    InsufficientStorage,
+    InvalidDocument,
+    StorageUnavailable,
+)
+from app.service.budget import DocumentBudget
+from app.service.coalesce import Options, SingleInserts
+from app.service.decide import collection_full, retry_answer, service_full, wanted_room
+from app.service.matching import check_range
+from app.service.times import MICROSECONDS
+from app.service.types import (
+    INSERT_MATCH_LIMIT,
+    InsertResult,
+    Match,
+    NewDocument,
+    OnDuplicate,
+    Query,
+    Refused,
+    new_document_id,
+)
+from app.storage.base import DocumentBatch, Eviction, Store
+from app.storage.commit import Commit
+
+# Merges are due after tens of thousands of entries: asking every index after each single
+# insert cost it ~20 us, after every MERGE_CHECK_DOCUMENTS is enough.
+MERGE_CHECK_DOCUMENTS = 64
+# Expired documents evicted per hold of the write lock (Collection.evict).
+EVICTION_CHUNK = 1024
+
+
+class WriteHost(Protocol):
+    """What the writes ask of their collection."""
+
+    @property
+    def config(self) -> CollectionConfig: ...
+
+    def now(self) -> int: ...
+
+    def now_locked(self) -> int: ...
+
+    def is_visible(self, row: int, now: int) -> bool: ...
+
+    def expire_locked(self, now: int) -> None: ...
+
+    def match(
+        self,
+        fingerprints: Fingerprints,
+        query: Query,
+        exclude: Rows | None = None,
+        stamps: npt.NDArray[np.int64] | None = None,
+    ) -> Pairs: ...
+
+    def publish(self, batch: DocumentBatch) -> None: ...
+
+    def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
+
+
+class Writes:
+    """Inserts into one collection. ``lock`` is the collection's write lock."""
+
+    def __init__(
+        self,
+        name: str,
+        host: WriteHost,
+        rows: RowTable,
+        matcher: Matcher,
+        retention: Retention,
+        store: Store,
+        budget: DocumentBudget,
+        lock: threading.Lock,
+        wake_merger: Callable[[], None],
+        wake_evictor: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self._host = host
+        self._rows = rows
+        self._matcher = matcher
+        self._retention = retention
+        self._store = store
+        self._budget = budget
+        self._write_lock = lock
+        self._wake_merger = wake_merger
+        self._wake_evictor = wake_evictor
+        # The newest group commit queued by an insert (commits complete in queue order).
+        self.last_commit: Commit | None = None
+        self._unchecked_documents = 0  # inserted since the last needs_merge()
+        self.single_inserts = SingleInserts(self._insert_many_async)
+
+    def insert(
+        self,
+        documents: Sequence[NewDocument],
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        replace: bool = False,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> list[InsertResult | Refused]:
+        """Insert documents in order; each is matched against the collection and the
+        earlier accepted documents of its batch (those with a timestamp from ``since``
+        to ``until`` and within the match window of its own). With ``replace``, an
+        existing id is replaced. A document is refused on its own (``Refused`` at its
+        position, nothing of it stored) when its text is empty once normalised, its id
+        came earlier in the batch, its id exists with other content, or the collection
+        or the service is full (limits). An id that exists with the same normalised text
+        and metadata is a retry: answered as a duplicate of itself, nothing changed. A
+        document already expired by the retention when it arrives is answered (matched)
+        but not stored (``inserted`` false). Blocks until the documents are committed."""
+        check_range(since, until)
+        insertion = self._prepare(documents, since, until)
+        with self._write_lock:
+            self._apply(insertion, on_duplicate, replace)
+        if insertion.committed is not None:
+            try:
+                insertion.committed.result()
+            except Exception:
+                self._undo(insertion)
+                raise
+        return self._settled(insertion)
+
+    async def insert_async(
+        self,
+        document: NewDocument,
+        on_duplicate: OnDuplicate = "insert",
+        *,
+        since: int | None = None,
+        until: int | None = None,
+    ) -> InsertResult | Refused:
+        """``insert`` of one document on the event loop, without a hop through the thread
+        pool. The single inserts of one turn of the loop go in together as one batch
+        (app/service/coalesce.py: the same answers, at a fraction of the CPU)."""
+        check_range(since, until)
+        return await self.single_inserts.insert(document, (on_duplicate, since, until))
+
+    async def _insert_many_async(
+        self, documents: list[NewDocument], options: Options
+    ) -> list[InsertResult | Refused]:
+        """``insert`` on the event loop: fingerprinting and matching take a few hundred
+        microseconds of CPU, and the commit is awaited, not waited for. When a batch
+        holds the write lock, the insert goes to a thread instead of stalling the loop
+        behind it."""
+        on_duplicate, since, until = options
+        insertion = self._prepare(documents, since, until)
+        if self._write_lock.acquire(blocking=False):
+            try:
+                self._apply(insertion, on_duplicate, replace=False)
+            finally:
+                self._write_lock.release()
+        else:
+            await asyncio.to_thread(self._apply_locked, insertion, on_duplicate)
+        if insertion.committed is not None:
+            failure = await insertion.committed.wait()
+            if failure is not None:
+                await asyncio.to_thread(self._undo, insertion)
+                raise failure
+        if insertion.retry_commit is not None:
+            await insertion.retry_commit.wait()
+        return self._settled(insertion)
+
+    def _prepare(
+        self,
+        documents: Sequence[NewDocument],
+        since: int | None = None,
+        until: int | None = None,
+    ) -> Insertion:
+        """What needs no lock: ids, times, fingerprints, refusals of empty texts and ids
+        repeated within the batch."""
+        ids = [document.id or new_document_id() for document in documents]
+        fingerprints, kept = self._matcher.fingerprint_nonempty(
+            [document.text for document in documents]
+        )
+        now = self._host.now()
+        stamps = np.array(
+            [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
+        )
+        insertion = Insertion(documents, ids, fingerprints, kept, stamps, since, until)
+        first_position: dict[str, int] = {}
+        for position, document_id in enumerate(ids):
+            if insertion.fingerprint_at[position] < 0:
+                insertion.refused[position] = InvalidDocument("text is empty after normalisation")
+            elif document_id in first_position:
+                insertion.refused[position] = DuplicateId(document_id, first_position[document_id])
+            else:
+                first_position[document_id] = position
+        return insertion
+
+    def _apply_locked(self, insertion: Insertion, on_duplicate: OnDuplicate) -> None:
+        with self._write_lock:
+            self._apply(insertion, on_duplicate, replace=False)
+
+    def _apply(self, insertion: Insertion, on_duplicate: OnDuplicate, replace: bool) -> None:
+        """Under the write lock: retries and conflicts of stored ids, then matching,
+        recording and publishing of the accepted documents."""
+        documents, ids, refused = insertion.documents, insertion.ids, insertion.refused
+        now = self._host.now_locked()
+        self._host.expire_locked(now)
+        if not replace:
+            for position, document_id in enumerate(ids):
+                row = self._rows.row_of.get(document_id)
+                if row is None or position in refused or self._rows.state.array[row] != LIVE:
+                    continue  # an expired document's id is free again
+                exact = insertion.fingerprints.exact[insertion.fingerprint_at[position]]
+                if self._same_document(row, exact, documents[position].metadata):
+                    insertion.retried[position] = row
+                    insertion.results[position] = self._retry_result(row)
+                else:
+                    refused[position] = DocumentExists(document_id)
+        accepted = [
+            position
+            for position in range(len(documents))
+            if position not in refused and position not in insertion.retried
+        ]
+        if accepted:
+            query = Query(limit=INSERT_MATCH_LIMIT, since=insertion.since, until=insertion.until)
+            everything = len(accepted) == len(insertion.fingerprints) == len(documents)
+            inserted, insertion.committed, insertion.batch = self._insert_locked(
+                insertion.fingerprints
+                if everything  # the usual: no copy
+                else insertion.fingerprints.select(insertion.fingerprint_at[accepted]),
+                [documents[position] for position in accepted],
+                [ids[position] for position in accepted],
+                insertion.stamps[accepted],
+                on_duplicate,
+                replace,
+                query,
+                now,
+            )
+            for position, result in zip(accepted, inserted, strict=True):
+                insertion.results[position] = result
+        if insertion.retried:
+            # A retry answers only once what it found is committed (its first attempt
+            # may still wait for its commit): the newest queued commit covers it.
+            insertion.retry_commit = self.last_commit
+
+    def _undo(self, insertion: Insertion) -> None:
+        """Its commit failed: take its documents out again."""
+        if insertion.batch is not None:
+            with self._write_lock:
+                self._host.remove(insertion.batch.rows.tolist())
+
+    def _settled(self, insertion: Insertion) -> list[InsertResult | Refused]:
+        """The answers, once every commit they depend on is done (waits for the commit
+        a retry depends on). A retry whose first attempt failed to commit is refused on
+        its own: the others of its batch are stored."""
+        failure = None
+        if insertion.retry_commit is not None:
+            failure = insertion.retry_commit.exception()
+        for position, row in insertion.retried.items():
+            if failure is not None or self._rows.row_of.get(insertion.ids[position]) != row:
+                insertion.results[position] = None
+                insertion.refused[position] = StorageUnavailable(
+                    f"document {insertion.ids[position]!r}: its first attempt was not stored "
+                    f"({failure or 'its commit failed'}); send it again"
+                )
+        # Merges are due after tens of thousands of entries: asking every index after
+        # each single insert cost it ~20 us, after every MERGE_CHECK_DOCUMENTS is enough.
+        self._unchecked_documents += len(insertion.documents)
+        if self._unchecked_documents >= MERGE_CHECK_DOCUMENTS:
+            self._unchecked_documents = 0
+            if self._matcher.needs_merge(len(self._rows)):
+                self._wake_merger()
+        if self._retention.expiring >= EVICTION_CHUNK:
+            self._wake_evictor()
+        for position, error in insertion.refused.items():
+            given = insertion.documents[position].id
+            insertion.results[position] = Refused(insertion.ids[position] if given else None, error)
+        return [result for result in insertion.results if result is not None]
+
+    def _same_document(
+        self, row: int, exact: npt.NDArray[np.uint64], metadata: dict[str, Any] | None
+    ) -> bool:
+        """Whether a stored row holds this text (equal once normalised) and metadata."""
+        return self._matcher.same_text(row, exact) and self._rows.metadata[row] == metadata
+
+    def _retry_result(self, row: int) -> InsertResult:
+        """The answer to a document sent again: a duplicate of itself, nothing changed."""
+        document_id = self._rows.ids[row] or ""
+        cluster_id = self._rows.ids[int(self._rows.cluster.array[row])] or document_id
+        return retry_answer(document_id, cluster_id, self._matcher.methods_holding(row))
+
+    def _room(self, new_documents: int) -> tuple[int, bool]:
+        """(granted, unlimited) for a batch that may add ``new_documents``: at most
+        ``granted`` may be stored, or any number when ``unlimited`` (the retention
+        evicts one for each past that point, so they add nothing). Reserved from the
+        service's budget: release it once the batch is published."""
+        adds, wanted = wanted_room(new_documents, len(self._rows), self._host.config)
+        granted = self._budget.reserve(wanted)
+        return granted, granted >= adds
+
+    def _refusal(self, added: int = 0) -> InsufficientStorage:
+        """Why a document is refused for room, ``added`` documents of its batch in before
+        it (not counted in len(self._rows) until the batch is published)."""
+        limit = self._host.config.limits.max_documents
+        if limit is not None and len(self._rows) + added >= limit:
+            return collection_full(self.name, limit)
+        return service_full(self._budget.limit)
+
+    def _insert_locked(
+        self,
+        fingerprints: Fingerprints,
+        documents: Sequence[NewDocument],
+        ids: list[str],
+        stamps: npt.NDArray[np.int64],
+        on_duplicate: OnDuplicate,
+        replace: bool,
+        query: Query,
+        now: int,
+    ) -> tuple[list[InsertResult | Refused], Commit | None, DocumentBatch]:
+        """Match, record and publish documents that may be inserted (under the write
+        lock): the answers, the commit to wait for (outside the lock) and the batch."""
+        replaced: list[int] = []
+        pending = PendingBatch(fingerprints, self._rows.next_row, now / MICROSECONDS)
+        old_rows = np.array(
+            [
+                r
+                if (r := self._rows.row_of.get(i, -1)) >= 0 and self._host.is_visible(r, now)
+                else -1
+                for i in ids
+            ],
+            dtype=np.int64,
+        )
+        from_index = self._host.match(fingerprints, query, exclude=old_rows, stamps=stamps)
+        if len(documents) > 1:
+            within = self._matcher.match_within(
+                fingerprints, stamps, self._host.config.match_window_us, query
+            )
+        else:
+            within = Pairs.empty()
+        # Already expired when it arrives: matched, answered, not stored.
+        expired = self._retention.expired_on_arrival(stamps, now)
+        granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
+        added = 0
+        # Position -> provisional row of the accepted documents, -1 for skipped ones.
+        row_at = np.full(len(documents), -1, dtype=np.int64)
+        index_spans = from_index.spans(len(documents))
+        batch_spans = within.spans(len(documents))
+        results: list[InsertResult | Refused] = []
+        for position, document in enumerate(documents):
+            span = index_spans[position]
+            matches = matches_of(from_index, span, INSERT_MATCH_LIMIT, self._rows.ids.__getitem__)
+            best_row = int(from_index.rows[span[0]]) if matches else -1
+            if batch_spans[position][1] > batch_spans[position][0]:
+                matches, best_row = self._with_batch_matches(
+                    from_index, span, within, batch_spans[position], row_at, pending
+                )
+            old_row = int(old_rows[position])
+            adds = (
+                old_row < 0 and not expired[position] and not (matches and on_duplicate == "skip")
+            )
+            if adds and not unlimited and added >= granted:
+                results.append(Refused(document.id, self._refusal(added)))
+                continue
+            cluster_row = self._cluster_of_row(best_row, pending) if matches else None
+            skipped = (bool(matches) and on_duplicate == "skip") or bool(expired[position])
+            if not skipped:
+                if old_row >= 0:
+                    replaced.append(old_row)
+                else:
+                    added += 1
+                text = document.text if self._host.config.store_text else None
+                row = pending.add(
+                    position,
+                    ids[position],
+                    cluster_row,
+                    document.metadata,
+                    text,
+                    int(stamps[position]),
+                )
+                row_at[position] = row
+                cluster_row = row if cluster_row is None else cluster_row
+            assert cluster_row is not None or skipped
+            results.append(
+                InsertResult(
+                    id=ids[position],
+                    inserted=not skipped,
+                    duplicate_of=self._oldest_member(cluster_row, pending) if matches else None,
+                    cluster_id=(
+                        self._id_of(cluster_row, pending) if cluster_row is not None else None
+                    )
+                    or ids[position],
+                    matches=matches,
+                    replaced=old_row >= 0 and not skipped,
+                )
+            )
+        batch = pending.batch()
+        committed: Commit | None = None
+        try:
+            if replaced:
+                # A replacement commits before anything changes in memory: undoing it
+                # would mean bringing back the replaced document.
+                self._store.delete_documents(self.name, replaced)
+                self._store.add_documents(self.name, batch)
+                self._host.remove(replaced)
+                self._host.publish(batch)
+                self._host.expire_locked(now)
+                mark = self._retention.mark_to_record()
+                if mark is not None:
+                    self._store.begin_evict(
+                        self.name, Eviction([], [], mark, self._rows.next_row)
+                    ).result()
+            elif len(batch):
+                # Plain inserts are published at once and queued for the next group
+                # commit, so that the next writer of this collection matches against
+                # them without waiting for this fsync; the retention mark they moved
+                # commits with them. The answer waits for the commit (after the lock); a
+                # failed commit takes the documents out again.
+                self._host.publish(batch)
+                self._host.expire_locked(now)
+                committed = self._store.begin_add_documents(
+                    self.name, batch, self._retention.mark_to_record()
+                )
+                self.last_commit = committed
+        finally:
+            self._budget.release(granted)
+        return results, committed, batch
+
+    def _with_batch_matches(
+        self,
+        from_index: Pairs,
+        index_span: tuple[int, int],
+        within: Pairs,
+        batch_span: tuple[int, int],
+        row_at: Rows,
+        pending: PendingBatch,
+    ) -> tuple[list[Match], int]:
+        """The matches of one document among indexed documents and the accepted earlier
+        documents of its batch, best first, and the row of the best."""
+        first, last = index_span
+        start, end = batch_span
+        rows = row_at[within.rows[start:end]]
+        accepted = rows >= 0
+        merged_rows = np.concatenate([from_index.rows[first:last], rows[accepted]])
+        merged = Pairs(
+            np.zeros(last - first + int(accepted.sum()), dtype=np.int64),
+            merged_rows,
+            np.concatenate([from_index.methods[first:last], within.methods[start:end][accepted]]),
+            np.concatenate(
+                [from_index.similarity[first:last], within.similarity[start:end][accepted]]
+            ),
+            np.concatenate(
+                [from_index.distances[first:last], within.distances[start:end][accepted]]
+            ),
+            merged_rows,
+        ).sorted()
+        matches = matches_of(
+            merged, (0, len(merged.rows)), INSERT_MATCH_LIMIT, lambda row: self._id_of(row, pending)
+        )
+        return matches, int(merged.rows[0]) if matches else -1
+
+    def _cluster_of_row(self, row: int, pending: PendingBatch) -> int:
+        if row < pending.first_row:
+            return int(self._rows.cluster.array[row])
+        return pending.clusters[row - pending.first_row]
+
+    def _id_of(self, row: int, pending: PendingBatch) -> str | None:
+        if row < pending.first_row:
+            return self._rows.ids[row]
+        return pending.ids[row - pending.first_row]
+
+    def _oldest_member(self, cluster_row: int | None, pending: PendingBatch) -> str | None:
+        if cluster_row is None:
+            return None
+        if cluster_row >= pending.first_row or self._rows.state.array[cluster_row] == LIVE:
+            return self._id_of(cluster_row, pending)
+        oldest = self._rows.members.first_live(cluster_row, self._rows.state.array)
+        if oldest is None:
+            joined = pending.members(cluster_row)
+            oldest = joined[0] if joined else None
+        return None if oldest is None else self._id_of(oldest, pending)
