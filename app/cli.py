@@ -16,7 +16,7 @@ from app.config import Settings
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from app.service.redis_registry import RedisRegistry
+    from app.backends.redis.registry import RedisRegistry
     from app.storage.sqlite import SQLiteStore
 # The server's modules (uvicorn, FastAPI, numba) are imported by the commands that use
 # them: `neardup search` and `neardup insert` are HTTP clients and start without them.
@@ -137,7 +137,7 @@ def _store(settings: Settings) -> SQLiteStore:
 
 def _redis(settings: Settings) -> RedisRegistry:
     """The Redis backend's collections (NEARDUP_BACKEND), for export and import."""
-    from app.service.redis_registry import RedisRegistry
+    from app.backends.redis.registry import RedisRegistry
 
     assert settings.backend is not None
     return RedisRegistry(
@@ -159,7 +159,7 @@ def export(arguments: argparse.Namespace) -> None:
     out = sys.stdout if arguments.output == "-" else open(arguments.output, "w")  # noqa: SIM115
     try:
         if settings.backend is not None:
-            from app.service.redis_transfer import export_lines as export_redis
+            from app.backends.redis.transfer import export_lines as export_redis
 
             registry = _redis(settings)
             try:
@@ -199,7 +199,7 @@ def import_(arguments: argparse.Namespace) -> None:
     settings = _settings(arguments.data_dir)
     target: ImportTarget
     if settings.backend is not None:
-        from app.service.redis_transfer import RedisImport
+        from app.backends.redis.transfer import RedisImport
 
         registry = _redis(settings)
         target, close = RedisImport(registry), registry.close

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The Redis layout's default and largest shard bits (app/redis_store/layout.py says why 12).
+# The Redis layout's default and largest shard bits (app/backends/redis/store/layout.py: why 12).
 REDIS_DEFAULT_SHARD_BITS = 12
 REDIS_MAX_SHARD_BITS = 24
 

@@ -58,7 +58,7 @@ def create_app(
         registry: ServiceRegistry
         if settings.backend is not None:
             # Imported here: redis-py is an extra the embedded service does not need.
-            from app.service.redis_registry import RedisRegistry
+            from app.backends.redis.registry import RedisRegistry
 
             registry = RedisRegistry(
                 settings.backend,

@@ -42,7 +42,7 @@ class ImportFailed(ValueError):
 
 class ImportTarget(Protocol):
     """What an import writes into: a Store (the embedded service's), or the Redis
-    backend's importer (app/service/redis_transfer.py)."""
+    backend's importer (app/backends/redis/transfer.py)."""
 
     def load(self) -> list[StoredCollection]: ...
 

@@ -28,7 +28,7 @@ with 1 worker, one with ``--workers 2``. Then:
    (/metrics) over each of its runs, less what a scrape itself costs, divided by the
    requests wrk counted;
 4. latency one at a time: wrk with 1 connection (10 s) on the 1-worker server; and the
-   store-level lookups (app/redis_store's RedisStore on the service's collection, no
+   store-level lookups (app/backends/redis/store's RedisStore on the service's collection, no
    HTTP): the 512 texts' fingerprints, a whole search (exact, SimHash, MinHash LSH
    verified, records) and the LSH lookup alone, p50 / p99;
 5. datasketch MinHashLSH(threshold 0.8, 128 values, bands 16 x 8) with Redis storage on
@@ -391,8 +391,8 @@ def texts_of(script: Path) -> list[str]:
 
 def collection(client: Any) -> tuple[Any, Any]:
     """The default collection's layout and fingerprint parameters, as the service stored
-    them in Redis (app/service/redis_registry.py)."""
-    from app.service.redis_registry import COLLECTIONS_KEY, parse_record
+    them in Redis (app/backends/redis/registry.py)."""
+    from app.backends.redis.registry import COLLECTIONS_KEY, parse_record
 
     resolved = parse_record("default", client.hget(COLLECTIONS_KEY, "default"))
     return resolved.layout, resolved.config
@@ -401,8 +401,8 @@ def collection(client: Any) -> tuple[Any, Any]:
 def store_lookups(client: Any, texts: list[str], results: Results) -> Any:
     """p50 / p99 of the store's search and LSH lookup on the service's collection, one
     text at a time (fingerprinted beforehand); returns the texts' signatures."""
+    from app.backends.redis.store.store import RedisStore
     from app.core.fingerprint import fingerprint
-    from app.redis_store.store import RedisStore
 
     layout, config = collection(client)
     prints = fingerprint(texts, config.fingerprint_params)

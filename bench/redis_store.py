@@ -1,4 +1,4 @@
-"""The Redis store (app/redis_store) against datasketch's MinHashLSH on Redis storage.
+"""The Redis store (app/backends/redis/store) against datasketch's MinHashLSH on Redis storage.
 
 Run from the repository root (needs Debian's redis-server: ``make redis``)::
 
@@ -66,8 +66,8 @@ from _common import (
 
 sys.path.insert(0, str(REPO_ROOT))  # tests.redis_servers starts the servers
 
-from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
-from app.redis_store.store import NewDocuments, RedisStore
+from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
+from app.backends.redis.store.store import NewDocuments, RedisStore
 from loadtest.proc import busy_cpu_seconds, cpu_seconds
 from tests.redis_servers import free_port, start_server
 

@@ -22,10 +22,10 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 
 from fastapi.testclient import TestClient
 
+from app.backends.redis.store.connect import connect
+from app.backends.redis.store.wire import Wire
 from app.config import Settings
 from app.main import create_app
-from app.redis_store.connect import connect
-from app.redis_store.wire import Wire
 from tests import test_ngram_api as ngram_api
 from tests.conftest import make_client
 from tests.corpus import english_like_text, mutate_words

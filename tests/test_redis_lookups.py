@@ -1,5 +1,5 @@
-"""The store's own RESP: lookups encoded by numpy (app/redis_store/lookups.py) and batches
-read by one hiredis Reader a connection (app/redis_store/wire.py), against independent
+"""The store's own RESP: lookups encoded by numpy (app/backends/redis/store/lookups.py) and batches
+read by one hiredis Reader a connection (app/backends/redis/store/wire.py), against independent
 references: hiredis's packing of the same commands built as tuples from
 PrefixTable.bounds and PrefixTable.key, and redis-py's own replies to the same commands
 on real servers (a standalone one and a 3-primary cluster).
@@ -23,14 +23,14 @@ import hiredis
 import redis
 from redis.cluster import RedisCluster
 
-from app.redis_store import lookups as lookups_module
-from app.redis_store import wire
-from app.redis_store.connect import connect
-from app.redis_store.layout import Layout, PrefixTable, exact_extra
-from app.redis_store.lookups import LookupTables, RangeLookups
-from app.redis_store.store import RedisStore
-from app.redis_store.types import Client
-from app.redis_store.wire import Wire, pack, unpack
+from app.backends.redis.store import lookups as lookups_module
+from app.backends.redis.store import wire
+from app.backends.redis.store.connect import connect
+from app.backends.redis.store.layout import Layout, PrefixTable, exact_extra
+from app.backends.redis.store.lookups import LookupTables, RangeLookups
+from app.backends.redis.store.store import RedisStore
+from app.backends.redis.store.types import Client
+from app.backends.redis.store.wire import Wire, pack, unpack
 from tests.redis_servers import RedisClusterServers, RedisServer, redis_cluster, redis_server
 from tests.test_redis_store import Corpus, documents
 

@@ -1,5 +1,5 @@
-"""The wire on the event loop (app/redis_store/loop_links.py, Wire.send_packed_async) and
-reads written as steps (app/redis_store/steps.py), against independent references on
+"""The wire on the event loop (app/backends/redis/store/loop_links.py, Wire.send_packed_async) and
+reads written as steps (app/backends/redis/store/steps.py), against independent references on
 real servers: redis-py's own replies to the same commands, the blocking wire's answers
 to the same searches, and Redis's own view of the connections (CLIENT ID, CLIENT LIST).
 """
@@ -18,13 +18,13 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 import redis
 from redis.cluster import RedisCluster
 
-from app.redis_store.connect import connect
-from app.redis_store.layout import Layout
-from app.redis_store.loop_links import close_loop_links
-from app.redis_store.steps import Batch, run_async
-from app.redis_store.store import RedisStore
-from app.redis_store.types import Client
-from app.redis_store.wire import Command, Wire
+from app.backends.redis.store.connect import connect
+from app.backends.redis.store.layout import Layout
+from app.backends.redis.store.loop_links import close_loop_links
+from app.backends.redis.store.steps import Batch, run_async
+from app.backends.redis.store.store import RedisStore
+from app.backends.redis.store.types import Client
+from app.backends.redis.store.wire import Command, Wire
 from tests.redis_servers import RedisServer, redis_cluster, redis_server
 from tests.test_redis_lookups import client, raw_reply
 from tests.test_redis_store import Corpus, documents

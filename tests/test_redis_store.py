@@ -23,15 +23,15 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 
 from redis.cluster import RedisCluster
 
+from app.backends.redis.store import functions, wire
+from app.backends.redis.store.connect import cluster_nodes, connect
+from app.backends.redis.store.layout import Layout, PrefixTable, group_of
+from app.backends.redis.store.store import NewDocuments, RedisStore, Status, pack_record
+from app.backends.redis.store.types import Client
+from app.backends.redis.store.wire import ReplicasBehind, Wire
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
-from app.redis_store import functions, wire
-from app.redis_store.connect import cluster_nodes, connect
-from app.redis_store.layout import Layout, PrefixTable, group_of
-from app.redis_store.store import NewDocuments, RedisStore, Status, pack_record
-from app.redis_store.types import Client
-from app.redis_store.wire import ReplicasBehind, Wire
 from tests.redis_servers import RedisClusterServers, RedisServer, redis_cluster, redis_server
 
 __all__ = ["redis_cluster", "redis_server"]  # fixtures, used by name
@@ -430,7 +430,7 @@ def test_writes_wait_for_replicas_when_asked(client: Client) -> None:
 
 
 def test_a_layout_mismatch_is_refused(redis_server: RedisServer) -> None:
-    from app.redis_store.store import LayoutMismatch
+    from app.backends.redis.store.store import LayoutMismatch
 
     client = connect(redis_server.url)
     layout = fresh_layout()

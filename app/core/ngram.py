@@ -245,7 +245,7 @@ def gram_sets(
     texts: Sequence[str], size: int = DEFAULT_SIZE, cjk_size: int | None = None
 ) -> list[npt.NDArray[np.uint64]]:
     """The distinct q-gram codes of each normalised text, ascending: the sets whose
-    Jaccard NgramIndex compares (for a store that keeps its own index, app/redis_store).
+    Jaccard NgramIndex compares (for a store that keeps its own index, app/backends/redis/store).
 
     >>> [codes.size for codes in gram_sets(["quake hits tokyo", "ab", ""], 3)]
     [14, 1, 0]

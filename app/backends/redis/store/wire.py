@@ -47,8 +47,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from app.redis_store.loop_links import LoopLink, LoopLinks, loop_links_of
-from app.redis_store.types import Client
+from app.backends.redis.store.loop_links import LoopLink, LoopLinks, loop_links_of
+from app.backends.redis.store.types import Client
 
 Command = Sequence[Any]
 _KEYED_AT = {b"FCALL": 3, b"FCALL_RO": 3, "FCALL": 3, "FCALL_RO": 3, "EVAL": 3, b"EVAL": 3}
@@ -295,7 +295,7 @@ class Wire:
         durable: bool = False,
     ) -> list[Any]:
         """``send_packed`` from a coroutine on the running event loop, its sockets driven
-        by the loop (app/redis_store/loop_links.py): the same replies and errors, no
+        by the loop (app/backends/redis/store/loop_links.py): the same replies and errors, no
         thread. Over TLS, ``send_packed`` in a worker thread."""
         if not packed:
             return []

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
-from app.redis_store.types import Client
+from app.backends.redis.store.types import Client
 
 CLUSTER_SCHEME = "redis-cluster"
 # A lookup answers in well under a millisecond; a second without an answer is a dead node.

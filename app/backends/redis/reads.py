@@ -1,5 +1,5 @@
 """A Redis collection's reads: a document by id, the matches of a text or of a stored
-document. Each is written once as steps (app/redis_store/steps.py), driven from a thread
+document. Each is written once as steps (app/backends/redis/store/steps.py), driven from a thread
 (``get``, ``search``, ``similar``: the sync callers) or on the event loop (the
 ``*_async`` forms the API awaits: no thread hop a request).
 
@@ -15,18 +15,18 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from app.backends.redis.failures import storage_errors
+from app.backends.redis.records import Held
+from app.backends.redis.resolved import Backend, ReadHost, Resolved
+from app.backends.redis.retention import NO_RETENTION, Mark
+from app.backends.redis.store.steps import Steps, run, run_async
+from app.backends.redis.store.store import RedisStore, RowData
+from app.backends.redis.store.wire import Command
 from app.core.fingerprint import Fingerprints
 from app.core.rule import METHODS_OF_BITS, Pairs
 from app.core.types import Rows
 from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
-from app.redis_store.steps import Steps, run, run_async
-from app.redis_store.store import RedisStore, RowData
-from app.redis_store.wire import Command
 from app.service.matching import check_query
-from app.service.redis_failures import storage_errors
-from app.service.redis_records import Held
-from app.service.redis_resolved import Backend, ReadHost, Resolved
-from app.service.redis_retention import NO_RETENTION, Mark
 from app.service.times import iso_time_us
 from app.service.types import Match, Query, StoredDocument, iso_time
 

@@ -11,6 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.ngram import RedisNgram
+from app.backends.redis.records import Held, Record, digest
+from app.backends.redis.resolved import InsertHost, Resolved
+from app.backends.redis.retention import NO_RETENTION, time_member
+from app.backends.redis.store.steps import run
+from app.backends.redis.store.store import NewDocuments, RedisStore, Status, Written
+from app.backends.redis.store.wire import Command
 from app.core.rule import METHODS_OF_BITS, Pairs
 from app.errors import (
     DocumentExists,
@@ -20,14 +27,7 @@ from app.errors import (
     NeardupError,
     StorageUnavailable,
 )
-from app.redis_store.steps import run
-from app.redis_store.store import NewDocuments, RedisStore, Status, Written
-from app.redis_store.wire import Command
 from app.service.decide import collection_full, retry_answer, service_full, wanted_room
-from app.service.redis_ngram import RedisNgram
-from app.service.redis_records import Held, Record, digest
-from app.service.redis_resolved import InsertHost, Resolved
-from app.service.redis_retention import NO_RETENTION, time_member
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,

@@ -1,4 +1,4 @@
-"""The n-gram index of short texts for a collection over Redis (app/redis_store/grams.py).
+"""The n-gram index of short texts for a collection over Redis (app/backends/redis/store/grams.py).
 
 The same answers as the embedded NgramIndex: every stored short text whose q-gram set
 has Jaccard >= t with a query's (t the collection's threshold, or a search's higher
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.store.grams import GramTable, ordered
+from app.backends.redis.store.wire import Command
 from app.collection_config import NgramConfig
 from app.core.ngram import DEFAULT_PREFIX_MATCHES, gram_sets
 from app.core.types import Rows
-from app.redis_store.grams import GramTable, ordered
-from app.redis_store.wire import Command
 
 Codes = npt.NDArray[np.uint64]
 # Tokens a stored set and a query must share in their prefixes (k): each costs one entry

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.store.wire import Command
 from app.core.types import Rows
-from app.redis_store.wire import Command
 
 U64 = npt.NDArray[np.uint64]
 MEMBER_BYTES = 8 + 2 + 4

@@ -37,10 +37,8 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from app.core.lsh import min_matches
-from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
-from app.redis_store import functions
-from app.redis_store.layout import (
+from app.backends.redis.store import functions
+from app.backends.redis.store.layout import (
     ROW_BYTES,
     Layout,
     PrefixTable,
@@ -49,10 +47,12 @@ from app.redis_store.layout import (
     rows_bytes,
     rows_of,
 )
-from app.redis_store.lookups import LookupTables, RangeLookups
-from app.redis_store.steps import Batch, Steps, run
-from app.redis_store.types import Client
-from app.redis_store.wire import Command, Wire, key_of, pack
+from app.backends.redis.store.lookups import LookupTables, RangeLookups
+from app.backends.redis.store.steps import Batch, Steps, run
+from app.backends.redis.store.types import Client
+from app.backends.redis.store.wire import Command, Wire, key_of, pack
+from app.core.lsh import min_matches
+from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
 
 # Table entries as (table, shard of each entry, member of each entry), one part a table.
 Entries: TypeAlias = list[tuple[PrefixTable, npt.NDArray[np.int64], list[bytes]]]

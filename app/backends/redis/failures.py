@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from redis.exceptions import RedisError
 
+from app.backends.redis.store.wire import ReplicasBehind
 from app.errors import StorageUnavailable
-from app.redis_store.wire import ReplicasBehind
 
 
 class Failures:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.store.layout import ROW_BYTES, U8, U64, PrefixTable
 from app.core.types import Rows
-from app.redis_store.layout import ROW_BYTES, U8, U64, PrefixTable
 
 # Up to this many lookups a method (a search of one text makes 1, 4 and 16), Python ints
 # encode them faster than numpy's calls, whose fixed costs are most of a search's client

@@ -24,6 +24,16 @@ from collections.abc import Iterator
 import orjson
 
 from app.backends.embedded.registry import warm_up
+from app.backends.redis.collection import RedisCollection
+from app.backends.redis.failures import Failures, storage_errors
+from app.backends.redis.resolved import Resolved
+from app.backends.redis.store import functions
+from app.backends.redis.store.connect import connect
+from app.backends.redis.store.layout import DEFAULT_SHARD_BITS
+from app.backends.redis.store.loop_links import close_loop_links
+from app.backends.redis.store.store import RedisStore
+from app.backends.redis.store.types import Client
+from app.backends.redis.store.wire import Command, Wire
 from app.collection_config import CollectionConfig
 from app.errors import (
     SettingsConflict,
@@ -31,16 +41,6 @@ from app.errors import (
     TooManyCollections,
     UnknownCollection,
 )
-from app.redis_store import functions
-from app.redis_store.connect import connect
-from app.redis_store.layout import DEFAULT_SHARD_BITS
-from app.redis_store.loop_links import close_loop_links
-from app.redis_store.store import RedisStore
-from app.redis_store.types import Client
-from app.redis_store.wire import Command, Wire
-from app.service.redis_collection import RedisCollection
-from app.service.redis_failures import Failures, storage_errors
-from app.service.redis_resolved import Resolved
 from app.service.times import Clock
 from app.service.types import DEFAULT_COLLECTION, EvictionObserver, MergeObserver
 

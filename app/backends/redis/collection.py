@@ -1,7 +1,7 @@
 """A collection kept in Redis (``NEARDUP_BACKEND=redis://...``): the process holds nothing.
 
 Every document, fingerprint, index table, cluster and setting lives in Redis (the
-documents and tables in a RedisStore, app/redis_store), so any number of processes serve
+documents and tables in a RedisStore, app/backends/redis/store), so any number of processes serve
 the same collection and each sees the others' acknowledged writes at once. The answers
 are the embedded Collection's: the same fingerprints (app/core), the same match rule and
 scores, the same retries, clusters and errors.
@@ -36,6 +36,23 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.failures import storage_errors
+from app.backends.redis.insert import Insertion
+from app.backends.redis.reads import Reads
+from app.backends.redis.records import Held, Record, joined
+from app.backends.redis.resolved import Backend, Resolved
+from app.backends.redis.retention import (
+    EXPIRE,
+    NO_RETENTION,
+    Mark,
+    cutoff_of,
+    parse_member,
+    time_bytes,
+    time_member,
+)
+from app.backends.redis.store.steps import Steps
+from app.backends.redis.store.store import RedisStore
+from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints, fingerprint_nonempty
 from app.core.rule import (
@@ -54,25 +71,8 @@ from app.core.types import Backlog, Rows
 from app.errors import (
     StorageUnavailable,
 )
-from app.redis_store.steps import Steps
-from app.redis_store.store import RedisStore
-from app.redis_store.wire import Command
 from app.service.coalesce import Options, SingleInserts
 from app.service.matching import check_range
-from app.service.redis_failures import storage_errors
-from app.service.redis_insert import Insertion
-from app.service.redis_reads import Reads
-from app.service.redis_records import Held, Record, joined
-from app.service.redis_resolved import Backend, Resolved
-from app.service.redis_retention import (
-    EXPIRE,
-    NO_RETENTION,
-    Mark,
-    cutoff_of,
-    parse_member,
-    time_bytes,
-    time_member,
-)
 from app.service.times import MICROSECONDS, iso_time_us, now_us
 from app.service.types import (
     InsertResult,

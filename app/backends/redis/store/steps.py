@@ -11,7 +11,7 @@ each round trip's ``Batch`` and is sent its replies, the same code runs
   pool thread on every search cost as much CPU as the search itself when they ran on
   two cores (docs/benchmarks.md, issue 15).
 
->>> from app.redis_store.wire import unpack
+>>> from app.backends.redis.store.wire import unpack
 >>> def double_echo(value: bytes) -> Steps[int]:
 ...     (reply,) = yield Batch.of([("ECHO", value)], cluster=False)
 ...     return 2 * int(reply)
@@ -28,7 +28,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from app.redis_store.wire import Command, key_of, pack
+from app.backends.redis.store.wire import Command, key_of, pack
 
 T = TypeVar("T")
 

@@ -22,12 +22,12 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from app.backends.redis.records import Record, digest
+from app.backends.redis.registry import RedisRegistry
+from app.backends.redis.retention import time_member
+from app.backends.redis.store.store import NewDocuments, Status, unpack_record
+from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
-from app.redis_store.store import NewDocuments, Status, unpack_record
-from app.redis_store.wire import Command
-from app.service.redis_records import Record, digest
-from app.service.redis_registry import RedisRegistry
-from app.service.redis_retention import time_member
 from app.service.times import iso_time_us
 from app.storage.base import DocumentBatch, StoredCollection
 from app.transfer import ImportFailed

@@ -12,15 +12,19 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.failures import Failures
+from app.backends.redis.ngram import RedisNgram
+from app.backends.redis.records import Held, Record
+from app.backends.redis.retention import Mark
+from app.backends.redis.store.grams import GramTable
+from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
+from app.backends.redis.store.steps import Steps
+from app.backends.redis.store.store import RedisStore
+from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, Pairs
 from app.core.types import Rows
-from app.redis_store.grams import GramTable
-from app.redis_store.layout import DEFAULT_SHARD_BITS, Layout
-from app.redis_store.steps import Steps
-from app.redis_store.store import RedisStore
-from app.redis_store.wire import Command
 from app.service.indexes import (
     DocumentIndex,
     ExactMatcher,
@@ -28,10 +32,6 @@ from app.service.indexes import (
     NgramMatcher,
     SimHashMatcher,
 )
-from app.service.redis_failures import Failures
-from app.service.redis_ngram import RedisNgram
-from app.service.redis_records import Held, Record
-from app.service.redis_retention import Mark
 from app.service.times import Clock
 from app.service.types import Query
 
@@ -92,7 +92,7 @@ class Resolved:
         return self.layout.meta_key() + b"c"
 
     def time_key(self) -> bytes:
-        """The time index (app/service/redis_retention.py), in the counters' slot."""
+        """The time index (app/backends/redis/retention.py), in the counters' slot."""
         return self.layout.meta_key() + b"t"
 
     @property

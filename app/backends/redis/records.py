@@ -11,8 +11,8 @@ import numpy.typing as npt
 import orjson
 import xxhash
 
+from app.backends.redis.store.store import RowData
 from app.core.types import Rows
-from app.redis_store.store import RowData
 
 
 @dataclass(frozen=True, slots=True)
