@@ -6,8 +6,17 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from app.core import ngram
-from app.core.fingerprint import DEFAULT_NUM_PERM, FingerprintParams, ShingleUnit
+from app.core.fingerprint import (
+    DEFAULT_NUM_PERM,
+    FingerprintParams,
+    Fingerprints,
+    ShingleUnit,
+    fingerprint_nonempty,
+)
 from app.core.page import EXTRACTIONS, Extraction
 
 # Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md): word
@@ -203,6 +212,23 @@ class CollectionConfig:
     def short_chars(self) -> int:
         """Texts of at most this many normalised characters go to the n-gram index."""
         return self.ngram.max_chars if self.ngram.enabled else 0
+
+    def fingerprints(self, texts: list[str]) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
+        """(fingerprints, kept) of the texts not empty once normalised, as this
+        collection makes them: its shingles, the normalised text of its short texts, and
+        no MinHash signatures when MinHash is off (nothing would read them). Every
+        backend and ``neardup dedup`` fingerprint through this."""
+        fingerprints, kept = fingerprint_nonempty(
+            texts, self.fingerprint_params, short_chars=self.short_chars
+        )
+        if not self.minhash.enabled:
+            fingerprints = Fingerprints(
+                fingerprints.simhash,
+                fingerprints.minhash[:, :0],
+                fingerprints.exact,
+                fingerprints.shorts,
+            )
+        return fingerprints, kept
 
     @property
     def fingerprint_params(self) -> FingerprintParams:

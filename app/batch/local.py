@@ -57,7 +57,6 @@ from app.batch.readers import (
 )
 from app.batch.rules import MatchRule, Summary, check_batch_settings, cluster_line, pair_line
 from app.collection_config import CollectionConfig
-from app.core.fingerprint import fingerprint_nonempty
 from app.core.ngram import NgramIndex
 from app.core.page import read_page
 from app.core.rule import positions_of
@@ -115,10 +114,8 @@ def fingerprint_chunk(texts: list[str], config: CollectionConfig, html: bool) ->
     rule = MatchRule(config)
     if html:
         texts = [read_page(text, config.html.extract).text if text else "" for text in texts]
-    fingerprints, kept = fingerprint_nonempty(
-        texts, config.fingerprint_params, short_chars=config.short_chars
-    )
-    signatures = fingerprints.minhash if rule.minhash_on else fingerprints.minhash[:, :0]
+    fingerprints, kept = config.fingerprints(texts)
+    signatures = fingerprints.minhash
     shorts = fingerprints.shorts or []
     return ChunkFingerprints(
         kept=kept,

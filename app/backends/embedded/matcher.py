@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import CollectionConfig
-from app.core.fingerprint import Fingerprints, fingerprint_nonempty
+from app.core.fingerprint import Fingerprints
 from app.core.row_array import RowArray
 from app.core.rule import METHODS_OF_BITS, Pairs, Part, combined, pairs_within_batch, score
 from app.core.types import Backlog, Rows
@@ -38,8 +38,7 @@ class Matcher:
     signatures. Reads take no lock (the indexes give consistent snapshots)."""
 
     def __init__(self, config: CollectionConfig) -> None:
-        self._params = config.fingerprint_params
-        self._short_chars = config.short_chars
+        self._config = config
         self.num_perm = config.minhash.num_perm if config.minhash.enabled else 0
         self.indexes = build_indexes(config)
         self._exact = next(i for i in self.indexes if isinstance(i, ExactMatcher)).index
@@ -59,17 +58,7 @@ class Matcher:
         self, texts: Sequence[str]
     ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
         """Fingerprints of the texts not empty once normalised, and their positions."""
-        fingerprints, kept = fingerprint_nonempty(
-            list(texts), self._params, short_chars=self._short_chars
-        )
-        if not self.num_perm:  # MinHash off: keep no signatures
-            fingerprints = Fingerprints(
-                fingerprints.simhash,
-                fingerprints.minhash[:, :0],
-                fingerprints.exact,
-                fingerprints.shorts,
-            )
-        return fingerprints, kept
+        return self._config.fingerprints(list(texts))
 
     def stored(self, rows: Rows, simhashes: npt.NDArray[np.uint64]) -> Fingerprints:
         """The fingerprints of indexed rows (``simhashes``: theirs)."""

@@ -54,7 +54,7 @@ from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
-from app.core.fingerprint import Fingerprints, fingerprint_nonempty
+from app.core.fingerprint import Fingerprints
 from app.core.rule import (
     EXACT,
     MINHASH,
@@ -221,18 +221,7 @@ class RedisCollection:
     def fingerprint_nonempty_of(
         self, resolved: Resolved, texts: Sequence[str]
     ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
-        config = resolved.config
-        fingerprints, kept = fingerprint_nonempty(
-            list(texts), config.fingerprint_params, short_chars=config.short_chars
-        )
-        if not resolved.num_perm:
-            fingerprints = Fingerprints(
-                fingerprints.simhash,
-                fingerprints.minhash[:, :0],
-                fingerprints.exact,
-                fingerprints.shorts,
-            )
-        return fingerprints, kept
+        return resolved.config.fingerprints(list(texts))
 
     def match_store_steps(
         self,
