@@ -4,7 +4,7 @@ Run from the repository root::
 
     .venv/bin/python bench/durability.py [--quick] [--startup-docs N]
 
-1. Inserts through HTTP against the real ``neardup serve`` process (tests/server.py) on a
+1. Inserts through HTTP against the real ``neardup serve`` process (devkit/server.py) on a
    fresh temporary data directory, for ``NEARDUP_SYNCHRONOUS`` FULL and NORMAL and batches
    of 1 (8 client threads, POST .../documents, so that group commit has concurrent
    writers to combine), 16 and 256 (2 client threads, POST .../documents/batch). Documents
@@ -82,9 +82,9 @@ from _common import (
 )
 
 sys.path.insert(0, str(REPO_ROOT))
-import tests.server as server_module
-from tests.corpus import english_like_text
-from tests.server import Server
+import devkit.server as server_module
+from devkit.corpus import english_like_text
+from devkit.server import Server
 
 Mode = Literal["FULL", "NORMAL"]
 StoreKind = Literal["memory", "FULL", "NORMAL"]

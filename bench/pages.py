@@ -70,7 +70,7 @@ from devkit.pages import (
     site_page,
     teasers_from,
 )
-from tests.server import Server
+from devkit.server import Server
 
 KB = 1024
 

@@ -100,11 +100,11 @@ from bare_wrk import write_insert_script
 from redis_store import THRESHOLD, datasketch_fill, datasketch_query, used_memory
 from search_wrk import write_script
 
+from devkit.redis_servers import start_server
+from devkit.server import Server
 from loadtest.corpus import Corpus, load_corpus
 from loadtest.preload import preload
 from loadtest.proc import busy_cpu_seconds, cpu_model, cpu_seconds, pin_process
-from tests.redis_servers import start_server
-from tests.server import Server
 
 RIGHT: Align = "right"
 WARMUP_SECONDS = 3

@@ -64,12 +64,12 @@ from _common import (
     write_result,
 )
 
-sys.path.insert(0, str(REPO_ROOT))  # tests.redis_servers starts the servers
+sys.path.insert(0, str(REPO_ROOT))  # devkit.redis_servers starts the servers
 
 from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
 from app.backends.redis.store.store import NewDocuments, RedisStore
+from devkit.redis_servers import free_port, start_server
 from loadtest.proc import busy_cpu_seconds, cpu_seconds
-from tests.redis_servers import free_port, start_server
 
 NUM_PERM = 128
 THRESHOLD = 0.8

@@ -595,7 +595,7 @@ def asgi_client() -> Iterator[HttpClient]:
 @contextmanager
 def process_client() -> Iterator[HttpClient]:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.server import Server
+    from devkit.server import Server
 
     with (
         tempfile.TemporaryDirectory() as directory,
@@ -1007,7 +1007,7 @@ def render(report: Report) -> str:
     transport = (
         "in process through Starlette's `TestClient` (ASGI, no sockets)"
         if report.mode == "asgi"
-        else "to the real `neardup serve` process (tests/server.py) with httpx over 127.0.0.1"
+        else "to the real `neardup serve` process (devkit/server.py) with httpx over 127.0.0.1"
     )
     split = "; ".join(", ".join(members) for members in report.split_clusters[:EXAMPLES])
     labelled = s.positives + s.related

@@ -3,7 +3,7 @@
     .venv/bin/python bench/service.py                      # 20,000 documents, 20 s phases
     .venv/bin/python bench/service.py --count 1000000 --peer-count 100000 --plots
 
-For each server in turn (``neardup serve`` through tests/server.py's Server on a temporary
+For each server in turn (``neardup serve`` through devkit/server.py's Server on a temporary
 data directory, then the peer, bench/peer_app.py under uvicorn with one worker, both on
 127.0.0.1 and a free port, both with log level warning):
 
@@ -71,10 +71,10 @@ from _common import (
     write_result,
 )
 
+from devkit.server import Server, free_port
 from loadtest.corpus import DEFAULT_CHARS, Corpus, load_corpus
 from loadtest.preload import JSON_HEADERS, check_loopback, preload_async, run_async
 from loadtest.proc import cpu_model, cpu_seconds, pin_process, rss_bytes
-from tests.server import Server, free_port
 
 DOCS_DIR = REPO_ROOT / "docs"
 COLLECTION = "/v1/collections/default"

@@ -46,13 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO_ROOT, cpu_model_name, markdown_table, priority, write_result
 
-import tests.server
+import devkit.server
+from devkit.server import Server
 from loadtest.proc import busy_cpu_seconds, cpu_seconds, rss_bytes
-from tests.server import Server
 
 # A start compiles the numba kernels when their cache is stale: on a busy machine that
 # takes longer than the tests allow.
-tests.server.STARTUP_SECONDS = 900
+devkit.server.STARTUP_SECONDS = 900
 
 DOCS_DIR = REPO_ROOT / "docs"
 COLLECTION = "soak"

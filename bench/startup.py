@@ -11,7 +11,7 @@ Two cases, each run on a new empty data directory and its own NUMBA_CACHE_DIR:
 - **no cache**, the old behaviour: the cache is emptied before every run, so that the
   start compiles the kernels, as the first start of an install did.
 
-A run is timed by tests/server.py's Server (readiness polled every 50 ms), then sends the
+A run is timed by devkit/server.py's Server (readiness polled every 50 ms), then sends the
 first requests of a client (an English and a Chinese single insert, a batch, a search by
 text and one by HTML), timed together, and counts the kernel versions numba compiled in the
 server over the start and those requests (NUMBA_DEBUG_CACHE's "data saved" lines): after
@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import Timing, format_spread, markdown_table, spread, write_result
 
+from devkit.server import Server, neardup_command
 from loadtest.proc import cpu_model
-from tests.server import Server, neardup_command
 
 STORY = (
     "OPEC ministers agreed on Monday to cut crude oil output by 1.5 mln barrels a day from "

@@ -3,7 +3,7 @@
     .venv/bin/python loadtest/run.py --workload mixed --preload 100000 --duration 60
 
 (a) starts ``neardup serve`` on a free port over a temporary data directory (the test
-suite's tests/server.py Server), or uses ``--url`` (loopback addresses only); (b) preloads
+suite's devkit/server.py Server), or uses ``--url`` (loopback addresses only); (b) preloads
 ``--preload`` documents ``pre-{i}`` through the batch API (loadtest/preload.py); (c) runs
 locust headless on loadtest/locustfile.py for ``--duration`` seconds with the user class of
 ``--workload`` (insert: CrawlerUser, search: ReaderUser, mixed: both); (d) prints
@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from _common import Align, markdown_table, write_result
 
+from devkit.server import Server
 from loadtest.corpus import DEFAULT_CHARS
 from loadtest.preload import check_loopback, preload
 from loadtest.proc import cpu_model, cpu_seconds, rss_bytes
-from tests.server import Server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = REPO_ROOT / "loadtest" / "locustfile.py"

@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.text import normalize
+from devkit.corpus import CHINESE_NEWS, english_like_text, mutate_words
 from tests import reference
-from tests.corpus import CHINESE_NEWS, english_like_text, mutate_words
 
 DOCS = "/v1/collections/default/documents"
 

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from devkit.corpus import english_like_text, mutate_words
+from devkit.server import STARTUP_SECONDS, Server, free_port, neardup_command
 from neardup_client import (
     APIError,
     AsyncClient,
@@ -45,8 +47,6 @@ from neardup_client import (
     parse_retry_after,
     read_export,
 )
-from tests.corpus import english_like_text, mutate_words
-from tests.server import STARTUP_SECONDS, Server, free_port, neardup_command
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH_LIMIT = 4  # the server's NEARDUP_MAX_BATCH_DOCUMENTS in these tests

@@ -14,7 +14,7 @@ from app.backends.embedded.registry import Registry
 from app.service import InsertResult, NewDocument, Refused
 from app.service.coalesce import SingleInserts
 from app.storage import MemoryStore
-from tests.corpus import english_like_text, mutate_words
+from devkit.corpus import english_like_text, mutate_words
 
 
 def _collection() -> Collection:

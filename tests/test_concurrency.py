@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 
 from app.core.text import normalize
+from devkit.corpus import english_like_text, mutate_words
+from devkit.server import Server
 from tests import reference
-from tests.corpus import english_like_text, mutate_words
-from tests.server import Server
 
 DOCS = "/v1/collections/default/documents"
 SEARCH = "/v1/collections/default/search"

@@ -42,8 +42,8 @@ from app.core.fingerprint import fingerprint
 from app.core.lsh import optimal_bands
 from app.core.ngram import CJK_RANGES
 from app.core.text import normalize
+from devkit.corpus import CHINESE_NEWS, english_like_text, mutate_words
 from tests.conftest import make_client
-from tests.corpus import CHINESE_NEWS, english_like_text, mutate_words
 
 METHOD_NAMES = ("exact", "simhash", "minhash", "ngram")
 

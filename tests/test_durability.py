@@ -22,9 +22,9 @@ from app.storage import MemoryStore, StoredCollection
 from app.storage.base import DocumentBatch, Eviction
 from app.storage.commit import Commit
 from app.storage.sqlite import SQLiteStore
+from devkit.corpus import english_like_text, mutate_words
+from devkit.server import Server, neardup_command
 from tests.conftest import make_client
-from tests.corpus import english_like_text, mutate_words
-from tests.server import Server, neardup_command
 
 DOCS = "/v1/collections/default/documents"
 

@@ -19,8 +19,8 @@ from app.core.fingerprint import (
     shingle_hashes,
 )
 from app.core.text import EmptyDocument, normalize
+from devkit.corpus import CHINESE_NEWS, english_like_text, mutate_words
 from tests import reference
-from tests.corpus import CHINESE_NEWS, english_like_text, mutate_words
 
 PARAMS = [
     FingerprintParams(),

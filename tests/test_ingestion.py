@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from devkit.corpus import english_like_text, mutate_words
 from tests import reference
 from tests.conftest import make_client
-from tests.corpus import english_like_text, mutate_words
 
 NEWS = "/v1/collections/news"
 DOCS = f"{NEWS}/documents"

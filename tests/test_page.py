@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from devkit.server import Server
 from neardup_client import Client
-from tests.server import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("NEARDUP_ARTIFACTS_DIR", ROOT / "artifacts")) / "page"

@@ -26,11 +26,11 @@ from app.backends.redis.store.connect import connect
 from app.backends.redis.store.wire import Wire
 from app.config import Settings
 from app.main import create_app
+from devkit.corpus import english_like_text, mutate_words
+from devkit.server import neardup_command
 from tests import test_ngram_api as ngram_api
 from tests.conftest import make_client
-from tests.corpus import english_like_text, mutate_words
 from tests.redis_servers import RedisServer, redis_server, standalone
-from tests.server import neardup_command
 from tests.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_a_batch_is_refused_whole_only_when_the_request_is_wrong,
     test_a_chain_of_reissues_lands_in_one_cluster,

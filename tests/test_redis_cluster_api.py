@@ -16,8 +16,8 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 
 from fastapi.testclient import TestClient
 
+from devkit.corpus import english_like_text
 from tests.conftest import make_client
-from tests.corpus import english_like_text
 from tests.redis_servers import RedisClusterServers, redis_cluster
 from tests.test_api import (  # noqa: F401 (collected again here, on a Redis Cluster)
     test_a_chain_of_reissues_lands_in_one_cluster,

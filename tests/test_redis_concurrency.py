@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
+from devkit.server import Server
 from tests.redis_servers import RedisServer, redis_server
-from tests.server import Server
 from tests.test_concurrency import (
     CLIENTS,
     DOCS,

@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
+from devkit.corpus import english_like_text
 from tests.conftest import make_client
-from tests.corpus import english_like_text
 from tests.redis_servers import _missing, start_cluster
 
 DOCS = "/v1/collections/default/documents"

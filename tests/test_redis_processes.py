@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
-from tests.corpus import english_like_text, mutate_words
+from devkit.corpus import english_like_text, mutate_words
+from devkit.server import Server
 from tests.redis_servers import RedisServer, redis_server
-from tests.server import Server
 from tests.test_redis_api import emptied
 
 __all__ = ["redis_server"]  # a fixture, used by name

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
+from devkit.server import Server
 from tests.redis_servers import RedisServer, redis_server
-from tests.server import Server
 from tests.test_redis_api import emptied
 from tests.test_schema_fuzz import (  # noqa: F401 (collected again here, on Redis)
     API_KEY,

@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.config import Settings
 from app.main import create_app
-from tests.server import Server
+from devkit.server import Server
 
 EXAMPLES_PER_OPERATION = 50
 API_KEY = "schema-fuzz-key-0123456789"

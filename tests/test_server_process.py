@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.corpus import english_like_text
-from tests.server import Server
+from devkit.corpus import english_like_text
+from devkit.server import Server
 
 
 def test_neardup_serve_answers_over_http_and_stops_cleanly(tmp_path: Path) -> None:
@@ -44,7 +44,7 @@ def test_neardup_serve_answers_over_http_and_stops_cleanly(tmp_path: Path) -> No
 def test_neardup_help_documents_every_command() -> None:
     import subprocess
 
-    from tests.server import neardup_command
+    from devkit.server import neardup_command
 
     usage = subprocess.run([neardup_command(), "--help"], capture_output=True, text=True)
     assert usage.returncode == 0 and "serve" in usage.stdout

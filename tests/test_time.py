@@ -19,7 +19,7 @@ from app.service.times import iso_time_us
 from app.storage import MemoryStore
 from app.storage.base import Store
 from app.storage.sqlite import SQLiteStore
-from tests.corpus import english_like_text
+from devkit.corpus import english_like_text
 from tests.time_model import Expected, FakeClock, Model
 
 HOUR = 3600 * 1_000_000

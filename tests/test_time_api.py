@@ -25,9 +25,9 @@ from app.service import NewDocument, Query
 from app.service.times import iso_time_us
 from app.storage.sqlite import SQLiteStore
 from app.transfer import export_lines, import_lines
+from devkit.corpus import english_like_text
+from devkit.server import Server
 from tests.conftest import READY_TIMEOUT_SECONDS
-from tests.corpus import english_like_text
-from tests.server import Server
 from tests.time_model import FakeClock, Model
 
 NEWS = "/v1/collections/news"
