@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.embedded.rows import RowTable
+from app.backends.embedded.states import LIVE
 from app.core.fingerprint import Fingerprints
 from app.errors import NeardupError
 from app.service.types import InsertResult, NewDocument, Refused
@@ -44,11 +46,13 @@ class Insertion:
 
 class PendingBatch:
     """Documents of a batch accepted so far, not yet committed: matched by brute force
-    (a batch is small), under provisional rows that continue the collection's."""
+    (a batch is small), under provisional rows that continue the collection's (``rows``).
+    A row is looked up here from ``first_row`` on, in the collection's rows below."""
 
-    def __init__(self, fingerprints: Fingerprints, first_row: int, now: float) -> None:
+    def __init__(self, fingerprints: Fingerprints, rows: RowTable, now: float) -> None:
         self.fingerprints = fingerprints
-        self.first_row = first_row
+        self._rows = rows
+        self.first_row = rows.next_row
         self.now = now  # the insert time, Unix seconds
         self.timestamps: list[int] = []
         self.ids: list[str] = []
@@ -76,6 +80,30 @@ class PendingBatch:
         self.texts.append(text)
         self.created.append(self.now)
         return row
+
+    def cluster_of(self, row: int) -> int:
+        """The row naming the cluster of a stored or pending row."""
+        if row < self.first_row:
+            return int(self._rows.cluster.array[row])
+        return self.clusters[row - self.first_row]
+
+    def id_of(self, row: int) -> str | None:
+        if row < self.first_row:
+            return self._rows.ids[row]
+        return self.ids[row - self.first_row]
+
+    def oldest_member(self, cluster_row: int | None) -> str | None:
+        """The id of the oldest LIVE document of a cluster (a pending one when the
+        cluster has none stored): what ``duplicate_of`` names."""
+        if cluster_row is None:
+            return None
+        if cluster_row >= self.first_row or self._rows.state.array[cluster_row] == LIVE:
+            return self.id_of(cluster_row)
+        oldest = self._rows.members.first_live(cluster_row, self._rows.state.array)
+        if oldest is None:
+            joined = self.members(cluster_row)
+            oldest = joined[0] if joined else None
+        return None if oldest is None else self.id_of(oldest)
 
     def members(self, cluster_row: int) -> list[int]:
         return [

@@ -335,7 +335,7 @@ class Writes:
         """Match, record and publish documents that may be inserted (under the write
         lock): the answers, the commit to wait for (outside the lock) and the batch."""
         replaced: list[int] = []
-        pending = PendingBatch(fingerprints, self._rows.next_row, now / MICROSECONDS)
+        pending = PendingBatch(fingerprints, self._rows, now / MICROSECONDS)
         old_rows = np.array(
             [
                 r
@@ -376,7 +376,7 @@ class Writes:
             if adds and not unlimited and added >= granted:
                 results.append(Refused(document.id, self._refusal(added)))
                 continue
-            cluster_row = self._cluster_of_row(best_row, pending) if matches else None
+            cluster_row = pending.cluster_of(best_row) if matches else None
             skipped = (bool(matches) and on_duplicate == "skip") or bool(expired[position])
             if not skipped:
                 if old_row >= 0:
@@ -399,10 +399,8 @@ class Writes:
                 InsertResult(
                     id=ids[position],
                     inserted=not skipped,
-                    duplicate_of=self._oldest_member(cluster_row, pending) if matches else None,
-                    cluster_id=(
-                        self._id_of(cluster_row, pending) if cluster_row is not None else None
-                    )
+                    duplicate_of=pending.oldest_member(cluster_row) if matches else None,
+                    cluster_id=(pending.id_of(cluster_row) if cluster_row is not None else None)
                     or ids[position],
                     matches=matches,
                     replaced=old_row >= 0 and not skipped,
@@ -468,28 +466,5 @@ class Writes:
             ),
             merged_rows,
         ).sorted()
-        matches = matches_of(
-            merged, (0, len(merged.rows)), INSERT_MATCH_LIMIT, lambda row: self._id_of(row, pending)
-        )
+        matches = matches_of(merged, (0, len(merged.rows)), INSERT_MATCH_LIMIT, pending.id_of)
         return matches, int(merged.rows[0]) if matches else -1
-
-    def _cluster_of_row(self, row: int, pending: PendingBatch) -> int:
-        if row < pending.first_row:
-            return int(self._rows.cluster.array[row])
-        return pending.clusters[row - pending.first_row]
-
-    def _id_of(self, row: int, pending: PendingBatch) -> str | None:
-        if row < pending.first_row:
-            return self._rows.ids[row]
-        return pending.ids[row - pending.first_row]
-
-    def _oldest_member(self, cluster_row: int | None, pending: PendingBatch) -> str | None:
-        if cluster_row is None:
-            return None
-        if cluster_row >= pending.first_row or self._rows.state.array[cluster_row] == LIVE:
-            return self._id_of(cluster_row, pending)
-        oldest = self._rows.members.first_live(cluster_row, self._rows.state.array)
-        if oldest is None:
-            joined = pending.members(cluster_row)
-            oldest = joined[0] if joined else None
-        return None if oldest is None else self._id_of(oldest, pending)
