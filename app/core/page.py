@@ -185,8 +185,8 @@ def read_page(html: str, extract: Extraction = "main") -> Page:
     falling back to the visible text where that is empty or a small share of it
     (FALLBACK_MIN_SHARE); "all", the visible text (``text.html_to_text``).
 
-    Cost: two HTML5 parses (Lexbor, in C) and linear passes: about 3.5 ms for a typical
-    100 KB news page, 20 ms for 1 MB.
+    Cost: two HTML5 parses (Lexbor, in C) and linear passes: a median of 3.8 ms a page
+    on 181 real news pages (p99 12.7 ms), 5.7 ms on pages of 100 KB-1.5 MB.
     """
     tree = HTMLTree.parse(html)
     title, titles = _titles(tree)
