@@ -182,24 +182,13 @@ def quality(url: str, pages: list[RealPage]) -> str:
 def extractor_table(pages: list[RealPage], passes: int = 3) -> str:
     """Each reading of a page against its hand-made article: exact word 5-gram Jaccard,
     and the time a page (median over ``passes`` passes, interleaved)."""
-    from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
 
+    from app.core.page import main_content
     from app.core.text import html_to_text
 
     def resiliparse_main(html: str) -> str:
-        return str(
-            extract_plain_text(
-                HTMLTree.parse(html),
-                main_content=True,
-                alt_texts=False,
-                links=False,
-                list_bullets=False,
-                noscript=False,
-                comments=False,
-                post_meta=False,
-            )
-        )
+        return main_content(HTMLTree.parse(html))
 
     readers: dict[str, Any] = {
         "visible text (html.extract all)": html_to_text,

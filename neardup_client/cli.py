@@ -239,7 +239,9 @@ def _text_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("collection", help="collection name")
     parser.add_argument("text", nargs="?", help="the text ('-' or absent: stdin)")
     parser.add_argument("--file", help="read the text from this file")
-    parser.add_argument("--html", action="store_true", help="the text is HTML: strip tags")
+    parser.add_argument(
+        "--html", action="store_true", help="the text is a web page: its main content is matched"
+    )
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,6 +18,7 @@ from app.core.fingerprint import (
     jaccard_estimate,
     shingle_hashes,
 )
+from app.core.page import read_page
 from app.core.text import EmptyDocument, normalize
 from devkit.corpus import CHINESE_NEWS, english_like_text, mutate_words
 from tests import reference
@@ -88,7 +89,7 @@ def test_html_is_reduced_to_its_visible_text() -> None:
     html = "<html><head><style>p {}</style></head><body><p>Oil <b>prices</b> rose</p>"
     html += "<script>var x = 1;</script></body></html>"
     assert normalize(html, html=True) == "oil prices rose"
-    fp = fingerprint([html, "Oil prices rose"], FingerprintParams(), html=True)
+    fp = fingerprint([read_page(html, "all").text, "Oil prices rose"], FingerprintParams())
     assert (
         fp.exact[0].tolist()
         == fingerprint(["oil prices rose"], FingerprintParams()).exact[0].tolist()

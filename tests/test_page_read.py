@@ -190,3 +190,13 @@ def test_article_text_keeps_what_would_cost_too_much_of_the_text() -> None:
     assert article_text("\n".join(links), set(), None, set(links)).splitlines() == links
     # No paragraph at all: nothing to trim to.
     assert article_text("a\nb c", set(), None, set()) == "a\nb c"
+
+
+def test_python_only_codecs_and_a_declared_utf16_are_not_taken_at_their_word() -> None:
+    for label in ("base64", "rot13", "unicode_escape", "punycode", "utf-7"):
+        assert codec_of(label) is None, label
+        with pytest.raises(UndecodablePage, match="not a known character encoding"):
+            decode_page(b"<p>\\ud800 hello</p>", label)
+    # A page read as ASCII to find "utf-16" is not UTF-16 (the HTML standard: UTF-8).
+    page = page_of(FRENCH, "utf-16")
+    assert decode_page(page.encode("utf-8")) == page

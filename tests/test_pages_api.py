@@ -174,6 +174,10 @@ def test_undecodable_pages_are_422_alone_and_in_a_batch(client: TestClient) -> N
     assert response.json()["error"]["code"] == "invalid_page"
     unknown = client.post(docs(), json={"html_base64": "PHA+aGk8L3A+", "charset": "klingon"})
     assert unknown.status_code == 422 and "klingon" in unknown.json()["error"]["message"]
+    # Python's own codecs (bytes to bytes, escapes) are no page's charset: 422, not 500.
+    for label in ("base64", "unicode_escape"):
+        odd = client.post(docs(), json={"html_base64": "PHA+aGk8L3A+", "charset": label})
+        assert odd.status_code == 422 and odd.json()["error"]["code"] == "invalid_page"
     not_base64 = client.post(docs(), json={"html_base64": "%%%"})
     assert not_base64.status_code == 422
     assert not_base64.json()["error"]["code"] == "invalid_body"

@@ -28,7 +28,7 @@ import numpy.typing as npt
 import xxhash
 
 from app.core import _kernels
-from app.core.text import _NO_SPACE_SCRIPT_RANGES, EmptyDocument, html_to_text, normalize
+from app.core.text import _NO_SPACE_SCRIPT_RANGES, EmptyDocument, normalize
 from app.core.types import ExactHashes, MinHashes, ShingleHashes, SimHashes
 
 ShingleUnit = Literal["char", "word"]
@@ -210,7 +210,7 @@ def _sketch(
     return simhash, minhash
 
 
-def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = False) -> Fingerprints:
+def fingerprint(texts: list[str], params: FingerprintParams) -> Fingerprints:
     """Normalise and fingerprint a batch of texts. Raises EmptyDocument for a text with
     nothing left once normalised; ``fingerprint_nonempty`` reports them instead.
 
@@ -223,7 +223,7 @@ def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = Fal
     >>> bool(fp.simhash[0] == fp.simhash[1]), fp.minhash.shape
     (True, (2, 128))
     """
-    fingerprints, kept = fingerprint_nonempty(texts, params, html=html)
+    fingerprints, kept = fingerprint_nonempty(texts, params)
     if len(kept) < len(texts):
         empty = np.ones(len(texts), dtype=np.bool_)
         empty[kept] = False
@@ -233,7 +233,7 @@ def fingerprint(texts: list[str], params: FingerprintParams, *, html: bool = Fal
 
 
 def fingerprint_nonempty(
-    texts: list[str], params: FingerprintParams, *, html: bool = False, short_chars: int = 0
+    texts: list[str], params: FingerprintParams, *, short_chars: int = 0
 ) -> tuple[Fingerprints, npt.NDArray[np.int64]]:
     """(fingerprints, kept): the fingerprints of the texts that are not empty once
     normalised, row i for ``texts[kept[i]]``; the service refuses the others one by one,
@@ -242,8 +242,6 @@ def fingerprint_nonempty(
 
     Cost: O(total characters x shingle size) in compiled code plus O(N) Python calls.
     """
-    if html:
-        texts = [html_to_text(text) for text in texts]
     if len(texts) == 1 and texts[0].isascii():
         one = _fingerprint_one_ascii(texts[0], params, short_chars)
         if one is not None:

@@ -25,7 +25,7 @@ from resiliparse.parse.html import DocumentNode, HTMLTree
 from selectolax.lexbor import LexborHTMLParser
 
 from app.core.article import article_text, title_forms
-from app.core.text import visible_text
+from app.core.text import html_to_text, visible_text
 
 Extraction = Literal["main", "all"]
 EXTRACTIONS: tuple[Extraction, ...] = ("main", "all")
@@ -58,6 +58,11 @@ _BROWSER_CODECS = {
     "tis-620": "cp874",
     "iso8859-11": "cp874",
 }
+# Python codecs that decode bytes to text but are no charset a page is written in: their
+# output may hold lone surrogates (unicode_escape) or they exist for other protocols.
+_NOT_PAGE_CODECS = frozenset(
+    {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "utf-7"}
+)
 # A declared charset that leaves more than this share of the bytes undecodable is not the
 # page's charset; below it, the odd broken byte becomes U+FFFD as in a browser.
 _MAX_BAD_BYTE_SHARE = 0.01
@@ -79,18 +84,25 @@ class Page:
 
 
 def codec_of(label: str) -> str | None:
-    """The Python codec a charset label names, as a browser reads it; None if unknown."""
+    """The Python codec a charset label names, as a browser reads it; None if unknown or
+    not a character encoding of pages (base64, rot13, unicode_escape: Python's own)."""
     try:
-        name = codecs.lookup(label.strip().strip("\"'")).name
+        info = codecs.lookup(label.strip().strip("\"'"))
     except (LookupError, ValueError):
+        return None
+    name = info.name
+    # Codecs that are not bytes to text (base64, rot13, zlib) say so in this flag.
+    if not getattr(info, "_is_text_encoding", True) or name in _NOT_PAGE_CODECS:
         return None
     return _BROWSER_CODECS.get(name, name)
 
 
 def declared_charset(data: bytes) -> str | None:
-    """The codec of the page's own ``<meta charset>`` or ``http-equiv`` declaration."""
+    """The codec of the page's own ``<meta charset>`` or ``http-equiv`` declaration. A
+    page that could be read to find it is not UTF-16: that declaration means UTF-8."""
     match = _META_CHARSET.search(data, 0, _DECLARATION_WINDOW)
-    return codec_of(match.group(1).decode("ascii")) if match else None
+    codec = codec_of(match.group(1).decode("ascii")) if match else None
+    return "utf-8" if codec is not None and codec.startswith("utf-16") else codec
 
 
 def _decode_as(data: bytes, codec: str) -> str | None:
@@ -178,6 +190,23 @@ def _visible_and_links(html: str) -> tuple[str, set[str]]:
     return visible_text(tree), links
 
 
+def main_content(tree: HTMLTree) -> str:
+    """resiliparse's main content of a parsed page, one block a line: without comments,
+    image alt texts, post metadata, noscript, links' targets or list bullets."""
+    return str(
+        extract_plain_text(
+            tree,
+            main_content=True,
+            alt_texts=False,
+            links=False,
+            list_bullets=False,
+            noscript=False,
+            comments=False,
+            post_meta=False,
+        )
+    )
+
+
 def read_page(html: str, extract: Extraction = "main") -> Page:
     """The page's text for matching, by the collection's ``html.extract``: "main", its
     main content (resiliparse's extractor, without comments, image texts and post
@@ -190,19 +219,10 @@ def read_page(html: str, extract: Extraction = "main") -> Page:
     """
     tree = HTMLTree.parse(html)
     title, titles = _titles(tree)
+    if extract == "all":
+        return Page(html_to_text(html), title, "all")
     visible, links = _visible_and_links(html)
-    if extract == "main":
-        main = extract_plain_text(
-            tree,
-            main_content=True,
-            alt_texts=False,
-            links=False,
-            list_bullets=False,
-            noscript=False,
-            comments=False,
-            post_meta=False,
-        )
-        main = article_text(main, title_forms(titles, tree.title), tree.title, links)
-        if main and len(main.split()) >= FALLBACK_MIN_SHARE * len(visible.split()):
-            return Page(main, title, "main")
+    main = article_text(main_content(tree), title_forms(titles, tree.title), tree.title, links)
+    if main and len(main.split()) >= FALLBACK_MIN_SHARE * len(visible.split()):
+        return Page(main, title, "main")
     return Page(visible, title, "all")
