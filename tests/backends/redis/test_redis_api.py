@@ -28,10 +28,8 @@ from app.config import Settings
 from app.main import create_app
 from devkit.corpus import english_like_text, mutate_words
 from devkit.server import neardup_command
-from tests import test_ngram_api as ngram_api
-from tests.conftest import make_client
-from tests.redis_servers import RedisServer, redis_server, standalone
-from tests.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
+from tests.api import test_ngram_api as ngram_api
+from tests.api.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_a_batch_is_refused_whole_only_when_the_request_is_wrong,
     test_a_chain_of_reissues_lands_in_one_cluster,
     test_bad_bodies_give_422_that_say_what_is_wrong,
@@ -54,9 +52,11 @@ from tests.test_api import (  # noqa: F401 (collected again here, on the Redis b
     test_skip_reports_the_duplicate_and_stores_nothing,
     test_unknown_collection_everywhere_is_404,
 )
-from tests.test_ngram_api import (  # noqa: F401 (collected again here, on the Redis backend)
+from tests.api.test_ngram_api import (  # noqa: F401 (collected again here, on the Redis backend)
     test_titles_match_in_the_default_collection_with_no_settings,
 )
+from tests.conftest import make_client
+from tests.redis_servers import RedisServer, redis_server, standalone
 from tests.time_model import FakeClock
 
 __all__ = ["redis_server"]  # a fixture, used by name

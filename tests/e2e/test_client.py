@@ -48,7 +48,7 @@ from neardup_client import (
     read_export,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BATCH_LIMIT = 4  # the server's NEARDUP_MAX_BATCH_DOCUMENTS in these tests
 BODY_LIMIT = 65536  # and its NEARDUP_MAX_BODY_BYTES
 BATCH_ROUTE = "/v1/collections/{name}/documents/batch"

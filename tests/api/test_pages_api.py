@@ -39,7 +39,7 @@ def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClien
         yield from make_client(tmp_path, **LIMITS)
         return
     pytest.importorskip("redis", reason="redis-py is in the test extra")
-    from tests.test_redis_api import emptied
+    from tests.backends.redis.test_redis_api import emptied
 
     server: RedisServer = request.getfixturevalue("redis_server")
     emptied(server.url)

@@ -24,7 +24,7 @@ from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex
 from app.core.text import normalize
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
 STORIES_PATH = DATA_DIR / "reuters21578.jsonl"
 PAIRS_PATH = DATA_DIR / "reuters21578.near_dup_pairs.tsv"

@@ -526,7 +526,7 @@ def test_parser_is_registered() -> None:
     assert arguments.engine == "local" and arguments.inputs == ["a.jsonl"]
 
 
-REUTERS_DIR = Path(__file__).resolve().parents[1].parent / "shared/data/reuters21578"
+REUTERS_DIR = Path(__file__).resolve().parents[2].parent / "shared/data/reuters21578"
 
 
 @pytest.mark.data

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
 BENCH_PATH = REPO_ROOT / "bench" / "reuters_titles.py"
 SKIP_REASON = "../shared/data/reuters21578 not found: the title evaluation needs the shared data"

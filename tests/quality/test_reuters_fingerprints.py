@@ -27,7 +27,7 @@ from app.core.fingerprint import (
 )
 from app.core.text import normalize
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared/data/reuters21578"
+DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared/data/reuters21578"
 STORIES_PATH = DATA_DIR / "reuters21578.jsonl"
 PAIRS_PATH = DATA_DIR / "reuters21578.near_dup_pairs.tsv"
 SKIP_REASON = "../shared/data/reuters21578 not found: the Reuters checks need the shared data set"

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
 from devkit.server import Server
-from tests.redis_servers import RedisServer, redis_server
-from tests.test_concurrency import (
+from tests.backends.redis.test_redis_api import emptied
+from tests.e2e.test_concurrency import (
     CLIENTS,
     DOCS,
     RUN_SECONDS,
@@ -29,7 +29,7 @@ from tests.test_concurrency import (
     must_find,
     texts_pool,
 )
-from tests.test_redis_api import emptied
+from tests.redis_servers import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # a fixture, used by name
 

@@ -17,9 +17,7 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 from fastapi.testclient import TestClient
 
 from devkit.corpus import english_like_text
-from tests.conftest import make_client
-from tests.redis_servers import RedisClusterServers, redis_cluster
-from tests.test_api import (  # noqa: F401 (collected again here, on a Redis Cluster)
+from tests.api.test_api import (  # noqa: F401 (collected again here, on a Redis Cluster)
     test_a_chain_of_reissues_lands_in_one_cluster,
     test_batch_matches_earlier_documents_of_the_same_batch,
     test_collections_are_created_listed_described_and_dropped,
@@ -29,7 +27,9 @@ from tests.test_api import (  # noqa: F401 (collected again here, on a Redis Clu
     test_similar_excludes_itself_and_checks_its_parameters,
     test_unknown_collection_everywhere_is_404,
 )
-from tests.test_redis_api import LIMITS, compare_stream, emptied
+from tests.backends.redis.test_redis_api import LIMITS, compare_stream, emptied
+from tests.conftest import make_client
+from tests.redis_servers import RedisClusterServers, redis_cluster
 
 __all__ = ["redis_cluster"]  # a fixture, used by name
 

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
 BENCH_PATH = REPO_ROOT / "bench" / "reuters_http.py"
 SKIP_REASON = "../shared/data/reuters21578 not found: the Reuters replay needs the shared data set"

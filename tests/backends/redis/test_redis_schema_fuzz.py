@@ -12,13 +12,13 @@ import pytest
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
 from devkit.server import Server
-from tests.redis_servers import RedisServer, redis_server
-from tests.test_redis_api import emptied
-from tests.test_schema_fuzz import (  # noqa: F401 (collected again here, on Redis)
+from tests.api.test_schema_fuzz import (  # noqa: F401 (collected again here, on Redis)
     API_KEY,
     SCHEMA_DOCUMENT,
     test_every_answer_matches_the_schema_and_none_is_a_server_error,
 )
+from tests.backends.redis.test_redis_api import emptied
+from tests.redis_servers import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # a fixture, used by name
 

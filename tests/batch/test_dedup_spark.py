@@ -20,7 +20,7 @@ import pytest
 
 from app.batch.readers import Fields, InputError
 from app.collection_config import CollectionConfig
-from tests.test_dedup import (
+from tests.batch.test_dedup import (
     WINDOW,
     _write_parquet,
     make_corpus,

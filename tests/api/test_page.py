@@ -24,7 +24,7 @@ import pytest
 from devkit.server import Server
 from neardup_client import Client
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("NEARDUP_ARTIFACTS_DIR", ROOT / "artifacts")) / "page"
 CHROMIUM = os.environ.get("NEARDUP_CHROMIUM") or shutil.which("chromium")
 CHROMEDRIVER = os.environ.get("NEARDUP_CHROMEDRIVER") or shutil.which("chromedriver")

@@ -31,8 +31,8 @@ from app.backends.redis.store.lookups import LookupTables, RangeLookups
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.types import Client
 from app.backends.redis.store.wire import Wire, pack, unpack
+from tests.backends.redis.test_redis_store import Corpus, documents
 from tests.redis_servers import RedisClusterServers, RedisServer, redis_cluster, redis_server
-from tests.test_redis_store import Corpus, documents
 
 __all__ = ["redis_cluster", "redis_server"]  # fixtures, used by name
 
