@@ -23,7 +23,7 @@ from app.backends.embedded.collection import Collection
 from app.backends.embedded.registry import Registry, warm_up
 from app.collection_config import CollectionConfig, MinHashConfig, ShingleConfig, SimHashConfig
 from app.core.page import read_page
-from app.service import NewDocument, Query
+from app.service import InsertOptions, NewDocument, Query
 from app.storage.sqlite import SQLiteStore
 
 STORY = (
@@ -112,8 +112,8 @@ def _exercise(collection: Collection, prefix: str) -> None:
     collection.insert(batch)
     page = read_page(HTML, collection.config.html.extract).text
     collection.insert([NewDocument(page, f"{prefix}-html")])
-    collection.insert([NewDocument(TEXTS[0])], "skip")
-    collection.insert([NewDocument(TEXTS[2], ids[0])], replace=True)
+    collection.insert([NewDocument(TEXTS[0])], InsertOptions("skip"))
+    collection.insert([NewDocument(TEXTS[2], ids[0])], InsertOptions(replace=True))
     collection.insert([NewDocument(text, f"{prefix}-bulk-{i}") for i, text in enumerate(BULK)])
     for round_ in ("before", "after"):
         for text in TEXTS:

@@ -7,7 +7,7 @@ cost each request a hop through the threadpool.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Request
@@ -53,14 +53,6 @@ async def get_registry(request: Request) -> ServiceRegistry:
     return registry_of(request)
 
 
-async def off_loop(collection: ServiceCollection, call: Callable[[], T]) -> T:
-    """A collection's read from an async handler: on the event loop when it is in-memory
-    work (the embedded service), in the thread pool when it waits on the network (Redis)."""
-    if collection.blocking:
-        return await run_in_threadpool(call)
-    return call()
-
-
 @contextlib.contextmanager
 def found_first(collection: ServiceCollection) -> Iterator[None]:
     """Checks of the request itself (limits) inside: when one refuses it, an unknown
@@ -75,11 +67,12 @@ def found_first(collection: ServiceCollection) -> Iterator[None]:
 
 @contextlib.asynccontextmanager
 async def found_first_async(collection: ServiceCollection) -> AsyncIterator[None]:
-    """found_first, with the collection's lookup off the event loop when it blocks."""
+    """found_first, with the collection's lookup in the thread pool (it may wait on the
+    network; a refused request only)."""
     try:
         yield
     except NeardupError:
-        await off_loop(collection, lambda: collection.config)
+        await run_in_threadpool(lambda: collection.config)
         raise
 
 

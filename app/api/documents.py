@@ -36,7 +36,7 @@ from app.api.times import TimeParameter
 from app.config import Settings
 from app.core.page import Extraction, Page
 from app.errors import InvalidBody, NeardupError
-from app.service import InsertResult, NewDocument, Refused
+from app.service import InsertOptions, InsertResult, NewDocument, Refused
 from app.service import Query as SearchQuery
 from app.service.protocols import ServiceCollection
 
@@ -98,11 +98,10 @@ async def insert_answer(
     async with found_first_async(collection):
         read = await pages.read_off_loop(body, settings, collection)
         limits.check_metadata(settings, body.metadata)
+        options = InsertOptions(body.on_duplicate, since=body.since, until=body.until)
     document = NewDocument(read.text, body.id, body.metadata, body.timestamp)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
-    answer = await collection.insert_async(
-        document, body.on_duplicate, since=body.since, until=body.until
-    )
+    answer = await collection.insert_async(document, options)
     result = _inserted(answer)
     return 201 if result.inserted else 200, orjson.dumps(insert_json(result, read.page))
 
@@ -140,6 +139,7 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
     collection, settings = collection_of(request, name), settings_of(request)
     with found_first(collection):
         limits.check_batch(settings, len(body.documents))
+        options = InsertOptions(body.on_duplicate, since=body.since, until=body.until)
     # The collection's settings are read once, and only for a batch that holds a page.
     extraction = functools.cache(lambda: collection.config.html.extract)
     checked = [_checked(raw, settings, extraction) for raw in body.documents]
@@ -149,12 +149,7 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
     ]
     # Also with no valid document: the call is what finds an unknown collection (404) on
     # a backend whose registry answers handles without asking (Redis).
-    answers = collection.insert(
-        [document for _, (document, _) in valid],
-        body.on_duplicate,
-        since=body.since,
-        until=body.until,
-    )
+    answers = collection.insert([document for _, (document, _) in valid], options)
     for (position, (_, page)), answer in zip(valid, answers, strict=True):
         results[position] = insert_json(answer, page)
     return json_response({"results": results})
@@ -193,10 +188,9 @@ def put_document(
             body, settings, collection.config.html.extract if body.is_page else "main"
         )
         limits.check_metadata(settings, body.metadata)
+        options = InsertOptions(replace=True, since=body.since, until=body.until)
     document = NewDocument(read.text, document_id, body.metadata, body.timestamp)
-    answer = collection.insert(
-        [document], "insert", replace=True, since=body.since, until=body.until
-    )
+    answer = collection.insert([document], options)
     result = _inserted(answer[0])
     # 200: replaced, or not stored (expired on arrival); 201: a new document.
     return json_response(

@@ -11,8 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.histogram import Counter, Histogram, MetricFamilies
-from app.errors import NeardupError
-from app.service.protocols import ServiceRegistry
+from app.service.protocols import ServiceFigures, ServiceOperations
 
 MERGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 COMMIT_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
@@ -28,7 +27,7 @@ class IndexCollector:
         self._registry_of = registry_of
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        registry: ServiceRegistry | None = self._registry_of()
+        registry: ServiceOperations | None = self._registry_of()
         families = {
             "documents": GaugeMetricFamily(
                 "neardup_documents", "Live documents per collection", labels=["collection"]
@@ -89,32 +88,26 @@ class IndexCollector:
             labels=["kind"],
         )
         if registry is not None:
-            counters = registry.storage_counters()
-            for kind, count in counters.items():
-                if kind == "round_trips":
-                    round_trips.add_metric([], count)
-                else:
-                    failures.add_metric([kind], count)
-            try:
-                collections = list(registry.list())
-            except NeardupError:  # the storage is out of reach: its failures say so
-                collections = []
-            for collection in collections:
-                try:
-                    stats = collection.stats()
-                except NeardupError:
-                    continue
+            figures: ServiceFigures = registry.figures()
+            if figures.round_trips is not None:
+                round_trips.add_metric([], figures.round_trips)
+            for kind, count in figures.failures.items():
+                failures.add_metric([kind], count)
+            for collection in figures.collections:
+                name, stats = collection.name, collection.stats
                 for key, family in families.items():
-                    family.add_metric([collection.name], stats[key])
-                for index, backlog in collection.backlogs().items():
-                    unmerged.add_metric([collection.name, index], backlog.unmerged_entries)
-                    tombstones.add_metric([collection.name, index], backlog.tombstones)
-                evicted.add_metric([collection.name], stats["evicted"])
-                expiring.add_metric([collection.name], stats["expiring"])
+                    family.add_metric([name], stats[key])
+                for index, backlog in collection.backlogs.items():
+                    unmerged.add_metric([name, index], backlog.unmerged_entries)
+                    tombstones.add_metric([name, index], backlog.tombstones)
+                evicted.add_metric([name], stats["evicted"])
+                expiring.add_metric([name], stats["expiring"])
                 if stats["oldest_seconds"] is not None:
-                    oldest.add_metric([collection.name], stats["oldest_seconds"])
-                eviction_seconds.add_metric([collection.name], collection.eviction_seconds)
-            store_eviction.add_metric([], registry.store_eviction_seconds())
+                    oldest.add_metric([name], stats["oldest_seconds"])
+                if collection.eviction_cpu_seconds is not None:
+                    eviction_seconds.add_metric([name], collection.eviction_cpu_seconds)
+            if figures.store_eviction_cpu_seconds is not None:
+                store_eviction.add_metric([], figures.store_eviction_cpu_seconds)
         yield from families.values()
         yield unmerged
         yield tombstones

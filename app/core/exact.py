@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from app.core.row_array import RowArray, RowBook
-from app.core.sorted_table import SortedTable
-from app.core.types import Backlog, ExactHashes, Rows
+from app.core.row_array import RowArray
+from app.core.table_index import TableIndex
+from app.core.types import ExactHashes, Rows
 
 
-class ExactIndex:
+class ExactIndex(TableIndex):
     """Rows by 128-bit content hash: the low word is the sorted key, both words verified.
 
     >>> index = ExactIndex()
@@ -20,12 +20,8 @@ class ExactIndex:
     """
 
     def __init__(self) -> None:
-        self._table = SortedTable(lanes=1)
         self._hashes = RowArray(np.uint64, (2,))
-        self._rows = RowBook()
-
-    def __len__(self) -> int:
-        return self._rows.live
+        super().__init__(lanes=1, values=self._hashes)
 
     def insert(self, hashes: ExactHashes, rows: npt.NDArray[np.integer]) -> None:
         """Store (m, 2) hashes under new row numbers."""
@@ -34,9 +30,6 @@ class ExactIndex:
         self._hashes.ensure(self._rows.present.size)
         self._hashes.array[rows] = hashes
         self._table.insert(hashes[:, 1:], rows)
-
-    def delete(self, rows: npt.NDArray[np.integer]) -> None:
-        self._rows.tombstone(rows)
 
     def search(self, exact_hash: ExactHashes) -> Rows:
         """Live rows with this exact hash, in row order. O(log N)."""
@@ -66,28 +59,8 @@ class ExactIndex:
         stored: ExactHashes = self._hashes.array[np.asarray(rows, dtype=np.int64)]
         return stored
 
-    def release(self, rows: npt.NDArray[np.integer]) -> None:
-        """Give back the per-row memory of deleted rows (whole pages of them): their
-        values are never read again. O(rows x rows per page)."""
-        self._hashes.release(np.asarray(rows, dtype=np.int64), self._rows.dead)
-
-    def backlog(self) -> Backlog:
-        """What the next merge will fold in and drop."""
-        return Backlog(self._table.unmerged(), self._rows.pending_tombstones)
-
-    def needs_merge(self) -> bool:
-        return self._table.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        # release_below: see RowBook.merge.
-        return self._rows.merge(self._table, release_below)
-
-    def memory_bytes(self) -> int:
-        return self._table.memory_bytes() + self._hashes.nbytes + self._rows.nbytes
-
     def _check(self) -> None:
-        self._table._check()
+        self._check_rows()
         state = self._table.snapshot()
         for run in (state.main, state.frozen, state.buffer):
             assert np.array_equal(run.keys[0], self._hashes.array[run.rows[0], 1])
-        self._rows.check(self._table.rows())

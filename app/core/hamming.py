@@ -36,9 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
-from app.core.row_array import RowBook
-from app.core.sorted_table import SortedTable
-from app.core.types import Backlog, Rows, SimHashes
+from app.core.table_index import TableIndex
+from app.core.types import Rows, SimHashes
 
 MAX_DISTANCE_LIMIT = 16
 
@@ -51,7 +50,7 @@ def block_layout(blocks: int) -> tuple[list[int], list[int]]:
     return shifts, widths
 
 
-class HammingIndex:
+class HammingIndex(TableIndex):
     """Exact search of 64-bit fingerprints within ``max_distance`` bits.
 
     ``blocks`` (default k + 1, the fewest tables) trades memory for fewer candidates per
@@ -83,16 +82,11 @@ class HammingIndex:
         self._shifts = np.array(table_shifts, dtype=np.int64)
         self._widths = np.array(table_widths, dtype=np.int64)
         self._prefix_masks = np.array(masks, dtype=np.uint64)
-        self._table = SortedTable(lanes=len(masks))
-        self._rows = RowBook()
+        super().__init__(lanes=len(masks))
 
     @property
     def tables(self) -> int:
         return len(self._prefix_masks)
-
-    def __len__(self) -> int:
-        """Live fingerprints (inserted and not deleted)."""
-        return self._rows.live
 
     def permute(self, fingerprints: SimHashes) -> npt.NDArray[np.uint64]:
         """(m, tables) permuted keys of each fingerprint."""
@@ -106,10 +100,6 @@ class HammingIndex:
         """Add fingerprints under new row numbers (never reused). O(m tables) + buffer merge."""
         rows = self._rows.claim(rows)
         self._table.insert(self.permute(fingerprints), rows)
-
-    def delete(self, rows: npt.NDArray[np.integer]) -> None:
-        """Tombstone rows: filtered from results at once, dropped at the next merge."""
-        self._rows.tombstone(rows)
 
     def search(
         self, fingerprint: int | np.uint64, max_distance: int | None = None
@@ -143,24 +133,9 @@ class HammingIndex:
         )
         return result
 
-    def backlog(self) -> Backlog:
-        """What the next merge will fold in and drop."""
-        return Backlog(self._table.unmerged(), self._rows.pending_tombstones)
-
-    def needs_merge(self) -> bool:
-        return self._table.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        """Fold the insert buffer into the sorted tables, dropping tombstoned rows."""
-        # release_below: see RowBook.merge.
-        return self._rows.merge(self._table, release_below)
-
-    def memory_bytes(self) -> int:
-        return self._table.memory_bytes() + self._rows.nbytes
-
     def _check(self) -> None:
         """Assert the table invariants and that every table holds the same fingerprints."""
-        self._table._check()
+        self._check_rows()
         state = self._table.snapshot()
         for run in (state.main, state.frozen, state.buffer):
             for lane in range(1, self.tables):
@@ -168,7 +143,6 @@ class HammingIndex:
                     np.sort(self._unpermute(run.keys[lane], lane)),
                     np.sort(self._unpermute(run.keys[0], 0)),
                 ), "tables hold different fingerprints"
-        self._rows.check(self._table.rows())
 
     def _unpermute(self, keys: npt.NDArray[np.uint64], table: int) -> npt.NDArray[np.uint64]:
         values = np.zeros(len(keys), dtype=np.uint64)

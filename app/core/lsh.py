@@ -25,9 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
-from app.core.row_array import RowArray, RowBook
-from app.core.sorted_table import SortedTable
-from app.core.types import Backlog, MinHashes, Rows
+from app.core.row_array import RowArray
+from app.core.table_index import TableIndex
+from app.core.types import MinHashes, Rows
 
 FALSE_POSITIVE_WEIGHT = 0.05
 FALSE_NEGATIVE_WEIGHT = 0.95
@@ -66,7 +66,7 @@ def min_matches(threshold: float, num_perm: int) -> int:
     return max(1, math.ceil(threshold * num_perm - 1e-9))
 
 
-class LSHIndex:
+class LSHIndex(TableIndex):
     """Near-duplicates by estimated Jaccard >= threshold, verified, with their scores.
 
     >>> index = LSHIndex(threshold=0.8, num_perm=4)
@@ -86,12 +86,8 @@ class LSHIndex:
         self.bands, self.rows_per_band = bands or optimal_bands(threshold, num_perm)
         if self.bands * self.rows_per_band > num_perm:
             raise ValueError("bands x rows per band must not exceed num_perm")
-        self._table = SortedTable(lanes=self.bands)
         self._signatures = RowArray(np.uint32, (num_perm,))
-        self._rows = RowBook()
-
-    def __len__(self) -> int:
-        return self._rows.live
+        super().__init__(lanes=self.bands, values=self._signatures)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
         """(m, b) uint64 band hashes of (m, K) signatures."""
@@ -117,10 +113,6 @@ class LSHIndex:
         # the row can always verify it.
         self._signatures.array[rows] = signatures
         self._table.insert(self.band_keys(signatures), rows)
-
-    def delete(self, rows: npt.NDArray[np.integer]) -> None:
-        """Tombstone rows: filtered from results at once, dropped at the next merge."""
-        self._rows.tombstone(rows)
 
     def signatures(self, rows: npt.NDArray[np.integer]) -> MinHashes:
         """The stored signatures of rows (deleted ones included)."""
@@ -159,32 +151,11 @@ class LSHIndex:
         )
         return ends, rows, scores
 
-    def release(self, rows: npt.NDArray[np.integer]) -> None:
-        """Give back the per-row memory of deleted rows (whole pages of them): their
-        values are never read again. O(rows x rows per page)."""
-        self._signatures.release(np.asarray(rows, dtype=np.int64), self._rows.dead)
-
-    def backlog(self) -> Backlog:
-        """What the next merge will fold in and drop."""
-        return Backlog(self._table.unmerged(), self._rows.pending_tombstones)
-
-    def needs_merge(self) -> bool:
-        return self._table.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        """Fold the insert buffer into the sorted bands, dropping tombstoned rows."""
-        # release_below: see RowBook.merge.
-        return self._rows.merge(self._table, release_below)
-
-    def memory_bytes(self) -> int:
-        return self._table.memory_bytes() + self._signatures.nbytes + self._rows.nbytes
-
     def _check(self) -> None:
         """Assert table invariants and that every stored band key matches its signature."""
-        self._table._check()
+        self._check_rows()
         state = self._table.snapshot()
         for run in (state.main, state.frozen, state.buffer):
             for band in range(self.bands):
                 expected = self.band_keys(self.signatures(run.rows[band]))[:, band]
                 assert np.array_equal(run.keys[band], expected), "a band key is stale"
-        self._rows.check(self._table.rows())

@@ -7,9 +7,10 @@ times.py. The backends are in app/backends/.
 from app.service.types import (
     DEFAULT_COLLECTION,
     INSERT_MATCH_LIMIT,
+    BackgroundObserver,
+    InsertOptions,
     InsertResult,
     Match,
-    MergeObserver,
     NewDocument,
     OnDuplicate,
     Query,
@@ -20,9 +21,10 @@ from app.service.types import (
 __all__ = [
     "DEFAULT_COLLECTION",
     "INSERT_MATCH_LIMIT",
+    "BackgroundObserver",
+    "InsertOptions",
     "InsertResult",
     "Match",
-    "MergeObserver",
     "NewDocument",
     "OnDuplicate",
     "Query",

@@ -30,10 +30,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from app.service.types import InsertResult, NewDocument, OnDuplicate, Refused
+from app.service.types import InsertOptions, InsertResult, NewDocument, Refused
 
-Options = tuple[OnDuplicate, int | None, int | None]  # on_duplicate, since, until
-InsertMany = Callable[[list[NewDocument], Options], Awaitable[list[InsertResult | Refused]]]
+InsertMany = Callable[[list[NewDocument], InsertOptions], Awaitable[list[InsertResult | Refused]]]
 
 # A larger batch delays its first document's answer for little gain: per document, a
 # batch of 64 costs about what one of 256 does.
@@ -42,7 +41,7 @@ MAX_GATHERED = 64
 
 @dataclass(slots=True)
 class _Gathering:
-    options: Options
+    options: InsertOptions
     documents: list[NewDocument] = field(default_factory=list)
     answers: list[asyncio.Future[InsertResult | Refused]] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
@@ -60,7 +59,7 @@ class SingleInserts:
         self._waiting: deque[_Gathering] = deque()  # serial: not started yet, in order
         self._pump: asyncio.Task[None] | None = None  # serial: inserting the waiting ones
 
-    async def insert(self, document: NewDocument, options: Options) -> InsertResult | Refused:
+    async def insert(self, document: NewDocument, options: InsertOptions) -> InsertResult | Refused:
         loop = asyncio.get_running_loop()
         gathering = self._open
         if (

@@ -1,13 +1,52 @@
-"""Insert decisions the same on every backend: the answer to a retry, how many of a
-batch's new documents a collection has room for, and the refusals when it has none."""
+"""Insert decisions the same on every backend: the refusals within a batch, a stored
+id sent again (a retry or a conflict), the answer to a retry, how many of a batch's new
+documents a collection has room for, and what becomes of each document (stored, skipped
+or refused for room). The backends keep only where rows live and how they are written.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from app.collection_config import CollectionConfig
-from app.errors import InsufficientStorage
-from app.service.types import InsertResult, Match
+from app.errors import (
+    DocumentExists,
+    DuplicateId,
+    InsufficientStorage,
+    InvalidDocument,
+    NeardupError,
+)
+from app.service.types import InsertResult, Match, OnDuplicate
+
+
+def refused_within(
+    ids: Sequence[str], fingerprint_at: npt.NDArray[np.int64]
+) -> dict[int, NeardupError]:
+    """Position -> refusal of the documents refused by their batch alone: a text empty
+    once normalised (no fingerprint), an id that came earlier in the batch."""
+    refused: dict[int, NeardupError] = {}
+    first_position: dict[str, int] = {}
+    for position, document_id in enumerate(ids):
+        if fingerprint_at[position] < 0:
+            refused[position] = InvalidDocument("text is empty after normalisation")
+        elif document_id in first_position:
+            refused[position] = DuplicateId(document_id, first_position[document_id])
+        else:
+            first_position[document_id] = position
+    return refused
+
+
+def sent_again(document_id: str, same_text: bool, same_metadata: bool) -> DocumentExists | None:
+    """A live stored id in a plain insert: a retry (None: answered by retry_answer,
+    nothing changed) when the text is equal once normalised and the metadata equal, a
+    conflict (409) otherwise."""
+    return None if same_text and same_metadata else DocumentExists(document_id)
 
 
 def retry_answer(document_id: str, cluster_id: str, methods: tuple[Any, ...]) -> InsertResult:
@@ -49,3 +88,34 @@ def service_full(budget: int | None) -> InsufficientStorage:
         f"the service holds its limit of {budget} documents over all collections "
         "(NEARDUP_MAX_DOCUMENTS): delete documents or collections"
     )
+
+
+class Fate(Enum):
+    """What an insert does with one accepted document."""
+
+    STORED = "stored"
+    SKIPPED = "skipped"  # a duplicate with on_duplicate "skip", or expired on arrival
+    REFUSED = "refused"  # no room left (InsufficientStorage)
+
+
+@dataclass(slots=True)
+class Admission:
+    """The documents of one batch decided in order against the room it was granted
+    (``granted``, or any number when ``unlimited``): O(1) a document."""
+
+    on_duplicate: OnDuplicate
+    granted: int
+    unlimited: bool
+    added: int = 0  # stored documents that add to what the collection holds
+
+    def decide(self, matched: bool, replaces: bool, expired: bool) -> Fate:
+        """A duplicate is skipped with "skip"; a document already expired by the
+        retention when it arrives is matched and answered but not stored; a new one is
+        refused once the room is used up (a replacement adds nothing)."""
+        if (matched and self.on_duplicate == "skip") or expired:
+            return Fate.SKIPPED
+        if not replaces:
+            if not self.unlimited and self.added >= self.granted:
+                return Fate.REFUSED
+            self.added += 1
+        return Fate.STORED

@@ -35,6 +35,7 @@ from app.core.rule import (
     equal_pairs,
     positions_of,
 )
+from app.core.table_index import TableIndex
 from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
 from app.service.types import Query
 
@@ -98,23 +99,44 @@ class DocumentIndex(Protocol):
         tombstoned before the call, so its bookkeeping may go once merged."""
 
 
-class ExactMatcher:
-    """Equal 128-bit hashes of the normalised text."""
+class _TableMatcher:
+    """What a matcher over a TableIndex hands to its index as it is: deletes, releases
+    of deleted rows' values, backlog, memory and merges."""
 
-    name: Method = "exact"
-    bit = EXACT
-
-    def __init__(self) -> None:
-        self.index = ExactIndex()
-
-    def insert(self, documents: Documents, rows: Rows) -> None:
-        self.index.insert(documents.exact, rows)
+    index: TableIndex
 
     def remove(self, rows: Rows) -> None:
         self.index.delete(rows)
 
     def release(self, rows: Rows) -> None:
         self.index.release(rows)
+
+    def backlog(self) -> Backlog:
+        return self.index.backlog()
+
+    def memory_bytes(self) -> int:
+        return self.index.memory_bytes()
+
+    def needs_merge(self) -> bool:
+        return self.index.needs_merge()
+
+    def merge(self, release_below: int = 0) -> bool:
+        return self.index.merge(release_below)
+
+
+class ExactMatcher(_TableMatcher):
+    """Equal 128-bit hashes of the normalised text."""
+
+    name: Method = "exact"
+    bit = EXACT
+
+    index: ExactIndex
+
+    def __init__(self) -> None:
+        self.index = ExactIndex()
+
+    def insert(self, documents: Documents, rows: Rows) -> None:
+        self.index.insert(documents.exact, rows)
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         positions, rows = self.index.search_many(queries.exact)
@@ -128,24 +150,14 @@ class ExactMatcher:
         same = (documents.exact[later] == documents.exact[earlier]).all(axis=1)
         return Found(later[same], earlier[same])
 
-    def backlog(self) -> Backlog:
-        return self.index.backlog()
 
-    def memory_bytes(self) -> int:
-        return self.index.memory_bytes()
-
-    def needs_merge(self) -> bool:
-        return self.index.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        return self.index.merge(release_below)
-
-
-class SimHashMatcher:
+class SimHashMatcher(_TableMatcher):
     """SimHash fingerprints within the collection's Hamming distance k."""
 
     name: Method = "simhash"
     bit = SIMHASH
+
+    index: HammingIndex
 
     def __init__(self, max_distance: int) -> None:
         self.max_distance = max_distance
@@ -153,12 +165,6 @@ class SimHashMatcher:
 
     def insert(self, documents: Documents, rows: Rows) -> None:
         self.index.insert(documents.simhash, rows)
-
-    def remove(self, rows: Rows) -> None:
-        self.index.delete(rows)
-
-    def release(self, rows: Rows) -> None:
-        pass  # no per-row arrays: the tables alone, which merges free
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         ends, rows, _ = self.index.search_many(queries.simhash, query.max_distance)
@@ -170,30 +176,20 @@ class SimHashMatcher:
         near = np.flatnonzero(distances <= self.max_distance)
         return Found(later[near].astype(np.int64), earlier[near].astype(np.int64))
 
-    def backlog(self) -> Backlog:
-        return self.index.backlog()
-
-    def memory_bytes(self) -> int:
-        return self.index.memory_bytes()
-
-    def needs_merge(self) -> bool:
-        return self.index.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        return self.index.merge(release_below)
-
 
 # All pairs of a batch compare K values each: below this many documents that beats
 # hashing and sorting band keys (~16 us at 7 documents against ~6).
 SMALL_MINHASH_BATCH = 16
 
 
-class MinHashMatcher:
+class MinHashMatcher(_TableMatcher):
     """MinHash LSH bands, every candidate verified with the signature's estimate. Holds
     the signatures every match is scored with."""
 
     name: Method = "minhash"
     bit = MINHASH
+
+    index: LSHIndex
 
     def __init__(self, threshold: float, num_perm: int) -> None:
         self.threshold = threshold
@@ -202,12 +198,6 @@ class MinHashMatcher:
 
     def insert(self, documents: Documents, rows: Rows) -> None:
         self.index.insert(documents.minhash, rows)
-
-    def remove(self, rows: Rows) -> None:
-        self.index.delete(rows)
-
-    def release(self, rows: Rows) -> None:
-        self.index.release(rows)  # the signatures: 4 K bytes a row
 
     def search_many(self, queries: Documents, query: Query) -> Found:
         threshold = self.threshold if query.min_similarity is None else query.min_similarity
@@ -237,18 +227,6 @@ class MinHashMatcher:
         agree = np.count_nonzero(signatures[later] == signatures[earlier], axis=1)
         verified = agree >= needed
         return Found(later[verified], earlier[verified])
-
-    def backlog(self) -> Backlog:
-        return self.index.backlog()
-
-    def memory_bytes(self) -> int:
-        return self.index.memory_bytes()
-
-    def needs_merge(self) -> bool:
-        return self.index.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        return self.index.merge(release_below)
 
 
 class NgramMatcher:

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from app.errors import InvalidParameter
-from app.service.types import Query
-
-
-def check_range(since: int | None, until: int | None) -> None:
-    if since is not None and until is not None and since > until:
-        raise InvalidParameter("since must not be later than until")
+from app.service.types import Query, check_range
 
 
 def check_query(query: Query, max_distance: int) -> None:

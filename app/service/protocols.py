@@ -1,28 +1,33 @@
-"""What the API needs of a collection and of the registry of collections, whatever keeps
-them: the embedded service (Collection, Registry: in-process indexes over SQLite) and the
-Redis backend (RedisCollection, RedisRegistry: stateless over Redis) both meet these, so
-that the handlers are written once.
+"""The seam between the HTTP layer and a backend, in two parts:
 
-``blocking`` says whether a collection's reads wait on the network: the async handlers
-run them in the thread pool then, and on the event loop when they are in-memory work.
-Gets and searches have ``*_async`` forms instead, which the Redis backend awaits on
-the loop.
+- the requests (ServiceRegistry, ServiceCollection): what the handlers call to create,
+  read, insert, search and delete; the same answers on every backend;
+- the operations (ServiceOperations): the background work a backend runs (merges,
+  evictions) and the figures an operator reads (/metrics): each backend reports what it
+  has, and nothing stands in for what it has not (Redis has no merges nor buffers).
+
+The embedded service (Registry, Collection: in-process indexes over SQLite) and the Redis
+backend (RedisRegistry, RedisCollection: stateless over Redis) both meet them, so that the
+handlers are written once. Reads are ``*_async``: the embedded backend answers them on the
+event loop (in-memory work), the Redis backend awaits its round trips there. A batch
+insert and a delete block until durable: the handlers call them from the thread pool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.collection_config import CollectionConfig
 from app.core.types import Backlog
 from app.service.types import (
-    EvictionObserver,
+    PLAIN_INSERT,
+    BackgroundObserver,
+    InsertOptions,
     InsertResult,
     Match,
-    MergeObserver,
     NewDocument,
-    OnDuplicate,
     Query,
     Refused,
     StoredDocument,
@@ -30,7 +35,7 @@ from app.service.types import (
 
 
 class ServiceCollection(Protocol):
-    """One collection as the API handlers use it."""
+    """One collection as the request handlers use it."""
 
     @property
     def name(self) -> str: ...
@@ -38,54 +43,29 @@ class ServiceCollection(Protocol):
     @property
     def config(self) -> CollectionConfig: ...
 
-    @property
-    def eviction_seconds(self) -> float: ...
-
-    @property
-    def blocking(self) -> bool: ...
-
-    def get(self, document_id: str) -> StoredDocument: ...
-
     async def get_async(self, document_id: str) -> StoredDocument: ...
 
-    def search(self, text: str, query: Query) -> list[Match]: ...
-
-    def similar(self, document_id: str, query: Query) -> list[Match]: ...
-
-    async def search_async(self, text: str, query: Query) -> list[Match]:
-        """``search`` from a coroutine: on the event loop, the Redis backend's round trips
-        awaited there."""
+    async def search_async(self, text: str, query: Query) -> list[Match]: ...
 
     async def similar_async(self, document_id: str, query: Query) -> list[Match]: ...
 
     def insert(
-        self,
-        documents: Sequence[NewDocument],
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        replace: bool = False,
-        since: int | None = None,
-        until: int | None = None,
+        self, documents: Sequence[NewDocument], options: InsertOptions = PLAIN_INSERT
     ) -> list[InsertResult | Refused]: ...
 
     async def insert_async(
-        self,
-        document: NewDocument,
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        since: int | None = None,
-        until: int | None = None,
+        self, document: NewDocument, options: InsertOptions = PLAIN_INSERT
     ) -> InsertResult | Refused: ...
 
     def delete(self, document_id: str) -> None: ...
 
-    def stats(self) -> dict[str, Any]: ...
-
-    def backlogs(self) -> dict[str, Backlog]: ...
+    def stats(self) -> dict[str, Any]:
+        """What GET /v1/collections/{name} answers under ``stats``."""
 
 
 class ServiceRegistry(Protocol):
-    """Every collection of a service, as the API and the app's lifespan use them."""
+    """Every collection of a service, as the request handlers and the app's lifespan
+    use them."""
 
     def open(self) -> None: ...
 
@@ -93,8 +73,6 @@ class ServiceRegistry(Protocol):
 
     def ping(self) -> None:
         """Raise StorageUnavailable when the storage does not answer (/readyz)."""
-
-    def start_merger(self) -> None: ...
 
     def create(self, name: str, config: CollectionConfig) -> tuple[ServiceCollection, bool]: ...
 
@@ -106,11 +84,41 @@ class ServiceRegistry(Protocol):
 
     def drop(self, name: str) -> None: ...
 
-    def observe_merges(self, observer: MergeObserver) -> None: ...
 
-    def observe_evictions(self, observer: EvictionObserver) -> None: ...
+@dataclass(frozen=True, slots=True)
+class CollectionFigures:
+    """One collection's figures for an operator. ``backlogs``: per index that buffers
+    its inserts, entries not merged yet and tombstones; ``eviction_cpu_seconds``: CPU
+    time spent evicting from memory, where the backend holds documents in memory."""
 
-    def store_eviction_seconds(self) -> float: ...
+    name: str
+    stats: dict[str, Any]
+    backlogs: dict[str, Backlog] = field(default_factory=dict)
+    eviction_cpu_seconds: float | None = None
 
-    def storage_counters(self) -> dict[str, float]:
-        """Networked storage (Redis): ``round_trips`` so far, and failures by kind."""
+
+@dataclass(frozen=True, slots=True)
+class ServiceFigures:
+    """A backend's figures at one moment. ``round_trips`` and ``failures`` (by kind) of
+    a networked storage; ``store_eviction_cpu_seconds`` where the store measures it."""
+
+    collections: list[CollectionFigures]
+    round_trips: float | None = None
+    failures: dict[str, float] = field(default_factory=dict)
+    store_eviction_cpu_seconds: float | None = None
+
+
+class ServiceOperations(Protocol):
+    """What a backend does in the background and what it tells an operator."""
+
+    def start_background(self, observer: BackgroundObserver) -> None:
+        """Start the background work (merges and evictions on the embedded backend,
+        evictions on Redis), each reported to ``observer`` when done."""
+
+    def figures(self) -> ServiceFigures:
+        """The figures now; a collection whose figures cannot be read is left out (a
+        networked storage out of reach says so in its failures)."""
+
+
+class ServiceBackend(ServiceRegistry, ServiceOperations, Protocol):
+    """A backend as the app's lifespan holds it: requests and operations."""

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from app.core.rule import Method
-from app.errors import NeardupError
+from app.errors import InvalidParameter, NeardupError
 
 OnDuplicate = Literal["insert", "skip"]
 DEFAULT_COLLECTION = "default"  # exists from the start on every backend
-MergeObserver = Callable[[str, float], None]
-EvictionObserver = Callable[[str, int, float], None]  # collection, documents, lock seconds
+
+
+class BackgroundObserver(Protocol):
+    """Told of each piece of a backend's background work as it ends (the metrics)."""
+
+    def record_merge(self, collection: str, seconds: float) -> None: ...
+
+    def record_eviction(self, collection: str, documents: int, seconds: float) -> None:
+        """``seconds``: how long the eviction held the collection's writes."""
+
+
+class Unobserved:
+    """The observer before one is given: background work is not reported."""
+
+    def record_merge(self, collection: str, seconds: float) -> None:
+        pass
+
+    def record_eviction(self, collection: str, documents: int, seconds: float) -> None:
+        pass
 
 
 def new_document_id() -> str:
@@ -25,6 +41,30 @@ def new_document_id() -> str:
     raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
     return raw.hex()
 
+
+def check_range(since: int | None, until: int | None) -> None:
+    """A time range of an insert or a query (400 when it is empty by construction)."""
+    if since is not None and until is not None and since > until:
+        raise InvalidParameter("since must not be later than until")
+
+
+@dataclass(frozen=True, slots=True)
+class InsertOptions:
+    """How an insert treats its documents, the same for each of them: ``on_duplicate``
+    "skip" stores none that matches; ``replace`` replaces an existing id (PUT); ``since``
+    and ``until`` (microseconds) limit its matches to documents timestamped in that
+    range. Hashable: the single inserts gathered into one batch share their options."""
+
+    on_duplicate: OnDuplicate = "insert"
+    replace: bool = False
+    since: int | None = None
+    until: int | None = None
+
+    def __post_init__(self) -> None:
+        check_range(self.since, self.until)
+
+
+PLAIN_INSERT = InsertOptions()
 
 # An insert answers with its best matches only; a search asks for as many as it wants.
 INSERT_MATCH_LIMIT = 10

@@ -13,6 +13,7 @@ from app.backends.embedded.registry import Registry
 from app.collection_config import CollectionConfig
 from app.core import sorted_table
 from app.service import NewDocument
+from app.service.types import Unobserved
 from app.storage import MemoryStore
 from tests.conftest import make_client
 
@@ -72,13 +73,13 @@ def test_background_merges_are_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     merged = threading.Event()
     durations: list[tuple[str, float]] = []
 
-    def observe(collection: str, seconds: float) -> None:
-        durations.append((collection, seconds))
-        merged.set()
+    class Observer(Unobserved):
+        def record_merge(self, collection: str, seconds: float) -> None:
+            durations.append((collection, seconds))
+            merged.set()
 
-    registry.observe_merges(observe)
     collection, _ = registry.create("news", CollectionConfig())
-    registry.start_merger()
+    registry.start_background(Observer())
     try:
         collection.insert([NewDocument(f"text number {i} of the day") for i in range(300)])
         registry.wake_merger()

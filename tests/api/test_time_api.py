@@ -503,7 +503,7 @@ def test_eviction_runs_beside_searches_and_inserts(tmp_path: Path) -> None:
     collection, _ = registry.create(
         "t", CollectionConfig(retention=RetentionConfig(max_age="2h", max_documents=100_000))
     )
-    registry.start_merger()
+    registry.start_background()
     documents: dict[str, tuple[int, int]] = {}  # id -> (story, timestamp)
     acknowledged: list[str] = []
     lock = threading.Lock()

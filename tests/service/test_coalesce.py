@@ -11,7 +11,7 @@ import pytest
 
 from app.backends.embedded.collection import Collection
 from app.backends.embedded.registry import Registry
-from app.service import InsertResult, NewDocument, Refused
+from app.service import InsertOptions, InsertResult, NewDocument, OnDuplicate, Refused
 from app.service.coalesce import SingleInserts
 from app.storage import MemoryStore
 from devkit.corpus import english_like_text, mutate_words
@@ -29,7 +29,7 @@ def _stream(seed: int) -> list[tuple[NewDocument, str]]:
     texts for the n-gram index, skips."""
     rng = random.Random(seed)
     sent: list[NewDocument] = []
-    stream: list[tuple[NewDocument, str]] = []
+    stream: list[tuple[NewDocument, OnDuplicate]] = []
     for number in range(120):
         roll = rng.random()
         if sent and roll < 0.2:
@@ -62,7 +62,7 @@ def test_inserts_made_together_answer_as_one_by_one(seed: int, serial: bool) -> 
     stream = _stream(seed)
     reference = _collection()
     expected = [
-        _answer(reference.insert([document], on_duplicate)[0])  # type: ignore[arg-type]
+        _answer(reference.insert([document], InsertOptions(on_duplicate))[0])
         for document, on_duplicate in stream
     ]
     together = _collection()
@@ -78,7 +78,7 @@ def test_inserts_made_together_answer_as_one_by_one(seed: int, serial: bool) -> 
             burst = stream[position : position + rng.randint(1, 20)]
             position += len(burst)
             answers += await asyncio.gather(
-                *(together.insert_async(d, o) for d, o in burst)  # type: ignore[arg-type]
+                *(together.insert_async(d, InsertOptions(o)) for d, o in burst)
             )
         return [_answer(answer) for answer in answers]
 
@@ -128,7 +128,7 @@ def test_serial_gathers_what_arrives_while_a_batch_is_in_flight() -> None:
         return [f"answer {d.id}" for d in documents]
 
     inserts = SingleInserts(insert_many, serial=True)
-    options: Any = ("insert", False, None, None)
+    options = InsertOptions()
 
     async def send() -> list[Any]:
         first = asyncio.ensure_future(inserts.insert(NewDocument("t", "a"), options))

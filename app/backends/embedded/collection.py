@@ -52,10 +52,11 @@ from app.service.budget import DocumentBudget
 from app.service.matching import check_query
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
+    PLAIN_INSERT,
+    InsertOptions,
     InsertResult,
     Match,
     NewDocument,
-    OnDuplicate,
     Query,
     Refused,
     StoredDocument,
@@ -68,8 +69,6 @@ __all__ = ["EVICTION_CHUNK", "GONE", "HIDDEN", "LIVE", "Collection"]
 
 class Collection:
     """Documents of one collection: their fingerprints, indexes and clusters."""
-
-    blocking = False  # in-memory reads: the async handlers call them on the event loop
 
     def __init__(
         self,
@@ -234,31 +233,18 @@ class Collection:
     # ------------------------------------------------------------------ writes
 
     def insert(
-        self,
-        documents: Sequence[NewDocument],
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        replace: bool = False,
-        since: int | None = None,
-        until: int | None = None,
+        self, documents: Sequence[NewDocument], options: InsertOptions = PLAIN_INSERT
     ) -> list[InsertResult | Refused]:
         """Insert documents in order (Writes.insert): each is matched against the
         collection and the earlier accepted documents of its batch; blocks until they
         are committed."""
-        return self._writes.insert(
-            documents, on_duplicate, replace=replace, since=since, until=until
-        )
+        return self._writes.insert(documents, options)
 
     async def insert_async(
-        self,
-        document: NewDocument,
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        since: int | None = None,
-        until: int | None = None,
+        self, document: NewDocument, options: InsertOptions = PLAIN_INSERT
     ) -> InsertResult | Refused:
         """``insert`` of one document on the event loop (Writes.insert_async)."""
-        return await self._writes.insert_async(document, on_duplicate, since=since, until=until)
+        return await self._writes.insert_async(document, options)
 
     def delete(self, document_id: str) -> None:
         with self._write_lock:

@@ -13,7 +13,7 @@ from app.backends.embedded.rows import RowTable
 from app.backends.embedded.states import LIVE
 from app.core.fingerprint import Fingerprints
 from app.errors import NeardupError
-from app.service.types import InsertResult, NewDocument, Refused
+from app.service.types import InsertOptions, InsertResult, NewDocument, Refused
 from app.storage.base import DocumentBatch
 from app.storage.commit import Commit
 
@@ -27,8 +27,7 @@ class Insertion:
     fingerprints: Fingerprints  # of the documents not empty once normalised
     kept: npt.NDArray[np.int64]  # their positions
     stamps: npt.NDArray[np.int64]  # each document's time, microseconds
-    since: int | None = None  # the matching of the batch: from since to until
-    until: int | None = None
+    options: InsertOptions
     refused: dict[int, NeardupError] = field(default_factory=dict)
     retried: dict[int, int] = field(default_factory=dict)  # position -> its stored row
     results: list[InsertResult | Refused | None] = field(default_factory=list)

@@ -11,13 +11,14 @@ from app.collection_config import CollectionConfig, ShingleConfig
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
+from app.service.protocols import CollectionFigures, ServiceFigures
 from app.service.times import Clock
 from app.service.types import (
     DEFAULT_COLLECTION,
-    EvictionObserver,
-    MergeObserver,
+    BackgroundObserver,
     NewDocument,
     Query,
+    Unobserved,
 )
 from app.storage.base import Store
 from app.storage.memory import MemoryStore
@@ -69,8 +70,7 @@ class Registry:
         self._trim = PeriodicTrim()
         self._merger: threading.Thread | None = None
         self._evictor: threading.Thread | None = None
-        self._observe_merge: MergeObserver = lambda collection, seconds: None
-        self._observe_eviction: EvictionObserver = lambda collection, rows, seconds: None
+        self._observer: BackgroundObserver = Unobserved()
 
     def _new(self, name: str, config: CollectionConfig) -> Collection:
         return Collection(
@@ -151,33 +151,32 @@ class Registry:
             del self._collections[name]
             self.budget.remove(len(collection))
 
-    def observe_merges(self, observer: MergeObserver) -> None:
-        """Call ``observer(collection name, seconds)`` after each background merge."""
-        self._observe_merge = observer
-
     def wake_merger(self) -> None:
         self._wake.set()
-
-    def observe_evictions(self, observer: EvictionObserver) -> None:
-        """Call ``observer(collection name, documents, seconds the write lock was held)``
-        after each chunk the evictor evicts."""
-        self._observe_eviction = observer
-
-    def store_eviction_seconds(self) -> float:
-        """CPU time the store spent removing evicted documents (0 for a store that does
-        not measure it)."""
-        seconds: float = getattr(self._store, "eviction_seconds", 0.0)
-        return seconds
-
-    def storage_counters(self) -> dict[str, float]:
-        """Counters of a networked storage (none here: SQLite's are the commit metrics)."""
-        return {}
 
     def wake_evictor(self) -> None:
         self._wake_evictions.set()
 
-    def start_merger(self) -> None:
-        """Start the background threads: the merger and the evictor."""
+    def figures(self) -> ServiceFigures:
+        """Each collection's stats, index backlogs and eviction CPU; the store's eviction
+        CPU where it measures it (SQLite's writer). O(collections)."""
+        collections = [
+            CollectionFigures(
+                collection.name,
+                collection.stats(),
+                collection.backlogs(),
+                collection.eviction_seconds,
+            )
+            for collection in list(self._collections.values())
+        ]
+        measured: float | None = getattr(self._store, "eviction_seconds", None)
+        return ServiceFigures(collections, store_eviction_cpu_seconds=measured)
+
+    def start_background(self, observer: BackgroundObserver | None = None) -> None:
+        """Start the background threads, the merger and the evictor, each reporting
+        its work to ``observer``."""
+        if observer is not None:
+            self._observer = observer
         self._merger = threading.Thread(target=self._merge_loop, name="merger", daemon=True)
         self._merger.start()
         self._evictor = threading.Thread(target=self._evict_loop, name="evictor", daemon=True)
@@ -199,7 +198,9 @@ class Registry:
                 if not count:
                     break
                 evicted += count
-                self._observe_eviction(collection.name, count, collection.last_eviction_hold)
+                self._observer.record_eviction(
+                    collection.name, count, collection.last_eviction_hold
+                )
                 if pause:
                     time.sleep(EVICTION_PAUSE_SECONDS)
             if collection.needs_merge():
@@ -230,7 +231,7 @@ class Registry:
                 if collection.needs_merge():
                     started = time.perf_counter()
                     if collection.merge():
-                        self._observe_merge(collection.name, time.perf_counter() - started)
+                        self._observer.record_merge(collection.name, time.perf_counter() - started)
                         # The arrays a merge replaced are free now: give them back
                         # (now and then: see PeriodicTrim).
                         self._trim()

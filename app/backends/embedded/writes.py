@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -23,24 +23,27 @@ from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.rule import Pairs
 from app.core.types import Rows
-from app.errors import (
-    DocumentExists,
-    DuplicateId,
-    InsufficientStorage,
-    InvalidDocument,
-    StorageUnavailable,
-)
+from app.errors import InsufficientStorage, StorageUnavailable
 from app.service.budget import DocumentBudget
-from app.service.coalesce import Options, SingleInserts
-from app.service.decide import collection_full, retry_answer, service_full, wanted_room
-from app.service.matching import check_range
+from app.service.coalesce import SingleInserts
+from app.service.decide import (
+    Admission,
+    Fate,
+    collection_full,
+    refused_within,
+    retry_answer,
+    sent_again,
+    service_full,
+    wanted_room,
+)
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
+    PLAIN_INSERT,
+    InsertOptions,
     InsertResult,
     Match,
     NewDocument,
-    OnDuplicate,
     Query,
     Refused,
     new_document_id,
@@ -114,28 +117,22 @@ class Writes:
         self.single_inserts = SingleInserts(self._insert_many_async)
 
     def insert(
-        self,
-        documents: Sequence[NewDocument],
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        replace: bool = False,
-        since: int | None = None,
-        until: int | None = None,
+        self, documents: Sequence[NewDocument], options: InsertOptions = PLAIN_INSERT
     ) -> list[InsertResult | Refused]:
         """Insert documents in order; each is matched against the collection and the
-        earlier accepted documents of its batch (those with a timestamp from ``since``
-        to ``until`` and within the match window of its own). With ``replace``, an
-        existing id is replaced. A document is refused on its own (``Refused`` at its
-        position, nothing of it stored) when its text is empty once normalised, its id
-        came earlier in the batch, its id exists with other content, or the collection
-        or the service is full (limits). An id that exists with the same normalised text
-        and metadata is a retry: answered as a duplicate of itself, nothing changed. A
-        document already expired by the retention when it arrives is answered (matched)
-        but not stored (``inserted`` false). Blocks until the documents are committed."""
-        check_range(since, until)
-        insertion = self._prepare(documents, since, until)
+        earlier accepted documents of its batch (those with a timestamp from
+        ``options.since`` to ``options.until`` and within the match window of its own).
+        With ``options.replace``, an existing id is replaced. A document is refused on
+        its own (``Refused`` at its position, nothing of it stored) when its text is
+        empty once normalised, its id came earlier in the batch, its id exists with
+        other content, or the collection or the service is full (limits). An id that
+        exists with the same normalised text and metadata is a retry: answered as a
+        duplicate of itself, nothing changed. A document already expired by the
+        retention when it arrives is answered (matched) but not stored (``inserted``
+        false). Blocks until the documents are committed."""
+        insertion = self._prepare(documents, options)
         with self._write_lock:
-            self._apply(insertion, on_duplicate, replace)
+            self._apply(insertion)
         if insertion.committed is not None:
             try:
                 insertion.committed.result()
@@ -145,35 +142,28 @@ class Writes:
         return self._settled(insertion)
 
     async def insert_async(
-        self,
-        document: NewDocument,
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        since: int | None = None,
-        until: int | None = None,
+        self, document: NewDocument, options: InsertOptions = PLAIN_INSERT
     ) -> InsertResult | Refused:
         """``insert`` of one document on the event loop, without a hop through the thread
         pool. The single inserts of one turn of the loop go in together as one batch
         (app/service/coalesce.py: the same answers, at a fraction of the CPU)."""
-        check_range(since, until)
-        return await self.single_inserts.insert(document, (on_duplicate, since, until))
+        return await self.single_inserts.insert(document, options)
 
     async def _insert_many_async(
-        self, documents: list[NewDocument], options: Options
+        self, documents: list[NewDocument], options: InsertOptions
     ) -> list[InsertResult | Refused]:
         """``insert`` on the event loop: fingerprinting and matching take a few hundred
         microseconds of CPU, and the commit is awaited, not waited for. When a batch
         holds the write lock, the insert goes to a thread instead of stalling the loop
         behind it."""
-        on_duplicate, since, until = options
-        insertion = self._prepare(documents, since, until)
+        insertion = self._prepare(documents, options)
         if self._write_lock.acquire(blocking=False):
             try:
-                self._apply(insertion, on_duplicate, replace=False)
+                self._apply(insertion)
             finally:
                 self._write_lock.release()
         else:
-            await asyncio.to_thread(self._apply_locked, insertion, on_duplicate)
+            await asyncio.to_thread(self._apply_locked, insertion)
         if insertion.committed is not None:
             failure = await insertion.committed.wait()
             if failure is not None:
@@ -183,12 +173,7 @@ class Writes:
             await insertion.retry_commit.wait()
         return self._settled(insertion)
 
-    def _prepare(
-        self,
-        documents: Sequence[NewDocument],
-        since: int | None = None,
-        until: int | None = None,
-    ) -> Insertion:
+    def _prepare(self, documents: Sequence[NewDocument], options: InsertOptions) -> Insertion:
         """What needs no lock: ids, times, fingerprints, refusals of empty texts and ids
         repeated within the batch."""
         ids = [document.id or new_document_id() for document in documents]
@@ -199,45 +184,44 @@ class Writes:
         stamps = np.array(
             [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
         )
-        insertion = Insertion(documents, ids, fingerprints, kept, stamps, since, until)
-        first_position: dict[str, int] = {}
-        for position, document_id in enumerate(ids):
-            if insertion.fingerprint_at[position] < 0:
-                insertion.refused[position] = InvalidDocument("text is empty after normalisation")
-            elif document_id in first_position:
-                insertion.refused[position] = DuplicateId(document_id, first_position[document_id])
-            else:
-                first_position[document_id] = position
+        insertion = Insertion(documents, ids, fingerprints, kept, stamps, options)
+        insertion.refused = refused_within(ids, insertion.fingerprint_at)
         return insertion
 
-    def _apply_locked(self, insertion: Insertion, on_duplicate: OnDuplicate) -> None:
+    def _apply_locked(self, insertion: Insertion) -> None:
         with self._write_lock:
-            self._apply(insertion, on_duplicate, replace=False)
+            self._apply(insertion)
 
-    def _apply(self, insertion: Insertion, on_duplicate: OnDuplicate, replace: bool) -> None:
+    def _apply(self, insertion: Insertion) -> None:
         """Under the write lock: retries and conflicts of stored ids, then matching,
         recording and publishing of the accepted documents."""
         documents, ids, refused = insertion.documents, insertion.ids, insertion.refused
         now = self._host.now_locked()
         self._host.expire_locked(now)
-        if not replace:
+        if not insertion.options.replace:
             for position, document_id in enumerate(ids):
                 row = self._rows.row_of.get(document_id)
                 if row is None or position in refused or self._rows.state.array[row] != LIVE:
                     continue  # an expired document's id is free again
                 exact = insertion.fingerprints.exact[insertion.fingerprint_at[position]]
-                if self._same_document(row, exact, documents[position].metadata):
+                conflict = sent_again(
+                    document_id,
+                    self._matcher.same_text(row, exact),
+                    self._rows.metadata[row] == documents[position].metadata,
+                )
+                if conflict is None:
                     insertion.retried[position] = row
                     insertion.results[position] = self._retry_result(row)
                 else:
-                    refused[position] = DocumentExists(document_id)
+                    refused[position] = conflict
         accepted = [
             position
             for position in range(len(documents))
             if position not in refused and position not in insertion.retried
         ]
         if accepted:
-            query = Query(limit=INSERT_MATCH_LIMIT, since=insertion.since, until=insertion.until)
+            options = insertion.options
+            query = Query(limit=INSERT_MATCH_LIMIT, since=options.since, until=options.until)
             everything = len(accepted) == len(insertion.fingerprints) == len(documents)
             inserted, insertion.committed, insertion.batch = self._insert_locked(
                 insertion.fingerprints
@@ -246,8 +230,7 @@ class Writes:
                 [documents[position] for position in accepted],
                 [ids[position] for position in accepted],
                 insertion.stamps[accepted],
-                on_duplicate,
-                replace,
+                options,
                 query,
                 now,
             )
@@ -292,12 +275,6 @@ class Writes:
             insertion.results[position] = Refused(insertion.ids[position] if given else None, error)
         return [result for result in insertion.results if result is not None]
 
-    def _same_document(
-        self, row: int, exact: npt.NDArray[np.uint64], metadata: dict[str, Any] | None
-    ) -> bool:
-        """Whether a stored row holds this text (equal once normalised) and metadata."""
-        return self._matcher.same_text(row, exact) and self._rows.metadata[row] == metadata
-
     def _retry_result(self, row: int) -> InsertResult:
         """The answer to a document sent again: a duplicate of itself, nothing changed."""
         document_id = self._rows.ids[row] or ""
@@ -327,8 +304,7 @@ class Writes:
         documents: Sequence[NewDocument],
         ids: list[str],
         stamps: npt.NDArray[np.int64],
-        on_duplicate: OnDuplicate,
-        replace: bool,
+        options: InsertOptions,
         query: Query,
         now: int,
     ) -> tuple[list[InsertResult | Refused], Commit | None, DocumentBatch]:
@@ -355,7 +331,7 @@ class Writes:
         # Already expired when it arrives: matched, answered, not stored.
         expired = self._retention.expired_on_arrival(stamps, now)
         granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
-        added = 0
+        admission = Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
         row_at = np.full(len(documents), -1, dtype=np.int64)
         index_spans = from_index.spans(len(documents))
@@ -370,19 +346,15 @@ class Writes:
                     from_index, span, within, batch_spans[position], row_at, pending
                 )
             old_row = int(old_rows[position])
-            adds = (
-                old_row < 0 and not expired[position] and not (matches and on_duplicate == "skip")
-            )
-            if adds and not unlimited and added >= granted:
-                results.append(Refused(document.id, self._refusal(added)))
+            fate = admission.decide(bool(matches), old_row >= 0, bool(expired[position]))
+            if fate is Fate.REFUSED:
+                results.append(Refused(document.id, self._refusal(admission.added)))
                 continue
             cluster_row = pending.cluster_of(best_row) if matches else None
-            skipped = (bool(matches) and on_duplicate == "skip") or bool(expired[position])
+            skipped = fate is Fate.SKIPPED
             if not skipped:
                 if old_row >= 0:
                     replaced.append(old_row)
-                else:
-                    added += 1
                 text = document.text if self._host.config.store_text else None
                 row = pending.add(
                     position,

@@ -67,18 +67,18 @@ from app.core.rule import (
     pairs_within_batch,
     score,
 )
-from app.core.types import Backlog, Rows
+from app.core.types import Rows
 from app.errors import (
     StorageUnavailable,
 )
-from app.service.coalesce import Options, SingleInserts
-from app.service.matching import check_range
+from app.service.coalesce import SingleInserts
 from app.service.times import MICROSECONDS, iso_time_us, now_us
 from app.service.types import (
+    PLAIN_INSERT,
+    InsertOptions,
     InsertResult,
     Match,
     NewDocument,
-    OnDuplicate,
     Query,
     Refused,
     StoredDocument,
@@ -94,9 +94,6 @@ class RedisCollection:
     """One collection over Redis, as the API uses it (ServiceCollection). Holds no data:
     a handle that reads the collection's settings at every call, so that a collection
     created, changed or dropped by another process is seen at once."""
-
-    blocking = True  # every read is a round trip: the async handlers use the thread pool
-    eviction_seconds = 0.0  # no retention on this backend
 
     def __init__(self, name: str, backend: Backend) -> None:
         self.name = name
@@ -209,13 +206,6 @@ class RedisCollection:
             "oldest_seconds": None if oldest is None else oldest / MICROSECONDS,
         }
 
-    def backlogs(self) -> dict[str, Backlog]:
-        """Per index: Redis's sorted sets take every entry at once, so no buffer and no
-        tombstones."""
-        with storage_errors(self._backend.failures):
-            resolved = self._backend.resolve(self.name)
-        return {matcher.name: Backlog(0, 0) for matcher in resolved.matchers}
-
     # ------------------------------------------------------------------ matching
 
     def fingerprint_nonempty_of(
@@ -325,46 +315,28 @@ class RedisCollection:
     # ------------------------------------------------------------------ writes
 
     def insert(
-        self,
-        documents: Sequence[NewDocument],
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        replace: bool = False,
-        since: int | None = None,
-        until: int | None = None,
+        self, documents: Sequence[NewDocument], options: InsertOptions = PLAIN_INSERT
     ) -> list[InsertResult | Refused]:
         """Insert documents in order, as Collection.insert does (the same answers, the
         same refusals at their positions). Answers once Redis has every write (and, with
         NEARDUP_REDIS_WAIT_REPLICAS, the replicas); a Redis failure is 503 and a retry
         of the request finishes what it started."""
-        check_range(since, until)
         with storage_errors(self._backend.failures):
             resolved, store = self.opened()
             with self._write_lock:
-                return Insertion(self, resolved, store, documents).run(
-                    on_duplicate, replace, since, until
-                )
+                return Insertion(self, resolved, store, documents).run(options)
 
     async def insert_async(
-        self,
-        document: NewDocument,
-        on_duplicate: OnDuplicate = "insert",
-        *,
-        since: int | None = None,
-        until: int | None = None,
+        self, document: NewDocument, options: InsertOptions = PLAIN_INSERT
     ) -> InsertResult | Refused:
         """One document; the single inserts of one turn of the event loop go in together
         as one batch (app/service/coalesce.py), in the thread pool."""
-        check_range(since, until)
-        return await self._single_inserts.insert(document, (on_duplicate, since, until))
+        return await self._single_inserts.insert(document, options)
 
     async def _insert_many_async(
-        self, documents: list[NewDocument], options: Options
+        self, documents: list[NewDocument], options: InsertOptions
     ) -> list[InsertResult | Refused]:
-        on_duplicate, since, until = options
-        return await asyncio.to_thread(
-            self.insert, documents, on_duplicate, since=since, until=until
-        )
+        return await asyncio.to_thread(self.insert, documents, options)
 
     def delete(self, document_id: str) -> None:
         """Remove the document with this id (404 if none is visible). The document read

@@ -19,18 +19,21 @@ from app.backends.redis.store.steps import run
 from app.backends.redis.store.store import NewDocuments, RedisStore, Status, Written
 from app.backends.redis.store.wire import Command
 from app.core.rule import METHODS_OF_BITS, Pairs
-from app.errors import (
-    DocumentExists,
-    DuplicateId,
-    InsufficientStorage,
-    InvalidDocument,
-    NeardupError,
-    StorageUnavailable,
+from app.errors import DocumentExists, InsufficientStorage, NeardupError, StorageUnavailable
+from app.service.decide import (
+    Admission,
+    Fate,
+    collection_full,
+    refused_within,
+    retry_answer,
+    sent_again,
+    service_full,
+    wanted_room,
 )
-from app.service.decide import collection_full, retry_answer, service_full, wanted_room
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
+    InsertOptions,
     InsertResult,
     Match,
     NewDocument,
@@ -90,25 +93,16 @@ class Insertion:
         self.by_budget = False  # NEARDUP_MAX_DOCUMENTS, not the collection's limit, binds
         self.first_seq = 0  # the seqs of this insert's documents start here
 
-    def run(
-        self, on_duplicate: OnDuplicate, replace: bool, since: int | None, until: int | None
-    ) -> list[InsertResult | Refused]:
-        first_position: dict[str, int] = {}
-        for position, document_id in enumerate(self.ids):
-            if self.fingerprint_at[position] < 0:
-                self.refused[position] = InvalidDocument("text is empty after normalisation")
-            elif document_id in first_position:
-                self.refused[position] = DuplicateId(document_id, first_position[document_id])
-            else:
-                first_position[document_id] = position
+    def run(self, options: InsertOptions) -> list[InsertResult | Refused]:
+        self.refused = refused_within(self.ids, self.fingerprint_at)
         candidates = [p for p in range(len(self.ids)) if p not in self.refused]
-        old_rows, retried = self._held_ids(candidates, replace)
+        old_rows, retried = self._held_ids(candidates, options.replace)
         accepted = [p for p in candidates if p not in retried and p not in self.refused]
         pending: list[Pending] = []
         if accepted:
-            query = Query(limit=INSERT_MATCH_LIMIT, since=since, until=until)
-            pending = self._match(accepted, old_rows, on_duplicate, query)
-        self._write(pending, retried, replace)
+            query = Query(limit=INSERT_MATCH_LIMIT, since=options.since, until=options.until)
+            pending = self._match(accepted, old_rows, options.on_duplicate, query)
+        self._write(pending, retried, options.replace)
         if pending and self.resolved.retains:
             # The count is applied after each request: the batch was matched against
             # the documents held before it and each other.
@@ -164,11 +158,15 @@ class Insertion:
                 self.old_records[position] = record
                 self.old_times[position] = stamp
                 continue
-            same = bool((data.exact[at] == self._exact(position)).all())
-            if same and record.metadata == self.documents[position].metadata:
+            conflict = sent_again(
+                self.ids[position],
+                bool((data.exact[at] == self._exact(position)).all()),
+                record.metadata == self.documents[position].metadata,
+            )
+            if conflict is None:
                 retried[position] = record
             else:
-                self.refused[position] = DocumentExists(self.ids[position])
+                self.refused[position] = conflict
         self.collection.evict(self.resolved, self.store, expired)
         return old_rows, retried
 
@@ -229,7 +227,7 @@ class Insertion:
         expired = [self.mark.expired_on_arrival(int(self.stamps[p])) for p in accepted]
         new = sum(p not in old_rows and not e for p, e in zip(accepted, expired, strict=True))
         granted, unlimited = self._room(new)
-        added = 0
+        admission = Admission(on_duplicate, granted, unlimited)
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)
         for i, position in enumerate(accepted):
@@ -265,13 +263,11 @@ class Insertion:
             candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
             candidates = candidates[:INSERT_MATCH_LIMIT]
             matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
-            # Already expired when it arrives: matched, answered, not stored.
-            skipped = (bool(matches) and on_duplicate == "skip") or expired[i]
-            adds = position not in old_rows and not skipped
-            if adds and not unlimited and added >= granted:
+            fate = admission.decide(bool(matches), position in old_rows, expired[i])
+            if fate is Fate.REFUSED:
                 self.refused[position] = self._refusal()
                 continue
-            added += adds
+            skipped = fate is Fate.SKIPPED
             cluster = candidates[0][5] if candidates else None
             if not skipped:
                 seq = first_seq + i

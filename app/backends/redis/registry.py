@@ -36,13 +36,15 @@ from app.backends.redis.store.types import Client
 from app.backends.redis.store.wire import Command, Wire
 from app.collection_config import CollectionConfig
 from app.errors import (
+    NeardupError,
     SettingsConflict,
     StorageUnavailable,
     TooManyCollections,
     UnknownCollection,
 )
+from app.service.protocols import CollectionFigures, ServiceFigures
 from app.service.times import Clock
-from app.service.types import DEFAULT_COLLECTION, EvictionObserver, MergeObserver
+from app.service.types import DEFAULT_COLLECTION, BackgroundObserver, Unobserved
 
 log = logging.getLogger("neardup")
 
@@ -116,7 +118,7 @@ class RedisRegistry:
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._evictor: threading.Thread | None = None
-        self._observe_eviction: EvictionObserver = lambda collection, rows, seconds: None
+        self._observer: BackgroundObserver = Unobserved()
 
     @property
     def client(self) -> Client:
@@ -153,18 +155,14 @@ class RedisRegistry:
         with storage_errors(self.failures):
             self.client.ping()
 
-    def start_merger(self) -> None:
-        """Start the evictor (nothing to merge: Redis's sorted sets take every entry at
-        once). Every process runs one; they share the work safely."""
+    def start_background(self, observer: BackgroundObserver | None = None) -> None:
+        """Start the evictor, reporting each chunk to ``observer`` (nothing to merge:
+        Redis's sorted sets take every entry at once). Every process runs one; they
+        share the work safely."""
+        if observer is not None:
+            self._observer = observer
         self._evictor = threading.Thread(target=self._evict_loop, name="evictor", daemon=True)
         self._evictor.start()
-
-    def observe_merges(self, observer: MergeObserver) -> None:
-        """No merges on this backend."""
-
-    def observe_evictions(self, observer: EvictionObserver) -> None:
-        """Call ``observer(collection name, documents, seconds)`` after each chunk."""
-        self._observe_eviction = observer
 
     def evict(self) -> int:
         """Evict what the retention of every collection expired by now, a chunk at a
@@ -198,7 +196,9 @@ class RedisRegistry:
                         break
                     count = handle.evict(resolved, store, members)
                     evicted += count
-                    self._observe_eviction(handle.name, count, time.perf_counter() - started)
+                    self._observer.record_eviction(
+                        handle.name, count, time.perf_counter() - started
+                    )
         return evicted
 
     def _evict_loop(self) -> None:
@@ -210,14 +210,22 @@ class RedisRegistry:
             except StorageUnavailable:
                 log.warning("eviction: Redis out of reach; trying again")
 
-    def store_eviction_seconds(self) -> float:
-        return 0.0
-
-    def storage_counters(self) -> dict[str, float]:
-        """Round trips to Redis so far, and failures by kind."""
+    def figures(self) -> ServiceFigures:
+        """Round trips to Redis so far, failures by kind, and each collection's stats
+        (a round trip each); none when Redis is out of reach (its failures say so)."""
         with self._wires_lock:
             round_trips = sum(wire.round_trips for wire in self._wires)
-        return {"round_trips": round_trips, **self.failures.counts}
+        collections: list[CollectionFigures] = []
+        try:
+            handles = self.list()
+        except NeardupError:
+            handles = []
+        for collection in handles:
+            try:
+                collections.append(CollectionFigures(collection.name, collection.stats()))
+            except NeardupError:  # dropped meanwhile, or Redis out of reach
+                continue
+        return ServiceFigures(collections, round_trips, dict(self.failures.counts))
 
     # ------------------------------------------------------------------ collections
 

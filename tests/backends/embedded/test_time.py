@@ -13,7 +13,7 @@ import pytest
 from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig, LimitsConfig, RetentionConfig
 from app.errors import UnknownDocument
-from app.service import InsertResult, NewDocument, Query, Refused
+from app.service import InsertOptions, InsertResult, NewDocument, Query, Refused
 from app.service.budget import DocumentBudget
 from app.service.times import iso_time_us
 from app.storage import MemoryStore
@@ -102,9 +102,7 @@ def run_scenario(
             skip = rng.random() < 0.2
             results = collection.insert(
                 [NewDocument(STORIES[story], i, None, ts) for i, story, ts in batch],
-                "skip" if skip else "insert",
-                since=since,
-                until=until,
+                InsertOptions("skip" if skip else "insert", since=since, until=until),
             )
             expected = model.insert(batch, now, since, until, skip)
             assert [answer_of(r) for r in results] == expected, f"step {step}"
