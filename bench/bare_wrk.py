@@ -1,20 +1,24 @@
-"""neardup against a bare FastAPI app under wrk, in one run: single inserts and search.
+"""neardup under wrk: against a bare FastAPI app (single inserts and search), or search
+alone at growing index sizes (``--by-size``).
 
-    .venv/bin/python bench/bare_wrk.py [--preload 20000] [--duration 10] [--runs 3]
+    .venv/bin/python -m bench.bare_wrk [--preload 20000] [--duration 10] [--runs 3]
                                        [--clients 16] [--modes pinned,unpinned]
                                        [--workloads search,insert] [--markdown FILE]
                                        [--py-spy [--py-spy-duration 20]]
+    .venv/bin/python -m bench.bare_wrk --by-size --count 1000000 [--clients 16]
+                                       [--duration 20] [--runs 3] [--sizes 100000,1000000]
+                                       [--server neardup|peer] [--no-pin] [--plot]
 
 The measurement of issue 11. Starts ``neardup serve`` (a temporary data directory,
 NEARDUP_SYNCHRONOUS=FULL, NEARDUP_LOG_LEVEL=info, its default) and bench/bare_app.py (the
 same bodies validated by the same pydantic models, answers of the same shapes, no work),
 both under uvicorn with uvloop, httptools and one worker, and preloads neardup with
-``--preload`` documents ``pre-{i}`` (3 KB varied Reuters, loadtest/corpus.py, batches of
+``--preload`` documents ``pre-{i}`` (3 KB varied Reuters, devkit/documents.py, batches of
 256). Then, for each workload, for each mode, ``--runs`` times neardup and the bare app in
 turn, ``wrk -t2 -c<clients> -d<duration>`` after an unrecorded warm-up of each:
 
 - search: POST /v1/collections/default/search, 3 KB bodies cycling through 512 texts (a
-  fifth near-duplicates of preloaded documents; bench/search_wrk.py's), at exactly
+  fifth near-duplicates of preloaded documents; devkit/wrk.py's, as ``--by-size``), at exactly
   ``--preload`` documents (searches store nothing and run before the inserts);
 - insert: POST /v1/collections/default/documents, one document per request, no id, a
   distinct ~3 KB text every request: "wrk run <r> thread <t> request <n>" and then phrases
@@ -47,6 +51,18 @@ starlette, middleware, logging, pydantic, JSON, fingerprinting, index search, ..
 share of samples under each group, the top functions by own and by cumulative samples,
 and for ``--idle`` the mean number of threads in each state.
 
+``--by-size`` (search throughput by index size): starts ``neardup serve`` (log level
+warning) on a temporary data directory, or with ``--server peer`` the peer of
+bench/service.py (bench/peer_app.py), preloads documents ``pre-{i}`` (3 KB varied Reuters,
+devkit/documents.py) in batches of 256 up to each size, and at each size runs ``wrk`` with
+``--clients`` connections on 2 threads for ``--duration`` seconds (20), ``--runs`` times:
+POST /v1/collections/default/search with 3 KB bodies cycling through 512 pre-made texts (a
+fifth near-duplicates of preloaded documents), and GET /healthz as the framework's own
+ceiling in the same run. The server is pinned to CPU 0 and wrk to CPU 1 (``--no-pin`` to
+leave both free). Reports medians over runs of requests/s and p50 / p99 latency (wrk's own
+histogram), the server's resident memory per document, and writes
+bench/results/search_wrk-<server>.md and .json (``--plot``: docs/search-wrk-<server>.png).
+
 Needs ``wrk`` on the PATH (``apt-get install wrk``) and for ``--py-spy`` py-spy
 (``.venv/bin/pip install py-spy``).
 """
@@ -55,7 +71,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import linecache
 import os
 import random
 import re
@@ -66,81 +81,50 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import (
+from devkit.documents import load_corpus
+from devkit.harness import (
+    REPO_ROOT,
     RESULTS_DIR,
     Align,
-    WrkRun,
     add_quiet_arguments,
+    busy_cpu_seconds,
+    context_switches,
+    cpu_model,
+    cpu_times,
+    log,
+    machine_summary,
     markdown_table,
-    median_run,
+    pin_process,
     priority,
-    run_wrk,
+    rss_bytes,
     wait_for_quiet,
     write_result,
 )
-from search_wrk import write_script
-from service import Running, neardup, py_spy, uvicorn_app
-
-from loadtest.corpus import Corpus, load_corpus
-from loadtest.preload import preload
-from loadtest.proc import busy_cpu_seconds, context_switches, cpu_model, cpu_times, pin_process
+from devkit.preload import preload
+from devkit.py_spy import PROFILE_FLAVOURS, PY_SPY_FLAGS, py_spy, read_collapsed, summarise
+from devkit.server import Running, bare_app, neardup, peer
+from devkit.wrk import (
+    COLLECTION,
+    WrkRun,
+    median_run,
+    run_wrk,
+    write_insert_script,
+    write_search_script,
+)
 
 SERVER_CPU, CLIENT_CPU = 0, 1
-COLLECTION = "/v1/collections/default"
-INSERT_PATH = f"{COLLECTION}/documents"
 WARMUP_SECONDS = 3
 RETRIES = 5  # of a run disturbed by other processes
-TEXT_CHARS = 3000
-PHRASES, PHRASE_WORDS = 50_000, 8  # the list the Lua script draws from
 PY_SPY_RATE = 100  # samples per second: py-spy keeps up with 40 threads on a shared core
 # Issue 11: neardup / bare at least this, and the insert p99 at most this, 16 connections.
 TARGET_RATIO = {"insert": 0.5, "search": 0.6}
 TARGET_INSERT_P99_MS = 25.0
 RIGHT: Align = "right"
-
-# wrk Lua: a distinct ~3 KB text per request. A prefix unique to the run, thread and
-# request, then phrases of random words drawn at random from a list (seeded per run and
-# thread): two texts share a phrase or two at most, a few of their ~500 word 5-grams.
-# (Phrases, not words: wrk spends ~60 µs of CPU on a request instead of ~120.)
-INSERT_LUA = """
-local phrases = {}
-for line in io.lines("%(phrases)s") do phrases[#phrases + 1] = line end
-local count = #phrases
-local headers = {["Content-Type"] = "application/json"}
-local prefix, sent, threads = "", 0, 0
-
-function setup(thread)
-  threads = threads + 1
-  thread:set("number", threads)
-end
-
-function init(args)
-  local run = tonumber(args[1]) or 0
-  prefix = "wrk run " .. run .. " thread " .. number .. " request "
-  math.randomseed(run * 1000 + number)
-end
-
-function request()
-  sent = sent + 1
-  local parts = {prefix .. sent}
-  local length = #parts[1]
-  while length < %(chars)d do
-    local phrase = phrases[math.random(count)]
-    parts[#parts + 1] = phrase
-    length = length + 1 + #phrase
-  end
-  local body = '{"text":"' .. table.concat(parts, " ") .. '"}'
-  return wrk.format("POST", "%(path)s", headers, body)
-end
-"""
 
 
 @dataclass
@@ -166,23 +150,6 @@ class Workload:
 
 
 # ---------------------------------------------------------------------------- running
-
-
-def write_insert_script(root: Path, corpus: Corpus, rng: random.Random) -> Path:
-    """The Lua script of single inserts and its phrases: words drawn as often as the
-    corpus uses them, those safe in a JSON string as they are."""
-    words = [
-        word
-        for word in corpus.vocabulary.draw(rng, PHRASES * PHRASE_WORDS * 2)
-        if word.isascii() and word.isprintable() and '"' not in word and "\\" not in word
-    ]
-    phrases = root / "phrases.txt"
-    with phrases.open("w") as out:
-        for start in range(0, PHRASES * PHRASE_WORDS, PHRASE_WORDS):
-            out.write(" ".join(words[start : start + PHRASE_WORDS]) + "\n")
-    script = root / "insert.lua"
-    script.write_text(INSERT_LUA % {"phrases": phrases, "chars": TEXT_CHARS, "path": INSERT_PATH})
-    return script
 
 
 class Bench:
@@ -246,7 +213,7 @@ class Bench:
     def wait_for_quiet(self) -> None:
         """Until the rest of the machine stays under --quiet cores for a second (at most
         --quiet-timeout seconds): other people's test runs would take the servers' CPU."""
-        wait_for_quiet(busy_cpu_seconds, self.arguments.quiet, self.arguments.quiet_timeout, log)
+        wait_for_quiet(self.arguments.quiet, self.arguments.quiet_timeout)
 
     def measure(self, workload: Workload) -> None:
         for mode in self.arguments.modes:
@@ -298,244 +265,17 @@ class Bench:
                 f"{sample.wrk.requests_per_second:,.0f} req/s under the profiler, server CPU "
                 f"{sample.server_cpu:.0%}, other CPU {sample.other_cpu:.0%}"
             )
-            summary = summarise(read_collapsed(output), flavour, seconds, sample)
+            summary = summarise(
+                read_collapsed(output),
+                flavour,
+                seconds,
+                PY_SPY_RATE,
+                sample.wrk.requests_per_second,
+                sample.server_cpu,
+            )
             if problems:
                 summary += f"\n\npy-spy said: {', '.join(sorted(set(problems)))}."
             workload.profiles[flavour] = summary
-
-
-# ---------------------------------------------------------------------------- profiles
-
-PY_SPY_FLAGS = ("--threads", "--full-filenames")
-# Not a third flavour of the threads on a CPU: while py-spy pauses the process (without
-# --nonblocking) it takes every thread for running.
-PROFILE_FLAVOURS: dict[str, tuple[str, ...]] = {"gil": ("--gil",), "idle": ("--idle",)}
-# Where a thread waits, whatever it waits in: any frame of the stack decides (and an
-# executor's worker thread with no task: its innermost frame).
-WAITS: list[tuple[str, str]] = [
-    ("concurrent/futures/_base.py:Future.result", "SQLite commit wait (Future.result)"),
-    ("queue.py:Queue.get", "waiting for work (Queue.get; on a CPU: waking up)"),
-    ("threading.py:Event.wait", "waiting for work (Event.wait)"),
-]
-INDEX_SEARCH = "index search (match, score)"
-SERVICE_INSERT = "service insert (publish to indexes, clusters, queue the commit)"
-SEARCHING = re.compile(r"app/service[^:]*:Collection\.(search|similar)\b")
-# Otherwise own time goes to the innermost frame that a group claims (regular expressions
-# searched in "file:function"); frames of no group (the index structures of app/core, the
-# standard library's typing, contextlib, functools..., numpy, uuid) pass their time to
-# their caller: an index lookup is the search's, an index insert the insert's. app/service
-# is a module before commit c255ff7 and a package after.
-GROUPS: list[tuple[str, re.Pattern[str]]] = [
-    (group, re.compile(pattern))
-    for group, pattern in [
-        ("logging", r"logging/|pythonjsonlogger/|app/logs\.py"),
-        (
-            "middleware (request_id, metrics, auth, body_limit)",
-            r"app/api/(request_id|metrics|auth|body_limit)\.py|prometheus_client/",
-        ),
-        ("pydantic validation", r"pydantic/|pydantic_core/|fastapi/_compat|app/api/schemas\.py"),
-        ("JSON", r"json/|orjson|app/api/documents\.py:json_response"),
-        ("fingerprinting", r"app/core/(fingerprint|text|_kernels)\.py|selectolax/"),
-        (
-            INDEX_SEARCH,
-            r"app/service[^:]*:(Collection\.(search|similar|_validate|_match_indexes|_scored"
-            r"|_matches)\b|_?positions_of|_?Pairs)|app/core/rule"
-            r"|app/core/(lsh|hamming|exact)\.py:\w+\.search|sorted_table\.py:SortedTable\.lookup",
-        ),
-        (SERVICE_INSERT, r"app/service"),
-        ("SQLite (rows for the writer; execute, commit, fsync)", r"app/storage/|sqlite3/"),
-        ("handler (app/api)", r"app/api/(documents|search|limits)\.py"),
-        (
-            "thread-pool hop (anyio to_thread)",
-            r"anyio/|starlette/concurrency\.py|concurrent/futures/|threading\.py|queue\.py",
-        ),
-        ("FastAPI/starlette routing, dependencies", r"fastapi/|starlette/|app/api/"),
-        (
-            "uvicorn HTTP protocol (httptools, socket writes)",
-            r"uvicorn/(protocols|middleware)/|httptools/",
-        ),
-        ("event loop (uvloop, asyncio; C I/O)", r"asyncio/|uvloop/|uvicorn/"),
-    ]
-]
-# The frames under every sample of a thread: no information in their cumulative share.
-SCAFFOLDING = (
-    ":<module>",
-    "app/cli.py:",
-    "uvicorn/main.py:",
-    "uvicorn/server.py:",
-    "uvicorn/_compat.py:",
-    "asyncio/runners.py:",
-    "threading.py:Thread._bootstrap",
-    "threading.py:Thread.run",
-)
-FRAME = re.compile(r"(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
-LIBRARY = re.compile(r".*/(?:site-packages|lib/python3\.\d+)/")
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    function: str
-    file: str  # relative to site-packages, the standard library or the repository
-    line: int
-    path: str  # as py-spy gave it
-
-    @property
-    def key(self) -> str:
-        return f"{self.file}:{self.function}"
-
-    @property
-    def group(self) -> str | None:
-        key = self.key
-        for group, pattern in GROUPS:
-            if pattern.search(key):
-                return group
-        return None
-
-
-Stack = tuple[str, tuple[Frame, ...]]  # thread name, frames from the root to the leaf
-
-
-def short_file(path: str) -> str:
-    path = LIBRARY.sub("", path)
-    for top in ("/app/", "/bench/"):
-        if top in path:
-            return path[path.rindex(top) + 1 :]
-    return path
-
-
-def read_collapsed(path: Path) -> Counter[Stack]:
-    """py-spy's raw output with --threads: "thread (tid): name;frame;...;frame count"."""
-    stacks: Counter[Stack] = Counter()
-    for line in path.read_text().splitlines():
-        text, _, count = line.rpartition(" ")
-        thread, *frames = text.split(";")
-        name = thread.split(": ", 1)[1] if ": " in thread else thread
-        parsed = []
-        for frame in frames:
-            match = FRAME.match(frame)
-            if match is not None:
-                file = short_file(match["file"])
-                line = int(match["line"] or 0)
-                parsed.append(Frame(match["function"], file, line, match["file"]))
-        stacks[name, tuple(parsed)] += int(count)
-    return stacks
-
-
-def own_group(frames: tuple[Frame, ...]) -> str:
-    if frames and frames[-1].key == "concurrent/futures/thread.py:_worker":
-        return "waiting for work (executor queue)"
-    if frames and frames[-1].file.startswith("app/service"):
-        source = linecache.getline(frames[-1].path, frames[-1].line)
-        if "_write_lock" in source:  # blocked in (or taking) Lock.acquire, C code
-            return "the collection's write lock"
-    keys = [frame.key for frame in frames]
-    for pattern, state in WAITS:
-        if any(pattern in key for key in keys):
-            return state
-    for frame in reversed(frames):
-        group = frame.group
-        if group == SERVICE_INSERT and any(SEARCHING.search(key) for key in keys):
-            return INDEX_SEARCH  # a helper of the service's, under a search
-        if group is not None:
-            return group
-    return "other"
-
-
-def thread_role(name: str) -> str:
-    if name == "MainThread":
-        return "event loop thread"
-    if name.startswith("AnyIO worker"):
-        return "thread-pool workers"
-    if name.startswith(("uvloop_", "asyncio_")):
-        return "event loop's executor (asyncio.to_thread)"
-    return name
-
-
-def summarise(stacks: Counter[Stack], flavour: str, seconds: float, sample: Sample) -> str:
-    """--gil: own and cumulative shares by group and by function, and which threads held
-    the GIL; --idle: the mean number of threads in each state. py-spy does not say how many
-    times it sampled (its count is of the stacks it kept), so the share of the time the
-    GIL was held assumes it kept its rate, which the --idle profile checks: the event loop
-    thread is in every one of its samples."""
-    total = sum(stacks.values())
-    if not total:
-        return "(no samples)"
-    own_groups: Counter[str] = Counter()
-    cumulative_groups: Counter[str] = Counter()
-    own_functions: Counter[str] = Counter()
-    cumulative_functions: Counter[str] = Counter()
-    roles: Counter[str] = Counter()
-    states: dict[str, Counter[str]] = defaultdict(Counter)
-    for (name, frames), count in stacks.items():
-        group = own_group(frames)
-        own_groups[group] += count
-        roles[thread_role(name)] += count
-        states[thread_role(name)][group] += count
-        members = {group} | {str(frame.group) for frame in frames if frame.group}
-        if SERVICE_INSERT in members and any(SEARCHING.search(f.key) for f in frames):
-            members = (members - {SERVICE_INSERT}) | {INDEX_SEARCH}
-        for member in members:
-            cumulative_groups[member] += count
-        if frames:
-            own_functions[f"{frames[-1].key} [{group}]"] += count
-        for key in {frame.key for frame in frames}:
-            if not any(part in key for part in SCAFFOLDING):
-                cumulative_functions[key] += count
-    rate = sample.wrk.requests_per_second
-    if flavour == "idle":
-        ticks = roles["event loop thread"]  # one stack of it in every sample
-        rows = [
-            [role, state, f"{n / ticks:.2f}"]
-            for role, _ in roles.most_common()
-            for state, n in states[role].most_common(8)
-        ]
-        return "\n".join(
-            [
-                f"{ticks:,} samples over {seconds:g} s ({ticks / seconds:.0f} Hz of "
-                f"{PY_SPY_RATE}); {rate:,.0f} req/s under the profiler. Mean number of threads "
-                "in each state (waits by the frame waited in, the rest by the innermost "
-                "grouped frame):",
-                "",
-                markdown_table(["threads", "state", "threads"], rows, ["left", "left", RIGHT]),
-            ]
-        )
-    held = total / (PY_SPY_RATE * seconds)
-    per_request = held / rate * 1e6 / total  # µs of GIL per request in one sample
-
-    def table(title: str, counts: Counter[str], limit: int) -> str:
-        rows = [
-            [key, f"{n / total:.1%}", f"{n * per_request:,.0f}"]
-            for key, n in counts.most_common(limit)
-        ]
-        return markdown_table([title, "share", "µs/req"], rows, ["left", RIGHT, RIGHT])
-
-    group_rows = [
-        [
-            group,
-            f"{n / total:.1%}",
-            f"{cumulative_groups[group] / total:.1%}",
-            f"{n * per_request:,.0f}",
-        ]
-        for group, n in own_groups.most_common()
-    ]
-    return "\n".join(
-        [
-            f"{total:,} samples over {seconds:g} s at {PY_SPY_RATE} Hz: the GIL held "
-            f"{held:.0%} of the time (server CPU {sample.server_cpu:.0%}), {rate:,.0f} req/s "
-            f"under the profiler, so {held / rate * 1e6:,.0f} µs of GIL per request. Shares "
-            "are of GIL-held samples; µs/req is that share of the GIL time per request.",
-            "",
-            markdown_table(
-                ["group", "own", "cumulative", "own µs/req"], group_rows, ["left", *[RIGHT] * 3]
-            ),
-            "",
-            table("thread holding the GIL", roles, 10),
-            "",
-            table("function, own [group]", own_functions, 30),
-            "",
-            table("function, cumulative", cumulative_functions, 40),
-        ]
-    )
 
 
 # ---------------------------------------------------------------------------- report
@@ -667,64 +407,162 @@ def commit_totals(url: str) -> tuple[float, float, float]:
     )
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 @contextmanager
 def servers(arguments: argparse.Namespace) -> Iterator[list[Running]]:
-    options = argparse.Namespace(data_dir=None, synchronous="FULL", log_level="info")
     with (
-        neardup(options) as near,
-        uvicorn_app("bare", "bench.bare_app:app", options, "--no-access-log") as bare,
+        neardup(synchronous="FULL", log_level="info") as near,
+        bare_app(log_level="info") as bare,
     ):
         yield [near, bare]
 
 
-def main() -> None:
-    # A plain SIGTERM would skip the finally blocks that stop the servers.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"signal {signum}"))
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--preload", type=int, default=20_000, help="documents before search (20000)"
-    )
-    parser.add_argument("--clients", type=int, default=16, help="wrk connections (16)")
-    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run (10)")
-    parser.add_argument("--runs", type=int, default=3, help="recorded runs per server (3)")
-    parser.add_argument(
-        "--modes",
-        type=lambda text: text.split(","),
-        default=["pinned", "unpinned"],
-        help="comma-separated, of pinned and unpinned (default both)",
-    )
-    parser.add_argument(
-        "--workloads",
-        type=lambda text: text.split(","),
-        default=["search", "insert"],
-        help="comma-separated, of search and insert (default both; search runs first)",
-    )
-    add_quiet_arguments(parser, quiet=0.1, timeout=300, max_other=0.2)
-    parser.add_argument(
-        "--nice",
-        type=int,
-        default=0,
-        help="run the servers, wrk and py-spy at this nice value, their session's autogroup "
-        "too (-20 as root on a shared machine: other processes then get little of their CPU)",
-    )
-    parser.add_argument("--markdown", type=Path, help="also write the report to this file")
-    parser.add_argument("--py-spy", action="store_true", help="profile neardup (see above)")
-    parser.add_argument("--py-spy-duration", type=int, default=20, help="seconds per profile (20)")
-    arguments = parser.parse_args()
-    if shutil.which("wrk") is None:
-        sys.exit("bench/bare_wrk.py needs wrk on the PATH (apt-get install wrk)")
-    if set(arguments.modes) - {"pinned", "unpinned"}:
-        sys.exit("--modes takes pinned and unpinned")
+# ---------------------------------------------------------------------------- --by-size
 
+SIZE_TARGET_RPS, SIZE_TARGET_P99_MS = 1500, 25.0  # issue 6, at 1M documents
+
+
+@dataclass
+class SizePoint:
+    documents: int
+    rss_bytes_per_document: float
+    preload_docs_per_second: float  # batches of 256, 2 clients, durable (FULL)
+    search: list[WrkRun]
+    healthz: list[WrkRun]
+
+
+def plot_by_size(points: list[SizePoint], arguments: argparse.Namespace) -> Path:
+    """Search requests/s and p50 / p99 latency against the index size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [point.documents for point in points]
+    medians = [median_run(point.search) for point in points]
+    figure, (rate_axis, latency_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rate_axis.plot(sizes, [m.requests_per_second for m in medians], marker="o", label="search")
+    rate_axis.axhline(SIZE_TARGET_RPS, color="grey", linestyle="--", linewidth=1, label="target")
+    rate_axis.set_ylabel("requests per second")
+    rate_axis.set_ylim(bottom=0)
+    latency_axis.plot(sizes, [m.p50_ms for m in medians], marker="o", label="p50")
+    latency_axis.plot(sizes, [m.p99_ms for m in medians], marker="o", label="p99")
+    latency_axis.axhline(
+        SIZE_TARGET_P99_MS, color="grey", linestyle="--", linewidth=1, label="p99 target"
+    )
+    latency_axis.set_ylabel("latency, ms")
+    latency_axis.set_ylim(bottom=0)
+    for axis in (rate_axis, latency_axis):
+        axis.set_xscale("log")
+        axis.set_xlabel("documents indexed")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    figure.suptitle(
+        f"{arguments.server}: search by a 3 KB text, wrk with {arguments.clients} connections, "
+        "server on one core"
+    )
+    figure.tight_layout()
+    path = REPO_ROOT / "docs" / f"search-wrk-{arguments.server}.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def search_by_size(arguments: argparse.Namespace) -> None:
+    """--by-size: search with wrk at each size on the way to --count, one server."""
+    sizes = sorted({int(s) for s in (arguments.sizes or "").split(",") if s} | {arguments.count})
+
+    corpus = load_corpus()
+    rng = random.Random(0)
+    root = Path(tempfile.mkdtemp(prefix="neardup-wrk-"))
+    wrk = {
+        "clients": arguments.clients,
+        "duration": arguments.duration,
+        "cpu": CLIENT_CPU if arguments.pin else None,
+    }
+    points: list[SizePoint] = []
+    try:
+        with neardup() if arguments.server == "neardup" else peer() as server:
+            if arguments.pin:
+                os.sched_setaffinity(server.pid, {SERVER_CPU})
+            loaded = 0
+            for size in sizes:
+                log(f"{arguments.server}: preloading {size - loaded:,} documents")
+                loading = preload(
+                    server.url,
+                    size - loaded,
+                    start=loaded,
+                    concurrency=2,
+                    corpus=corpus,
+                    progress=False,
+                )
+                loaded = size
+                script = write_search_script(root, size, corpus, rng)
+                rss = rss_bytes(server.pid) / size
+                search, healthz = [], []
+                for run in range(arguments.runs):
+                    log(f"wrk at {size:,}: run {run + 1}/{arguments.runs}")
+                    search.append(run_wrk(server.url, script=script, **wrk))
+                    healthz.append(run_wrk(server.url + "/healthz", **wrk))
+                points.append(SizePoint(size, rss, loading.per_second, search, healthz))
+            server.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    rows = []
+    for point in points:
+        search, healthz = median_run(point.search), median_run(point.healthz)
+        rows.append(
+            [
+                f"{point.documents:,}",
+                f"{search.requests_per_second:,.0f}",
+                f"{search.p50_ms:.1f} / {search.p99_ms:.1f}",
+                f"{healthz.requests_per_second:,.0f}",
+                f"{search.requests_per_second / healthz.requests_per_second:.2f}",
+                f"{point.rss_bytes_per_document:,.0f}",
+                f"{point.preload_docs_per_second:,.0f}",
+                str(search.errors + healthz.errors),
+            ]
+        )
+    header = [
+        "documents",
+        "search req/s",
+        "search p50 / p99 ms",
+        "/healthz req/s",
+        "search / healthz",
+        "RSS B/doc",
+        "insert docs/s on the way",
+        "errors",
+    ]
+    report = "\n".join(
+        [
+            f"# Search with wrk: {arguments.server}",
+            "",
+            machine_summary(SERVER_CPU),
+            "",
+            f"wrk -t2 -c{arguments.clients} -d{arguments.duration}s, medians of "
+            f"{arguments.runs} runs; server pinned to CPU {SERVER_CPU}, wrk to CPU {CLIENT_CPU}"
+            if arguments.pin
+            else "unpinned",
+            "",
+            markdown_table(header, rows),
+        ]
+    )
+    print(report)
+    if arguments.plot:
+        log(f"plot: {plot_by_size(points, arguments)}")
+    write_result(f"search_wrk-{arguments.server}.md", report)
+    write_result(
+        f"search_wrk-{arguments.server}.json", json.dumps([asdict(p) for p in points], indent=1)
+    )
+
+
+def against_bare(arguments: argparse.Namespace) -> None:
+    """neardup against the bare app: each workload, each mode, --runs times (see above)."""
     corpus = load_corpus()
     rng = random.Random(0)
     root = Path(tempfile.mkdtemp(prefix="neardup-bare-wrk-"))
     scripts = {
-        "search": write_script(root, arguments.preload, corpus, rng),
+        "search": write_search_script(root, arguments.preload, corpus, rng),
         "insert": write_insert_script(root, corpus, rng),
     }
     workloads = [
@@ -776,6 +614,70 @@ def main() -> None:
     )
     if arguments.markdown is not None:
         arguments.markdown.write_text(text + "\n")
+
+
+def main() -> None:
+    # A plain SIGTERM would skip the finally blocks that stop the servers.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"signal {signum}"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=16, help="wrk connections (16)")
+    parser.add_argument("--duration", type=int, help="seconds per wrk run (10; 20 with --by-size)")
+    parser.add_argument("--runs", type=int, default=3, help="recorded runs per server (3)")
+    bare = parser.add_argument_group("neardup against the bare app (the default)")
+    bare.add_argument("--preload", type=int, default=20_000, help="documents before search (20000)")
+    bare.add_argument(
+        "--modes",
+        type=lambda text: text.split(","),
+        default=["pinned", "unpinned"],
+        help="comma-separated, of pinned and unpinned (default both)",
+    )
+    bare.add_argument(
+        "--workloads",
+        type=lambda text: text.split(","),
+        default=["search", "insert"],
+        help="comma-separated, of search and insert (default both; search runs first)",
+    )
+    add_quiet_arguments(bare, quiet=0.1, timeout=300, max_other=0.2)
+    bare.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run the servers, wrk and py-spy at this nice value, their session's autogroup "
+        "too (-20 as root on a shared machine: other processes then get little of their CPU)",
+    )
+    bare.add_argument("--markdown", type=Path, help="also write the report to this file")
+    bare.add_argument("--py-spy", action="store_true", help="profile neardup (see above)")
+    bare.add_argument("--py-spy-duration", type=int, default=20, help="seconds per profile (20)")
+    by_size = parser.add_argument_group("search alone at growing index sizes")
+    by_size.add_argument(
+        "--by-size",
+        action="store_true",
+        help="search throughput and latency of one server at each of --sizes up to --count "
+        "(bench/results/search_wrk-<server>.md)",
+    )
+    by_size.add_argument("--count", type=int, default=100_000, help="the last size (100000)")
+    by_size.add_argument("--sizes", help="comma-separated sizes measured on the way to --count")
+    by_size.add_argument(
+        "--no-pin", dest="pin", action="store_false", help="leave the server and wrk unpinned"
+    )
+    by_size.add_argument("--plot", action="store_true", help="draw docs/search-wrk-<server>.png")
+    by_size.add_argument(
+        "--server",
+        choices=["neardup", "peer"],
+        default="neardup",
+        help="peer: bench/peer_app.py (datasketch MinHashLSH + simhash.SimhashIndex)",
+    )
+    arguments = parser.parse_args()
+    if arguments.duration is None:
+        arguments.duration = 20 if arguments.by_size else 10
+    if shutil.which("wrk") is None:
+        sys.exit("bench/bare_wrk.py needs wrk on the PATH (apt-get install wrk)")
+    if arguments.by_size:
+        search_by_size(arguments)
+        return
+    if set(arguments.modes) - {"pinned", "unpinned"}:
+        sys.exit("--modes takes pinned and unpinned")
+    against_bare(arguments)
 
 
 if __name__ == "__main__":

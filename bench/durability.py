@@ -2,7 +2,8 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/durability.py [--quick] [--startup-docs N]
+    .venv/bin/python -m bench.durability [--quick] [--startup-docs N]
+    .venv/bin/python -m bench.durability --empty-start [--runs 5]
 
 1. Inserts through HTTP against the real ``neardup serve`` process (devkit/server.py) on a
    fresh temporary data directory, for ``NEARDUP_SYNCHRONOUS`` FULL and NORMAL and batches
@@ -25,6 +26,23 @@ Run from the repository root::
 
 Nothing is pinned: the server and the client each need a core, and the client runs on
 the same machine. Tables are printed and written to ``bench/results/durability.md``.
+
+``--empty-start`` measures instead the seconds from spawning ``neardup serve`` to /readyz
+200 on an empty data directory, ``--runs`` times in each of two cases, each run on a new
+empty data directory and its own NUMBA_CACHE_DIR:
+
+- **after the set-up**: ``neardup warm-up`` (what ``make run`` and the Docker build run)
+  fills the cache once, then every run starts on it;
+- **no cache**, the old behaviour: the cache is emptied before every run, so that the
+  start compiles the kernels, as the first start of an install did.
+
+A run is timed by devkit/server.py's Server (readiness polled every 50 ms), then sends the
+first requests of a client (an English and a Chinese single insert, a batch, a search by
+text and one by HTML), timed together, and counts the kernel versions numba compiled in the
+server over the start and those requests (NUMBA_DEBUG_CACHE's "data saved" lines): after
+the set-up there should be none. The floor under a start, the seconds the interpreter
+takes to import the server's modules (``python -c "import app.cli"``), is measured too.
+Medians (min-max) over the runs; printed and written to ``bench/results/startup.md``.
 """
 
 from __future__ import annotations
@@ -61,6 +79,7 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
+import devkit.server
 from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig
 from app.config import Settings
@@ -68,23 +87,24 @@ from app.main import DATABASE_FILE, create_app, memory_store
 from app.storage import MemoryStore, Store
 from app.storage.base import DocumentBatch, StoredCollection
 from app.storage.sqlite import SQLiteStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (
+from devkit.corpus import english_like_text
+from devkit.harness import (
     REPO_ROOT,
+    Timing,
+    cpu_model,
+    cpu_model_name,
+    cpu_seconds,
     format_ratio,
+    format_spread,
     load_reuters,
     markdown_table,
     percentile,
     release_memory,
     reuters_text,
+    spread,
     write_result,
 )
-
-sys.path.insert(0, str(REPO_ROOT))
-import devkit.server as server_module
-from devkit.corpus import english_like_text
-from devkit.server import Server
+from devkit.server import Server, neardup_command
 
 Mode = Literal["FULL", "NORMAL"]
 StoreKind = Literal["memory", "FULL", "NORMAL"]
@@ -339,12 +359,6 @@ class SyncCounter:
                 total += int(fields[0])
                 found += 1
         self.count = total if found == 2 else None
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and all its threads so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_of(pid: int) -> dict[str, int]:
@@ -690,7 +704,7 @@ class Startup:
 
 def time_server_start(data_dir: Path) -> tuple[float | None, float, dict[str, int], dict[str, Any]]:
     """(seconds to /healthz 200, seconds to /readyz 200, RSS when ready, collection stats)."""
-    server_module.STARTUP_SECONDS = 600  # the tests' 60 s is not meant for a million rows
+    devkit.server.STARTUP_SECONDS = 600  # the tests' 60 s is not meant for a million rows
     server = Server(data_dir, NEARDUP_LOG_LEVEL="warning")
     alive: list[float] = []
     stop = threading.Event()
@@ -857,15 +871,122 @@ def startup_table(result: Startup) -> str:
     )
 
 
+# ---------------------------------------------------------------------- --empty-start
+
+STORY = (
+    "OPEC ministers agreed on Monday to cut crude oil output by 1.5 mln barrels a day from "
+    "April, sending prices sharply higher in London and New York."
+)
+FIRST_REQUESTS: list[tuple[str, dict[str, object]]] = [
+    ("documents", {"text": STORY}),
+    ("documents", {"text": "石油输出国组织部长周一同意从四月起每天减产一百五十万桶原油。"}),
+    ("documents/batch", {"documents": [{"text": STORY + " Again."}, {"text": "Short."}]}),
+    ("search", {"text": STORY}),
+    ("search", {"text": f"<p>{STORY}</p>", "html": True}),
+]
+
+
+def seconds(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def import_seconds() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import app.cli"], check=True)
+    return time.perf_counter() - started
+
+
+def numba_warm_up(cache: Path) -> float:
+    started = time.perf_counter()
+    environment = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    subprocess.run([neardup_command(), "warm-up"], check=True, env=environment)
+    return time.perf_counter() - started
+
+
+def start_once(scratch: Path, cache: Path) -> tuple[float, float, int]:
+    """(seconds to ready, seconds of the first requests, kernels compiled) of one start."""
+    root = Path(tempfile.mkdtemp(dir=scratch))
+    server = Server(
+        root / "data",
+        NUMBA_CACHE_DIR=str(cache),
+        NUMBA_DEBUG_CACHE="1",
+        NEARDUP_LOG_LEVEL="warning",
+    )
+    started = time.perf_counter()
+    try:
+        server.start()
+        ready = time.perf_counter() - started
+        started = time.perf_counter()
+        with httpx.Client(base_url=f"{server.url}/v1/collections/default", timeout=120) as client:
+            for path, body in FIRST_REQUESTS:
+                client.post(f"/{path}", json=body).raise_for_status()
+        first_requests = time.perf_counter() - started
+        server.stop()
+        compiled = sum("[cache] data saved" in line for line in server.output_lines())
+    finally:
+        server.kill()
+    return ready, first_requests, compiled
+
+
+def measure_empty_start(
+    runs: int, scratch: Path, cache: Path, before_each: Callable[[], None]
+) -> tuple[Timing, Timing, list[int]]:
+    readies, requests, compiled = [], [], []
+    for run in range(runs):
+        before_each()
+        ready, first, kernels = start_once(scratch, cache)
+        print(
+            f"  run {run + 1}: ready in {ready:.2f} s, first requests {first:.2f} s, "
+            f"{kernels} kernel versions compiled",
+            file=sys.stderr,
+        )
+        readies.append(ready)
+        requests.append(first)
+        compiled.append(kernels)
+    return spread(readies), spread(requests), compiled
+
+
+def empty_start(runs: int) -> str:
+    """--empty-start: the report of ``runs`` starts each way (see the module's docstring)."""
+    with tempfile.TemporaryDirectory(prefix="neardup-startup-") as directory:
+        scratch = Path(directory)
+        cache = scratch / "numba-cache"
+        imports = spread([import_seconds() for _ in range(runs)])
+
+        print("no cache (emptied before each run)", file=sys.stderr)
+        cold = measure_empty_start(runs, scratch, cache, lambda: shutil.rmtree(cache, True))
+
+        shutil.rmtree(cache, ignore_errors=True)
+        set_up = numba_warm_up(cache)
+        print(f"after the set-up (neardup warm-up: {set_up:.1f} s)", file=sys.stderr)
+        warm = measure_empty_start(runs, scratch, cache, lambda: None)
+
+    rows = [
+        [name, format_spread(ready, seconds), format_spread(first, seconds), str(max(kernels))]
+        for name, (ready, first, kernels) in (("no cache (before)", cold), ("after set-up", warm))
+    ]
+    report = "\n\n".join(
+        [
+            f"Start-up of `neardup serve` on an empty data directory; {cpu_model()}; "
+            f"median (min-max) of {runs} runs, seconds.",
+            markdown_table(
+                ["numba cache", "spawn to /readyz 200", "first 5 requests", "compiled"],
+                rows,
+                ["left", "right", "right", "right"],
+            ),
+            f"`neardup warm-up` (the set-up step, compiling into an empty cache): "
+            f"{set_up:.1f} s. Importing the server's modules: "
+            f"{format_spread(imports, seconds)} s.",
+        ]
+    )
+    return report
+
+
 # ---------------------------------------------------------------------- main
 
 
 def environment_summary() -> str:
-    model = platform.machine()
-    for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
+    model = cpu_model_name()
     temp = Path(tempfile.gettempdir())
     filesystem = "?"
     best = ""
@@ -901,7 +1022,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--startup-docs", type=int, help="documents for the start-up part")
     parser.add_argument("--skip-inserts", action="store_true", help="only the start-up part")
     parser.add_argument("--skip-startup", action="store_true", help="only the insert part")
+    parser.add_argument(
+        "--empty-start",
+        action="store_true",
+        help="only the start-up on an empty data directory, with and without numba's cache "
+        "(bench/results/startup.md)",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="starts each way of --empty-start (5)")
     arguments = parser.parse_args(argv)
+    if arguments.empty_start:
+        report = empty_start(arguments.runs)
+        print(report)
+        print(f"written to {write_result('startup.md', report + chr(10))}", file=sys.stderr)
+        return
     plan = QUICK_PLAN if arguments.quick else FULL_PLAN
     if arguments.startup_docs:
         plan = dataclasses.replace(plan, startup_docs=arguments.startup_docs)

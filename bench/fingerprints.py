@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/fingerprints.py [--runs 5] [--docs 256] [--seed 0] [--quick]
+    .venv/bin/python -m bench.fingerprints [--runs 5] [--docs 256] [--seed 0] [--quick]
 
 Every contender starts from the raw text, normalises it with ``app.core.text.normalize``
 and works on the same shingles, character 5-grams of the normalised text. The peers get
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from _common import THREAD_LIMITS
+from devkit.harness import THREAD_LIMITS
 
 # Thread pools size themselves when their library is imported, so cap them first.
 os.environ.update(THREAD_LIMITS)
@@ -35,7 +35,10 @@ import numpy as np
 import numpy.typing as npt
 import rensa
 import simhash
-from _common import (
+
+from app.core.fingerprint import FingerprintParams, fingerprint, seed_mix, shingle_hashes
+from app.core.text import normalize
+from devkit.harness import (
     Timing,
     format_ratio,
     format_us,
@@ -47,9 +50,6 @@ from _common import (
     time_per_item,
     write_result,
 )
-
-from app.core.fingerprint import FingerprintParams, fingerprint, seed_mix, shingle_hashes
-from app.core.text import normalize
 
 U64Array = npt.NDArray[np.uint64]
 U32Array = npt.NDArray[np.uint32]

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/index.py [--sizes 100000,1000000,10000000] [--lsh-size 100000]
+    .venv/bin/python -m bench.index [--sizes 100000,1000000,10000000] [--lsh-size 100000]
                                     [--lsh-large 1000000] [--runs 3] [--seed 0] [--quick]
 
 Everything runs on one pinned core with every thread pool capped at one thread, on seeded
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from _common import THREAD_LIMITS
+from devkit.harness import THREAD_LIMITS
 
 # Thread pools size themselves when their library is imported, so cap them first.
 os.environ.update(THREAD_LIMITS)
@@ -49,7 +49,16 @@ import numpy as np
 import numpy.typing as npt
 import rensa
 import simhash
-from _common import (
+
+from app.core.hamming import HammingIndex, block_layout
+from app.core.lsh import (
+    FALSE_NEGATIVE_WEIGHT,
+    FALSE_POSITIVE_WEIGHT,
+    LSHIndex,
+    candidate_probability,
+    min_matches,
+)
+from devkit.harness import (
     Timing,
     format_ratio,
     format_spread,
@@ -63,15 +72,6 @@ from _common import (
     rss_bytes,
     spread,
     write_result,
-)
-
-from app.core.hamming import HammingIndex, block_layout
-from app.core.lsh import (
-    FALSE_NEGATIVE_WEIGHT,
-    FALSE_POSITIVE_WEIGHT,
-    LSHIndex,
-    candidate_probability,
-    min_matches,
 )
 
 U64Array = npt.NDArray[np.uint64]

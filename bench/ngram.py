@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/ngram.py [--sizes 100000,1000000] [--runs 3] [--seed 0] [--quick]
+    .venv/bin/python -m bench.ngram [--sizes 100000,1000000] [--runs 3] [--seed 0] [--quick]
 
 One pinned core, every thread pool capped at one thread, seeded data:
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 
-from _common import THREAD_LIMITS
+from devkit.harness import THREAD_LIMITS
 
 # Thread pools size themselves when their library is imported, so cap them first.
 os.environ.update(THREAD_LIMITS)
@@ -55,7 +55,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from _common import (
+
+from app.core import ngram
+from app.core.ngram import NgramIndex
+from app.core.text import normalize
+from devkit.harness import (
     REPO_ROOT,
     REUTERS_PATH,
     format_spread,
@@ -71,10 +75,6 @@ from _common import (
     spread,
     write_result,
 )
-
-from app.core import ngram
-from app.core.ngram import NgramIndex
-from app.core.text import normalize
 
 BATCH = 10_000
 THRESHOLD = 0.7
@@ -531,7 +531,7 @@ def baseline_index(rev: str) -> type[NgramIndex]:
     """NgramIndex as it was at commit ``rev`` (app/core/ngram.py and its kernels, from
     git, loaded beside today's under other names; numba compiles them once, in a
     temporary directory)."""
-    import importlib
+    import importlib.util
     import subprocess
     import tempfile
 
@@ -548,8 +548,13 @@ def baseline_index(rev: str) -> type[NgramIndex]:
         )
         with open(os.path.join(folder, f"{name}_{tag}.py"), "w", encoding="utf-8") as out:
             out.write(source)
-    sys.path.insert(0, folder)
-    index_class: type[NgramIndex] = importlib.import_module(f"ngram_{tag}").NgramIndex
+    for name in (f"_ngram_kernels_{tag}", f"ngram_{tag}"):  # the kernels first: ngram imports them
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # ngram_<tag> imports its kernels by this name
+        spec.loader.exec_module(module)
+    index_class: type[NgramIndex] = sys.modules[f"ngram_{tag}"].NgramIndex
     return index_class
 
 

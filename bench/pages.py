@@ -1,8 +1,8 @@
 """Web pages: how well a page is read (its text against its hand-made article), and what
 pages cost the service against the same documents sent as text, in one run.
 
-    .venv/bin/python bench/pages.py --pages CHECKOUT            # quality and speed
-    .venv/bin/python bench/pages.py --pages CHECKOUT --skip-speed
+    .venv/bin/python -m bench.pages --pages CHECKOUT            # quality and speed
+    .venv/bin/python -m bench.pages --pages CHECKOUT --skip-speed
 
 CHECKOUT is a checkout of github.com/scrapinghub/article-extraction-benchmark (181 real
 news pages from 126 sites with the article bodies people cut out of them: html/*.html.gz,
@@ -45,7 +45,6 @@ import math
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -55,13 +54,9 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _common import markdown_table, percentile, write_result
-
 from app.core.page import read_page
 from app.core.text import normalize
+from devkit.harness import markdown_table, percentile, write_result
 from devkit.pages import (
     SITES,
     RealPage,

@@ -1,23 +1,23 @@
 """neardup over Redis through HTTP, 1 and 2 workers, against datasketch on the same Redis.
 
-    .venv/bin/python bench/redis_http.py [--documents 1000000] [--datasketch-documents 50000]
+    .venv/bin/python -m bench.redis_http [--documents 1000000] [--datasketch-documents 50000]
                                          [--runs 3] [--duration 10] [--clients 16]
                                          [--modes unpinned,pinned] [--nice -20]
                                          [--appendfsync no|everysec|always]
                                          [--lookup-runs 1] [--lookups-only]
 
 The measurement of issue 15's performance section. Starts one redis-server on a free
-localhost port (tests/redis_servers.py: ``zset-max-listpack-entries 512``; no
+localhost port (devkit/redis_servers.py: ``zset-max-listpack-entries 512``; no
 persistence by default, ``--appendfsync`` turns the append-only file on), and two
 ``neardup serve`` processes on it (NEARDUP_BACKEND=redis://..., log level warning): one
 with 1 worker, one with ``--workers 2``. Then:
 
-1. preload ``--documents`` documents ``pre-{i}`` (3 KB varied Reuters, loadtest/corpus.py,
-   bench/search_wrk.py's) through the 2-worker server in batches of 256 from 4 clients:
+1. preload ``--documents`` documents ``pre-{i}`` (3 KB varied Reuters, devkit/documents.py,
+   as bench/bare_wrk.py's) through the 2-worker server in batches of 256 from 4 clients:
    documents/s, and Redis ``used_memory`` after minus before, per document (everything
    the service keeps: index tables, signatures, records, cluster member sets);
 2. search with wrk: POST /v1/collections/default/search, 3 KB bodies cycling through 512
-   texts (a fifth near-duplicates of preloaded documents; bench/search_wrk.py's script),
+   texts (a fifth near-duplicates of preloaded documents; devkit/wrk.py's search script),
    ``--clients`` connections on 2 threads for ``--duration`` s, ``--runs`` times each
    server in turn after an unrecorded warm-up, per mode: ``unpinned`` (every process
    free on the machine's 2 cores) and ``pinned`` (each worker on its own core: 1 worker
@@ -37,14 +37,14 @@ with 1 worker, one with ``--workers 2``. Then:
    measured, so fewer than neardup's: its query cost does not grow with N, one round
    trip per band):
    insert rate, used_memory per document, query p50 / p99 with the 512 texts'
-   signatures (bench/redis_store.py's code);
+   signatures (devkit/redis_peer.py, as bench/redis_store.py);
 6. with ``--lookup-runs N``, steps 4's store-level lookups and 5's queries N times in
    turn on the same Redis and documents (datasketch filled once), each timed phase once
    the machine is quiet and again when other processes took more than ``--max-other``
    of a core: the p50s and their ratio run by run, medians in the summary.
    ``--lookups-only`` skips the wrk runs (2 and 3);
 7. with ``--single-inserts``, after the preload: single-document inserts through HTTP
-   (bench/bare_wrk.py's script, a distinct ~3 KB text a request), ``--clients``
+   (devkit/wrk.py's insert script, a distinct ~3 KB text a request), ``--clients``
    connections, ``--runs`` times each server in turn, unpinned: documents/s and p50 /
    p99, to weigh ``--appendfsync`` for one document a request.
 
@@ -77,34 +77,39 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import redis_store
-from _common import (
+from devkit.documents import Corpus, load_corpus
+from devkit.harness import (
+    QUIET,
     REPO_ROOT,
     RESULTS_DIR,
     Align,
-    WrkRun,
     add_quiet_arguments,
+    busy_cpu_seconds,
     child_pids,
+    cpu_model,
+    cpu_seconds,
+    log,
     markdown_table,
-    median_run,
     percentile,
+    pin_process,
     priority,
-    run_wrk,
+    quiet_latencies,
     scrape_metric,
     wait_for_quiet,
     write_result,
 )
-from bare_wrk import write_insert_script
-from redis_store import THRESHOLD, datasketch_fill, datasketch_query, used_memory
-from search_wrk import write_script
-
+from devkit.preload import PreloadFailed, preload
+from devkit.redis_peer import THRESHOLD, PeerRun, datasketch_fill, datasketch_query, used_memory
 from devkit.redis_servers import start_server
 from devkit.server import Server
-from loadtest.corpus import Corpus, load_corpus
-from loadtest.preload import preload
-from loadtest.proc import busy_cpu_seconds, cpu_model, cpu_seconds, pin_process
+from devkit.wrk import (
+    WrkRun,
+    median_run,
+    run_wrk,
+    search_texts,
+    write_insert_script,
+    write_search_script,
+)
 
 RIGHT: Align = "right"
 WARMUP_SECONDS = 3
@@ -180,10 +185,6 @@ class Served:
         return sum(cpu_seconds(pid) for pid in [self.pid, *child_pids(self.pid)])
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 def every_worker_ready(url: str, in_a_row: int = 30, timeout: float = 120) -> None:
     """Until /readyz answers 200 on ``in_a_row`` new connections in a row (each one
     accepted by any worker): every worker has started."""
@@ -234,13 +235,11 @@ PRELOAD_ATTEMPTS = 3
 
 
 def preload_in_chunks(served: Served, count: int, corpus: Corpus, results: Results) -> float:
-    """loadtest/preload.py's batches of 256 from 4 clients, ``PRELOAD_CHUNK`` documents at
+    """devkit/preload.py's batches of 256 from 4 clients, ``PRELOAD_CHUNK`` documents at
     a time; a chunk that fails (a connection closed without an answer) is sent again whole
     (every document a retry then, answered as one: nothing is stored twice). Documents a
     second over the whole, retries included; failures and worker restarts are noted."""
     import httpx
-
-    from loadtest.preload import PreloadFailed
 
     workers = served.worker_pids()
     began = time.perf_counter()
@@ -330,7 +329,7 @@ class Bench:
         processes took more than --max-other cores during it."""
         arguments = self.arguments
         for attempt in range(RETRIES + 1):
-            wait_for_quiet(busy_cpu_seconds, arguments.quiet, arguments.quiet_timeout, log)
+            wait_for_quiet(arguments.quiet, arguments.quiet_timeout)
             sample = self.wrk(served, mode, arguments.duration, arguments.clients)
             if sample.other_cpu <= arguments.max_other or attempt == RETRIES:
                 return sample
@@ -348,7 +347,7 @@ class Bench:
             self.pin(served, pinned=False)
         for _ in range(arguments.runs):
             for served in servers:
-                wait_for_quiet(busy_cpu_seconds, arguments.quiet, arguments.quiet_timeout, log)
+                wait_for_quiet(arguments.quiet, arguments.quiet_timeout)
                 sample = self.wrk(
                     served, "unpinned", arguments.duration, arguments.clients, script=script
                 )
@@ -381,12 +380,6 @@ class Bench:
                     )
         for served in servers:
             self.pin(served, False)
-
-
-def texts_of(script: Path) -> list[str]:
-    """The request bodies' texts of a search_wrk script (its bodies file, one JSON a line)."""
-    bodies = script.with_name(script.name.replace("search-", "bodies-").replace(".lua", ".jsonl"))
-    return [json.loads(line)["text"] for line in bodies.read_text().splitlines()]
 
 
 def collection(client: Any) -> tuple[Any, Any]:
@@ -428,7 +421,7 @@ def store_lookups(client: Any, texts: list[str], results: Results) -> Any:
     for function, slot in ((search, "store_search_ms"), (lsh, "store_lsh_ms")):
         function(0)  # warm-up
         found.clear()
-        latency = [us / 1000 for us in redis_store.quiet_latencies(function, queries * 2, slot)]
+        latency = [us / 1000 for us in quiet_latencies(function, queries * 2, slot)]
         setattr(results, slot, (percentile(latency, 50), percentile(latency, 99)))
         if found:
             results.store_matches = statistics.mean(found)
@@ -471,7 +464,7 @@ def lookup_runs(
     for run in range(runs):
         log(f"lookups, run {run + 1} of {runs}")
         store_lookups(client, texts, results)
-        peer = redis_store.PeerRun()
+        peer = PeerRun()
         datasketch_query(lsh, peer, np.concatenate([probes, probes]))
         query_ms = (peer.query_p50_us / 1000, peer.query_p99_us / 1000)
         rows.append((results.store_lsh_ms, results.store_search_ms, query_ms))
@@ -763,7 +756,7 @@ def main() -> None:
     parser.add_argument(
         "--single-inserts",
         action="store_true",
-        help="single-document inserts with wrk (bare_wrk.py's script), --runs times a "
+        help="single-document inserts with wrk (devkit/wrk.py's insert script), --runs times a "
         "server, unpinned, after the preload",
     )
     parser.add_argument(
@@ -774,7 +767,7 @@ def main() -> None:
         "given; docs/redis.md: about log2(documents / 64))",
     )
     arguments = parser.parse_args()
-    quiet = redis_store.QUIET
+    quiet = QUIET
     quiet.quiet, quiet.timeout = arguments.quiet, arguments.quiet_timeout
     quiet.max_other = arguments.max_other
     for program in ("wrk", "redis-server"):
@@ -784,7 +777,7 @@ def main() -> None:
 
     corpus = load_corpus()
     root = Path(tempfile.mkdtemp(prefix="neardup-redis-http-"))
-    script = write_script(root, arguments.documents, corpus, random.Random(0))
+    script = write_search_script(root, arguments.documents, corpus, random.Random(0))
     results = Results(arguments.documents)
     persistence = ("--maxmemory", "0")
     if arguments.appendfsync != "no":
@@ -820,15 +813,13 @@ def main() -> None:
                     if not arguments.lookups_only:
                         bench.measure([one, two], results)
                         log("one connection, 1 worker")
-                        wait_for_quiet(
-                            busy_cpu_seconds, arguments.quiet, arguments.quiet_timeout, log
-                        )
+                        wait_for_quiet(arguments.quiet, arguments.quiet_timeout)
                         sequential = bench.wrk(one, "unpinned", 10, 1, threads=1)
                         results.sequential = sequential.wrk
                         results.sequential_round_trips = sequential.round_trips
                 log("store-level lookups")
                 quiet.server_pid = redis_server.process.pid
-                texts = texts_of(script)
+                texts = search_texts(script)
                 probes = store_lookups(client, texts, results)
                 log(f"datasketch: {arguments.datasketch_documents:,} documents")
                 lsh = datasketch(

@@ -2,7 +2,7 @@
 
 Run from the repository root (needs Debian's redis-server: ``make redis``)::
 
-    .venv/bin/python bench/redis_store.py [--sizes 100000,1000000] [--runs 3]
+    .venv/bin/python -m bench.redis_store [--sizes 100000,1000000] [--runs 3]
                                           [--datasketch-size 100000] [--queries 500]
                                           [--nice -20] [--quiet 0.2] [--max-other 0.3]
 
@@ -38,81 +38,47 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
-import datasketch
 import numpy as np
 import redis
-from _common import (
-    REPO_ROOT,
+
+from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
+from app.backends.redis.store.store import NewDocuments, RedisStore
+from devkit.harness import (
+    QUIET,
     add_quiet_arguments,
     format_spread,
     latencies_us,
+    log,
     machine_summary,
     markdown_table,
     percentile,
     priority,
+    quiet_latencies,
     spread,
-    wait_for_quiet,
     write_result,
 )
-
-sys.path.insert(0, str(REPO_ROOT))  # devkit.redis_servers starts the servers
-
-from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
-from app.backends.redis.store.store import NewDocuments, RedisStore
+from devkit.redis_peer import (
+    BATCH,
+    NUM_PERM,
+    THRESHOLD,
+    PeerRun,
+    datasketch_fill,
+    datasketch_lsh,
+    datasketch_query,
+    lean,
+    used_memory,
+)
 from devkit.redis_servers import free_port, start_server
-from loadtest.proc import busy_cpu_seconds, cpu_seconds
 
-NUM_PERM = 128
-THRESHOLD = 0.8
-BATCH = 1000
 NEAR_SHARE = 0.4
-DATASKETCH_SEED = 1
 # Layout settings other than the defaults (--shard-bits).
 LAYOUT_OPTIONS: dict[str, int] = {}
-RETRIES = 2  # of a timed phase during which other processes took more than --max-other
-T = TypeVar("T")
-
-
-@dataclass
-class Quiet:
-    """How timed phases wait for a shared machine (bench/_common.py's wait_for_quiet);
-    ``quiet`` 0 does not wait (redis_http.py's default use of these functions)."""
-
-    quiet: float = 0.0
-    timeout: float = 60.0
-    max_other: float = 1e9
-    server_pid: int = 0  # redis-server's: its CPU is not another process's
-
-
-QUIET = Quiet()
-
-
-def quiet_latencies(function: Any, items: list[T], what: str) -> list[float]:
-    """latencies_us of ``function`` over ``items`` once the machine is quiet; measured
-    again (RETRIES times at most) when other processes took more than QUIET.max_other
-    of a core meanwhile (this process and redis-server not counted)."""
-    for attempt in range(RETRIES + 1):
-        if QUIET.quiet:
-            wait_for_quiet(busy_cpu_seconds, QUIET.quiet, QUIET.timeout, log)
-        ours = cpu_seconds(os.getpid()) + cpu_seconds(QUIET.server_pid)
-        busy, began = busy_cpu_seconds(), time.monotonic()
-        latency = latencies_us(function, items)
-        elapsed = time.monotonic() - began
-        ours = cpu_seconds(os.getpid()) + cpu_seconds(QUIET.server_pid) - ours
-        other = max(0.0, busy_cpu_seconds() - busy - ours) / elapsed
-        if other <= QUIET.max_other or attempt == RETRIES:
-            return latency
-        log(f"{what}: other processes took {other:.0%} of a core, measuring again")
-    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -198,10 +164,6 @@ def run_proxy(listen: int, port: int, delay: float) -> None:
     asyncio.run(_proxy(listen, port, delay))
 
 
-def used_memory(client: redis.Redis) -> int:
-    return int(client.info("memory")["used_memory"])
-
-
 @dataclass
 class Run:
     insert_rate: float = 0.0
@@ -214,14 +176,6 @@ class Run:
     lsh_new_p50_us: float = 0.0  # those that find nothing (1 round trip)
     round_trips: float = 0.0
     matches: float = 0.0
-
-
-@dataclass
-class PeerRun:
-    insert_rate: float = 0.0
-    bytes_per_doc: float = 0.0
-    query_p50_us: float = 0.0
-    query_p99_us: float = 0.0
 
 
 @dataclass
@@ -350,53 +304,11 @@ def neardup_run(client: redis.Redis, data: Data, probe: Data, run: int) -> Run:
     return result
 
 
-def datasketch_lsh(port: int) -> Any:
-    storage = {"type": "redis", "basename": b"bench", "redis": {"host": "127.0.0.1", "port": port}}
-    return datasketch.MinHashLSH(
-        threshold=THRESHOLD, num_perm=NUM_PERM, params=(16, 8), storage_config=storage
-    )
-
-
-def lean(values: np.ndarray) -> Any:
-    return datasketch.LeanMinHash(
-        seed=DATASKETCH_SEED, hashvalues=values.astype(np.uint64), scheme="affine32"
-    )
-
-
-def datasketch_fill(client: redis.Redis, port: int, signatures: np.ndarray) -> tuple[Any, PeerRun]:
-    """A MinHashLSH on Redis storage (keys ``bench...``) holding ``signatures`` as
-    ``doc-{i}``, inserted through ``insertion_session``: the index, the insert rate and
-    used_memory added per document."""
-    lsh = datasketch_lsh(port)
-    objects = [lean(values) for values in signatures]
-    before = used_memory(client)
-    start = time.perf_counter()
-    with lsh.insertion_session(buffer_size=BATCH) as session:
-        for i, minhash in enumerate(objects):
-            session.insert(f"doc-{i}", minhash, check_duplication=False)
-    elapsed = time.perf_counter() - start
-    size = len(objects)
-    return lsh, PeerRun(size / elapsed, (used_memory(client) - before) / size)
-
-
-def datasketch_query(lsh: Any, result: PeerRun, signatures: np.ndarray) -> list[float]:
-    """Microseconds of each ``lsh.query``, one signature at a time; p50 and p99 in result."""
-    probes = [lean(values) for values in signatures]
-    lsh.query(probes[0])  # warm-up
-    latency = quiet_latencies(lsh.query, probes, "datasketch query")
-    result.query_p50_us, result.query_p99_us = percentile(latency, 50), percentile(latency, 99)
-    return latency
-
-
 def datasketch_run(client: redis.Redis, port: int, data: Data, probe: Data, size: int) -> PeerRun:
     client.flushall()
     lsh, result = datasketch_fill(client, port, data.minhash[:size])
     datasketch_query(lsh, result, probe.minhash)
     return result
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def measure(size: int, peer_size: int, runs: int, query_count: int, delay_ms: float) -> Result:

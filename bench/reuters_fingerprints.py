@@ -1,6 +1,6 @@
 """How well SimHash and MinHash separate Reuters-21578 near-duplicates, per shingle setting.
 
-Run ``.venv/bin/python bench/reuters_fingerprints.py``: it fingerprints every story under
+Run ``.venv/bin/python -m bench.reuters_fingerprints``: it fingerprints every story under
 each shingle setting, compares the labelled near-duplicate pairs with seeded random pairs
 of unrelated stories, writes docs/fingerprints.md and prints it. Deterministic (fixed
 seed, no timings in the report); under a minute on one core.
@@ -22,9 +22,7 @@ import numpy as np
 
 from app.core.fingerprint import FingerprintParams, ShingleUnit, fingerprint, shingle_hashes
 from app.core.text import normalize
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_reuters, paragraph, reuters_text
+from devkit.harness import load_reuters, paragraph, reuters_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"

@@ -1,6 +1,6 @@
 """Near-duplicate detection replayed on Reuters-21578: precision, recall and F1 per method.
 
-Run ``.venv/bin/python bench/reuters_replay.py`` from the repository root. For each shingle
+Run ``.venv/bin/python -m bench.reuters_replay`` from the repository root. For each shingle
 setting every story is fingerprinted once, in batches; then the stories are replayed in
 ``date`` order: each one is looked up among the earlier ones (exact hash, SimHash Hamming
 index, one MinHash LSH index per threshold) and then inserted. The pairs found are scored
@@ -36,9 +36,7 @@ from app.core.fingerprint import (
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability
 from app.core.text import normalize
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Align, load_reuters, markdown_table, paragraph, reuters_text
+from devkit.harness import Align, load_reuters, markdown_table, paragraph, reuters_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
@@ -944,7 +942,7 @@ def method_items(report: Report) -> list[str]:
         {corpus.total:,} stories; the text of a story is its title, a newline and its body,
         normalised by `app.core.text.normalize`. Stories left out for an empty text:
         {len(corpus.skipped)} (id {skipped}; in no labelled pair).""",
-        """**Replay.** Stories in `date` order (ties by id, `bench/_common.load_reuters`).
+        """**Replay.** Stories in `date` order (ties by id, `devkit/harness.load_reuters`).
         For each story: search the indexes for near-duplicates among the earlier stories,
         then insert it (single-row inserts, a merge whenever an index asks for one). A
         found pair is (earlier story, current story) returned by a method.""",
@@ -1309,7 +1307,7 @@ def run(settings: Sequence[tuple[ShingleUnit, int]] = SETTINGS) -> str | None:
 
 def pin_to_last_core() -> int:
     """Pin to the last CPU this process may use: one core, and not the one other
-    benchmarks pin themselves to (bench/_common.pin_to_one_core takes the first)."""
+    benchmarks pin themselves to (devkit/harness.pin_to_one_core takes the first)."""
     cpu = max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpu})
     return cpu

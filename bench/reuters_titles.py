@@ -1,6 +1,6 @@
 """Planted near-duplicates of Reuters titles, searched in the default collection over HTTP.
 
-Run ``.venv/bin/python bench/reuters_titles.py [--per-kind N]``. The Reuters-21578
+Run ``.venv/bin/python -m bench.reuters_titles [--per-kind N]``. The Reuters-21578
 titles of at least MIN_CHARS normalised characters, one story per distinct normalised
 title, are split by a seeded hash of the story id into titles to insert and held-out ones.
 The inserted titles go into a collection created with no settings (the defaults: the
@@ -59,9 +59,7 @@ from app.collection_config import DEFAULT_NGRAM_MAX_CHARS, CollectionConfig
 from app.config import Settings
 from app.core.text import normalize
 from app.main import create_app, memory_store
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, Align, load_reuters, markdown_table
+from devkit.harness import REPO_ROOT, Align, load_reuters, markdown_table
 
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
 PAIRS_PATH = DATA_DIR / "reuters21578.near_dup_pairs.tsv"

@@ -1,14 +1,14 @@
 """neardup against the peer a user would otherwise write, end to end over HTTP, in one run.
 
-    .venv/bin/python bench/service.py                      # 20,000 documents, 20 s phases
-    .venv/bin/python bench/service.py --count 1000000 --peer-count 100000 --plots
+    .venv/bin/python -m bench.service                      # 20,000 documents, 20 s phases
+    .venv/bin/python -m bench.service --count 1000000 --peer-count 100000 --plots
 
 For each server in turn (``neardup serve`` through devkit/server.py's Server on a temporary
 data directory, then the peer, bench/peer_app.py under uvicorn with one worker, both on
 127.0.0.1 and a free port, both with log level warning):
 
 1. preload ``--count`` distinct documents ``pre-{i}`` (3 KB of varied Reuters each, see
-   loadtest/corpus.py) in batches of 256 from 2 clients: the sustained batch insert rate
+   devkit/documents.py) in batches of 256 from 2 clients: the sustained batch insert rate
    from an empty index to N; then resident memory (VmRSS) and bytes per document;
 2. search by text: ``--clients`` (16) closed-loop clients for ``--duration`` seconds, 3 KB
    texts, a fifth of them near-duplicates (one word changed) of preloaded documents;
@@ -43,13 +43,9 @@ import json
 import os
 import platform
 import secrets
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -59,28 +55,28 @@ from random import Random
 import httpx
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _common import (
+from devkit.documents import DEFAULT_CHARS, Corpus, load_corpus
+from devkit.harness import (
     REPO_ROOT,
     RESULTS_DIR,
     Align,
+    cpu_model,
+    cpu_seconds,
     format_ratio,
     markdown_table,
     percentile,
+    pin_process,
+    rss_bytes,
     write_result,
 )
-
-from devkit.server import Server, free_port
-from loadtest.corpus import DEFAULT_CHARS, Corpus, load_corpus
-from loadtest.preload import JSON_HEADERS, check_loopback, preload_async, run_async
-from loadtest.proc import cpu_model, cpu_seconds, pin_process, rss_bytes
+from devkit.preload import JSON_HEADERS, check_loopback, preload_async, run_async
+from devkit.py_spy import py_spy
+from devkit.server import Running, neardup, peer
 
 DOCS_DIR = REPO_ROOT / "docs"
 COLLECTION = "/v1/collections/default"
 NEW_KEYS = 1 << 62  # keys of new documents; preloaded ones are 0 .. N-1
 REQUEST_TIMEOUT = 600.0
-STARTUP_SECONDS = 120
 SETTLE_SECONDS = 2.0  # after a preload: lets neardup's background merge run before RSS
 PLOT_BATCH_SIZES = (1, 16, 64, 256)
 SERVER_CPU, CLIENT_CPU = 0, 1
@@ -100,84 +96,6 @@ PHASE_HEADERS = [
 ]
 RIGHT: Align = "right"
 Request = tuple[str, bytes, int]  # path, JSON body, documents (or 1 for a search)
-
-
-# ---------------------------------------------------------------------------- servers
-
-
-@dataclass(slots=True)
-class Running:
-    name: str
-    url: str
-    pid: int
-    stop: Callable[[], int]
-
-
-@contextmanager
-def neardup(arguments: argparse.Namespace) -> Iterator[Running]:
-    root = Path(tempfile.mkdtemp(prefix="neardup-service-", dir=arguments.data_dir))
-    server = Server(
-        root / "data",
-        NEARDUP_SYNCHRONOUS=arguments.synchronous,
-        NEARDUP_LOG_LEVEL=arguments.log_level,
-    )
-    try:
-        server.start()
-        assert server.process is not None
-        yield Running("neardup", server.url, server.process.pid, server.stop)
-    finally:
-        server.kill()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@contextmanager
-def uvicorn_app(
-    name: str, target: str, arguments: argparse.Namespace, *options: str, **environment: str
-) -> Iterator[Running]:
-    """``uvicorn <target>`` (module:attribute under the repository root) on a free port,
-    one worker, uvloop and httptools (as ``neardup serve``), ``arguments.log_level``."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_path = Path(tempfile.gettempdir()) / f"{name}-{port}.log"
-    command = [sys.executable, "-m", "uvicorn", target, "--app-dir", str(REPO_ROOT)]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--loop", "uvloop", "--http", "httptools", "--log-level", arguments.log_level]
-    command += options
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=REPO_ROOT,
-            env={**os.environ, "NUMBA_NUM_THREADS": "1", **environment},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop() -> int:
-        process.terminate()
-        return process.wait(30)
-
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        with httpx.Client(base_url=url, timeout=2, trust_env=False) as client:
-            while True:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not start: {log_path.read_text()[-2000:]}")
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.05)  # polling another process's readiness
-        yield Running(name, url, process.pid, stop)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        log_path.unlink(missing_ok=True)  # a failed start raised with its tail above
-
-
-def peer(arguments: argparse.Namespace) -> AbstractContextManager[Running]:
-    return uvicorn_app("peer", "bench.peer_app:app", arguments, PEER_HASH=arguments.peer_hash)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -326,35 +244,6 @@ async def measure(
     return phase
 
 
-def py_spy(
-    pid: int,
-    seconds: float,
-    output: Path,
-    flags: Sequence[str] = ("--gil",),
-    output_format: str = "flamegraph",
-    rate: int = 250,
-    messages: Path | None = None,
-    nonblocking: bool = True,
-) -> subprocess.Popen[bytes]:
-    """Sample the server with py-spy while a phase runs: by default only the thread holding
-    the GIL (--gil), which for a GIL-bound server is where its CPU goes; an SVG flame graph
-    (``output_format="raw"``: collapsed stacks, one line per stack with its sample count).
-    ``messages``: a file for py-spy's own output (samples, errors, warnings). Without
-    ``nonblocking`` py-spy pauses the process for each sample: slower, but no stack read
-    half-way through a change (which --nonblocking drops as an error, often a third of the
-    samples of a busy server)."""
-    command = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which(
-        "py-spy"
-    )
-    if command is None:
-        raise SystemExit("--py-spy needs py-spy: .venv/bin/pip install py-spy")
-    arguments = ["record", "--pid", str(pid), "--duration", str(max(1, round(seconds)))]
-    arguments += ["--rate", str(rate), *(["--nonblocking"] if nonblocking else []), *flags]
-    arguments += ["--format", output_format, "--output", str(output)]
-    with open(messages or os.devnull, "wb") as sink:
-        return subprocess.Popen([command, *arguments], stdout=sink, stderr=subprocess.STDOUT)
-
-
 async def warm_up(server: Running, make: Callable[[], Request], requests: int = 20) -> None:
     """A few requests, so that code loaded on first use is not charged to the preload."""
     async with httpx.AsyncClient(
@@ -486,8 +375,15 @@ async def bench_server(
 def run_server(
     which: str, count: int, corpus: Corpus, arguments: argparse.Namespace
 ) -> ServerResult:
-    start = neardup if which == "neardup" else peer
-    with start(arguments) as server:
+    with (
+        neardup(
+            data_dir=arguments.data_dir,
+            synchronous=arguments.synchronous,
+            log_level=arguments.log_level,
+        )
+        if which == "neardup"
+        else peer(peer_hash=arguments.peer_hash, log_level=arguments.log_level)
+    ) as server:
         check_loopback(server.url)
         log(f"{which}: {server.url} (pid {server.pid}), {count:,} documents")
         result = run_async(bench_server(server, count, corpus, arguments))
@@ -611,7 +507,7 @@ def report(
         f"- {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {cpu_model()}; Python "
         f"{platform.python_version()}; took {took / 60:.1f} min",
         f"- documents: {corpus.source}, {arguments.doc_chars or 'natural-length'} characters "
-        f"each (loadtest/corpus.py); preloaded: neardup {figure(ours.preloaded) if ours else '-'}"
+        f"each (devkit/documents.py); preloaded: neardup {figure(ours.preloaded) if ours else '-'}"
         f", peer {figure(theirs.preloaded) if theirs else '-'}; searches "
         f"{arguments.search_chars} characters; near-duplicates: {arguments.dup_fraction:.0%} "
         f"of inserts, {arguments.search_dup_fraction:.0%} of searches",

@@ -1,7 +1,7 @@
 """Soak: a stream of ~1 KB documents with advancing timestamps into a collection with a
 retention, against the same stream at a constant size without eviction.
 
-Run ``.venv/bin/python bench/soak.py [--documents 3000000 --keep 500000]``. Against the
+Run ``.venv/bin/python -m bench.soak [--documents 3000000 --keep 500000]``. Against the
 real ``neardup serve`` (one process, SQLite synchronous FULL, logs at warning):
 
 - **soak**: a collection with ``retention: {"max_documents": keep}`` receives
@@ -42,13 +42,18 @@ import httpx
 import numpy as np
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, cpu_model_name, markdown_table, priority, write_result
-
 import devkit.server
+from devkit.harness import (
+    REPO_ROOT,
+    busy_cpu_seconds,
+    cpu_model_name,
+    cpu_seconds,
+    markdown_table,
+    priority,
+    rss_bytes,
+    write_result,
+)
 from devkit.server import Server
-from loadtest.proc import busy_cpu_seconds, cpu_seconds, rss_bytes
 
 # A start compiles the numba kernels when their cache is stale: on a busy machine that
 # takes longer than the tests allow.

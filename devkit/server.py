@@ -1,19 +1,29 @@
-"""Run the real `neardup serve` command as a child process on a free port."""
+"""Servers as child processes on a free port: the real ``neardup serve`` (Server, and
+``neardup`` for a benchmark's temporary data directory), and any ASGI app under uvicorn as
+``neardup serve`` runs it (``uvicorn_app``: the peer and the bare app of bench/)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
+from devkit.harness import REPO_ROOT
+
 STARTUP_SECONDS = 60
+APP_STARTUP_SECONDS = 120  # uvicorn_app's
 
 
 def free_port() -> int:
@@ -100,3 +110,98 @@ class Server:
         traceback: TracebackType | None,
     ) -> None:
         self.kill()
+
+
+@dataclass(slots=True)
+class Running:
+    """A server a benchmark started: its name, URL and process, and how to stop it (SIGTERM;
+    returns the exit code)."""
+
+    name: str
+    url: str
+    pid: int
+    stop: Callable[[], int]
+
+
+@contextmanager
+def neardup(
+    *, data_dir: str | Path | None = None, synchronous: str = "FULL", log_level: str = "warning"
+) -> Iterator[Running]:
+    """``neardup serve`` (Server) on a temporary data directory (in ``data_dir``), removed
+    afterwards; NEARDUP_SYNCHRONOUS and NEARDUP_LOG_LEVEL as given."""
+    root = Path(tempfile.mkdtemp(prefix="neardup-service-", dir=data_dir))
+    server = Server(
+        root / "data",
+        NEARDUP_SYNCHRONOUS=synchronous,
+        NEARDUP_LOG_LEVEL=log_level,
+    )
+    try:
+        server.start()
+        assert server.process is not None
+        yield Running("neardup", server.url, server.process.pid, server.stop)
+    finally:
+        server.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def uvicorn_app(
+    name: str, target: str, *options: str, log_level: str = "warning", **environment: str
+) -> Iterator[Running]:
+    """``uvicorn <target>`` (module:attribute under the repository root) on a free port,
+    one worker, uvloop and httptools (as ``neardup serve``), ``log_level``; ready once
+    /readyz answers 200."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = Path(tempfile.gettempdir()) / f"{name}-{port}.log"
+    command = [sys.executable, "-m", "uvicorn", target, "--app-dir", str(REPO_ROOT)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command += ["--loop", "uvloop", "--http", "httptools", "--log-level", log_level]
+    command += options
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env={**os.environ, "NUMBA_NUM_THREADS": "1", **environment},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop() -> int:
+        process.terminate()
+        return process.wait(30)
+
+    try:
+        deadline = time.monotonic() + APP_STARTUP_SECONDS
+        with httpx.Client(base_url=url, timeout=2, trust_env=False) as client:
+            while True:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not start: {log_path.read_text()[-2000:]}")
+                try:
+                    if client.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)  # polling another process's readiness
+        yield Running(name, url, process.pid, stop)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log_path.unlink(missing_ok=True)  # a failed start raised with its tail above
+
+
+@contextmanager
+def peer(*, peer_hash: str = "default", log_level: str = "warning") -> Iterator[Running]:
+    """The peer a user would otherwise write (bench/peer_app.py: datasketch MinHashLSH and
+    simhash.SimhashIndex behind FastAPI) under uvicorn_app; ``peer_hash`` its PEER_HASH."""
+    with uvicorn_app("peer", "bench.peer_app:app", log_level=log_level, PEER_HASH=peer_hash) as app:
+        yield app
+
+
+@contextmanager
+def bare_app(*, log_level: str = "warning") -> Iterator[Running]:
+    """bench/bare_app.py (the service's models and answers, no work) under uvicorn_app,
+    without uvicorn's access log."""
+    with uvicorn_app("bare", "bench.bare_app:app", "--no-access-log", log_level=log_level) as app:
+        yield app

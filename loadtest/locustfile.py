@@ -3,12 +3,12 @@
     .venv/bin/locust -f loadtest/locustfile.py --headless -u 16 -r 16 -t 60s \\
         --host http://127.0.0.1:8000 CrawlerUser ReaderUser
 
-(loadtest/run.py starts a server, preloads it and runs this for you.)
+(``python -m loadtest.run`` starts a server, preloads it and runs this for you.)
 
 CrawlerUser inserts what a crawler fetches: single documents and batches of 16 and 256.
 About 20% of its documents are near-duplicates (one random word changed) of an earlier
 document (one it inserted, or a preloaded ``pre-{i}``); the rest are distinct texts from
-loadtest/corpus.py. ReaderUser searches by text (about 3 KB; a fraction of them
+devkit/documents.py. ReaderUser searches by text (about 3 KB; a fraction of them
 near-duplicates of preloaded documents, so that searches find something) and asks for the
 neighbours of documents known to exist (``pre-{i}`` and this process's recent inserts).
 
@@ -37,16 +37,13 @@ from __future__ import annotations
 import os
 import random
 import secrets
-import sys
 from collections import deque
-from pathlib import Path
 
 import gevent
 import orjson
 from locust import FastHttpUser, constant, task
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from loadtest.corpus import DEFAULT_CHARS, load_corpus
+from devkit.documents import DEFAULT_CHARS, load_corpus
 
 
 def _integer(name: str, default: int) -> int:

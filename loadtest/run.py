@@ -1,10 +1,10 @@
 """One command for a load test: start neardup, preload it, run locust, report.
 
-    .venv/bin/python loadtest/run.py --workload mixed --preload 100000 --duration 60
+    .venv/bin/python -m loadtest.run --workload mixed --preload 100000 --duration 60
 
 (a) starts ``neardup serve`` on a free port over a temporary data directory (the test
 suite's devkit/server.py Server), or uses ``--url`` (loopback addresses only); (b) preloads
-``--preload`` documents ``pre-{i}`` through the batch API (loadtest/preload.py); (c) runs
+``--preload`` documents ``pre-{i}`` through the batch API (devkit/preload.py); (c) runs
 locust headless on loadtest/locustfile.py for ``--duration`` seconds with the user class of
 ``--workload`` (insert: CrawlerUser, search: ReaderUser, mixed: both); (d) prints
 requests/s, documents/s, p50/p95/p99 latency and errors from locust's CSV statistics and
@@ -33,16 +33,19 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from _common import Align, markdown_table, write_result
-
+from devkit.documents import DEFAULT_CHARS
+from devkit.harness import (
+    REPO_ROOT,
+    Align,
+    cpu_model,
+    cpu_seconds,
+    markdown_table,
+    rss_bytes,
+    write_result,
+)
+from devkit.preload import check_loopback, preload
 from devkit.server import Server
-from loadtest.corpus import DEFAULT_CHARS
-from loadtest.preload import check_loopback, preload
-from loadtest.proc import cpu_model, cpu_seconds, rss_bytes
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = REPO_ROOT / "loadtest" / "locustfile.py"
 USER_CLASSES = {
     "insert": ["CrawlerUser"],

@@ -1,6 +1,6 @@
 """Millions of distinct English texts, and near-duplicates of them, made on demand.
 
-The material is Reuters-21578 (../shared/data, read through bench/_common.load_reuters),
+The material is Reuters-21578 (../shared/data, read through devkit/harness.py's load_reuters),
 or synthetic English-like text when the data is absent. Every story is varied once, at
 load time, with a quarter of its words replaced by words drawn from the corpus vocabulary
 (as often as the corpus uses them), so neither the stories nor the corpus's own
@@ -30,16 +30,13 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from _common import load_reuters, reuters_text
+from devkit.harness import load_reuters, reuters_text
 
 SEGMENT_SUBSTITUTION = 0.25  # words of each story replaced once, at load time
 NATURAL_SUBSTITUTION = 0.30  # further words replaced per document when chars == 0

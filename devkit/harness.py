@@ -1,12 +1,16 @@
-"""Helpers shared by the benchmarks: data loading, one-core pinning, timing, tables, wrk.
+"""The harness that benchmarks, load tests and tests share: data, machines, timing, reports.
 
-Only the standard library is imported here, so a benchmark can import this module and
-apply ``THREAD_LIMITS`` before numpy, numba or a Rust extension reads them.
+Reuters-21578 loading (in date order), pinning and the CPU model, timing and percentiles,
+what /proc says about a process (resident memory, CPU time, affinity) and about the
+machine (busy CPU time), waiting for a shared machine to be quiet, markdown tables and
+bench/results. Only the standard library is imported here, so a benchmark can import this
+module and apply ``THREAD_LIMITS`` before numpy, numba or a Rust extension reads them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import ctypes.util
 import gc
@@ -16,7 +20,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import textwrap
 import time
@@ -112,6 +115,11 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo, with the number of CPUs."""
+    return f"{cpu_model_name()}, {os.cpu_count()} CPUs"
+
+
 def machine_summary(cpu: int) -> str:
     """One line naming the CPU model, the pinned core and the Python running the benchmark."""
     model = cpu_model_name()
@@ -184,13 +192,73 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process, from /proc/self/statm (0 where it is absent)."""
+def rss_bytes(pid: int | None = None) -> int:
+    """Resident set size of this process, from /proc/self/statm, or of process ``pid``
+    (VmRSS, from /proc/<pid>/status); 0 where /proc is absent."""
+    if pid is not None:
+        status = Path(f"/proc/{pid}/status")
+        if not status.is_file():
+            return 0
+        for line in status.read_text(encoding="ascii", errors="replace").splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
     statm = Path("/proc/self/statm")
     if not statm.is_file():
         return 0
     resident_pages = int(statm.read_text(encoding="ascii").split()[1])
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process and all its threads so far."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.is_file():
+        return 0.0, 0.0
+    # Fields after the command name, which may hold spaces: utime and stime are 14 and 15.
+    fields = stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and all its threads so far."""
+    return sum(cpu_times(pid))
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary and involuntary context switches of a process's live threads so far."""
+    total = 0
+    tasks = Path(f"/proc/{pid}/task")
+    for status in tasks.glob("*/status") if tasks.is_dir() else []:
+        with contextlib.suppress(OSError):  # the thread may have ended
+            for line in status.read_text(encoding="ascii", errors="replace").splitlines():
+                if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                    total += int(line.split()[1])
+    return total
+
+
+def busy_cpu_seconds() -> float:
+    """CPU time all CPUs of this machine spent busy so far (anything but idle and iowait,
+    steal included: time the hypervisor gave to someone else), from /proc/stat."""
+    stat = Path("/proc/stat")
+    if not stat.is_file():
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+        int, stat.read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Restrict every thread of a process to ``cpus`` (threads it starts later inherit it)."""
+    tasks = Path(f"/proc/{pid}/task")
+    thread_ids = [int(entry.name) for entry in tasks.iterdir()] if tasks.is_dir() else [pid]
+    for thread_id in thread_ids:
+        with contextlib.suppress(ProcessLookupError):  # the thread may have ended
+            os.sched_setaffinity(thread_id, cpus)
 
 
 def release_memory() -> None:
@@ -253,73 +321,11 @@ def write_result(name: str, text: str) -> Path:
     return path
 
 
-@dataclass
-class WrkRun:
-    """One wrk run: requests/s, latency percentiles (wrk's own histogram), failed requests."""
-
-    requests_per_second: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
-    requests: int = 0  # answered in the run (0 in a median of runs)
-
-
-def parse_wrk(output: str) -> WrkRun:
-    """The figures of ``wrk --latency`` output; errors are non-2xx/3xx answers and socket
-    errors (connect, read, write, timeout)."""
-
-    def duration_ms(text: str) -> float:
-        value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
-    p50 = duration_ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    p99 = duration_ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", output))
-    socket_errors = re.search(r"Socket errors: (.*)", output)
-    if socket_errors:
-        errors += sum(int(n) for n in re.findall(r"\d+", socket_errors.group(1)))
-    answered = re.search(r"(\d+) requests in", output)
-    return WrkRun(rate, p50, p99, errors, int(answered.group(1)) if answered else 0)
-
-
-def run_wrk(
-    url: str,
-    *,
-    clients: int,
-    duration: float,
-    script: Path | None = None,
-    script_args: Sequence[str] = (),
-    cpu: int | None = None,
-    threads: int = 2,
-) -> WrkRun:
-    """``wrk -t<threads>`` with ``clients`` connections for ``duration`` seconds, on CPU
-    ``cpu`` (taskset) or anywhere (None); ``script_args`` reach the Lua script's
-    ``init(args)``."""
-    command = ["wrk", f"-t{threads}", f"-c{clients}", f"-d{duration}s", "--latency"]
-    if script is not None:
-        command += ["-s", str(script)]
-    if cpu is not None:
-        command = ["taskset", "-c", str(cpu), *command]
-    command.append(url)
-    if script_args:
-        command += ["--", *script_args]
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    return parse_wrk(output)
-
-
-def median_run(runs: Sequence[WrkRun]) -> WrkRun:
-    """Medians of each figure over runs (each taken separately) and the errors of all."""
-    return WrkRun(
-        statistics.median(r.requests_per_second for r in runs),
-        statistics.median(r.p50_ms for r in runs),
-        statistics.median(r.p99_ms for r in runs),
-        sum(r.errors for r in runs),
-    )
-
-
 def add_quiet_arguments(
-    parser: argparse.ArgumentParser, quiet: float, timeout: float, max_other: float
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    quiet: float,
+    timeout: float,
+    max_other: float,
 ) -> None:
     """--quiet, --quiet-timeout and --max-other: how a run waits for a shared machine
     (wait_for_quiet) and when it is measured again, with this script's defaults."""
@@ -343,15 +349,15 @@ def add_quiet_arguments(
     )
 
 
-def wait_for_quiet(
-    busy_cpu_seconds: Callable[[], float],
-    quiet: float,
-    timeout: float,
-    log: Callable[[str], None],
-) -> None:
-    """Until the machine stays under ``quiet`` busy cores for a second (``busy_cpu_seconds``:
-    the machine's busy CPU time so far), at most ``timeout`` seconds: other people's jobs
-    would take the CPU a measurement needs."""
+def log(message: str) -> None:
+    """A line of progress on stderr, after the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def wait_for_quiet(quiet: float, timeout: float, log: Callable[[str], None] = log) -> None:
+    """Until the machine stays under ``quiet`` busy cores for a second (busy_cpu_seconds),
+    at most ``timeout`` seconds: other people's jobs would take the CPU a measurement
+    needs."""
     deadline = time.monotonic() + timeout
     waited = False
     while True:
@@ -366,6 +372,43 @@ def wait_for_quiet(
         if not waited:
             log(f"waiting for the machine to be quiet ({load:.2f} cores busy)")
             waited = True
+
+
+@dataclass
+class Quiet:
+    """How quiet_latencies waits for a shared machine; ``quiet`` 0 does not wait."""
+
+    quiet: float = 0.0
+    timeout: float = 60.0
+    max_other: float = 1e9
+    server_pid: int = 0  # a server's (redis-server's): its CPU is not another process's
+    retries: int = 2  # of a timed phase during which other processes took more than max_other
+
+
+# What quiet_latencies does unless told otherwise: a benchmark's main sets it from its options.
+QUIET = Quiet()
+
+
+def quiet_latencies(
+    function: Callable[[T], object], items: Sequence[T], what: str, quiet: Quiet | None = None
+) -> list[float]:
+    """latencies_us of ``function`` over ``items`` once the machine is quiet; measured
+    again (``retries`` times at most) when other processes took more than ``max_other``
+    of a core meanwhile (this process and the server not counted). ``quiet``: QUIET."""
+    quiet = quiet or QUIET
+    for attempt in range(quiet.retries + 1):
+        if quiet.quiet:
+            wait_for_quiet(quiet.quiet, quiet.timeout)
+        ours = cpu_seconds(os.getpid()) + cpu_seconds(quiet.server_pid)
+        busy, began = busy_cpu_seconds(), time.monotonic()
+        latency = latencies_us(function, items)
+        elapsed = time.monotonic() - began
+        ours = cpu_seconds(os.getpid()) + cpu_seconds(quiet.server_pid) - ours
+        other = max(0.0, busy_cpu_seconds() - busy - ours) / elapsed
+        if other <= quiet.max_other or attempt == quiet.retries:
+            return latency
+        log(f"{what}: other processes took {other:.0%} of a core, measuring again")
+    raise AssertionError("unreachable")
 
 
 def child_pids(pid: int) -> list[int]:
