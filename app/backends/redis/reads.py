@@ -19,8 +19,9 @@ from app.backends.redis.failures import storage_errors
 from app.backends.redis.records import Held
 from app.backends.redis.resolved import Backend, ReadHost, Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
+from app.backends.redis.store.rows import RowData
 from app.backends.redis.store.steps import Steps, run, run_async
-from app.backends.redis.store.store import RedisStore, RowData
+from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.core.fingerprint import Fingerprints
 from app.core.rule import METHODS_OF_BITS, Pairs

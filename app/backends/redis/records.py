@@ -11,7 +11,7 @@ import numpy.typing as npt
 import orjson
 import xxhash
 
-from app.backends.redis.store.store import RowData
+from app.backends.redis.store.rows import RowData
 from app.core.types import Rows
 
 

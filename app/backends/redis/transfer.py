@@ -25,7 +25,8 @@ from typing import Any
 from app.backends.redis.records import Record, digest
 from app.backends.redis.registry import RedisRegistry
 from app.backends.redis.retention import time_member
-from app.backends.redis.store.store import NewDocuments, Status, unpack_record
+from app.backends.redis.store.rows import unpack_record
+from app.backends.redis.store.store import NewDocuments, Status
 from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
 from app.service.times import iso_time_us

@@ -26,15 +26,14 @@ from redis.cluster import RedisCluster
 from app.backends.redis.store import functions, wire
 from app.backends.redis.store.connect import cluster_nodes, connect
 from app.backends.redis.store.layout import Layout, PrefixTable, group_of
-from app.backends.redis.store.store import NewDocuments, RedisStore, Status, pack_record
+from app.backends.redis.store.rows import pack_record
+from app.backends.redis.store.store import NewDocuments, RedisStore, Status
 from app.backends.redis.store.types import Client
 from app.backends.redis.store.wire import ReplicasBehind, Wire
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
-from tests.redis_servers import RedisClusterServers, RedisServer, redis_cluster, redis_server
-
-__all__ = ["redis_cluster", "redis_server"]  # fixtures, used by name
+from tests.redis_servers import RedisClusterServers, RedisServer
 
 NUM_PERM = 32  # few values, so that a threshold of 0.75 is crossed often
 THRESHOLD = 0.75

@@ -26,9 +26,7 @@ A writer that dies between (1) and (3) leaves work marks; ``repair()`` finishes 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -39,19 +37,16 @@ import numpy.typing as npt
 
 from app.backends.redis.store import functions
 from app.backends.redis.store.layout import (
-    ROW_BYTES,
     Layout,
     PrefixTable,
     exact_extra,
-    group_of,
     rows_bytes,
     rows_of,
 )
-from app.backends.redis.store.lookups import LookupTables, RangeLookups
-from app.backends.redis.store.steps import Batch, Steps, run
+from app.backends.redis.store.rows import RowReads, pack_record, row_of
+from app.backends.redis.store.search import StoreSearch
 from app.backends.redis.store.types import Client
-from app.backends.redis.store.wire import Command, Wire, key_of, pack
-from app.core.lsh import min_matches
+from app.backends.redis.store.wire import Command, Wire
 from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
 
 # Table entries as (table, shard of each entry, member of each entry), one part a table.
@@ -97,63 +92,6 @@ class Written:
     status: npt.NDArray[np.int8]
     rows: Rows
     replaced: Rows
-
-
-@dataclass(frozen=True, slots=True)
-class Found:
-    """Pairs one index found, sorted by query position then best first: ``positions[i]``
-    (a query) matches ``rows[i]``; ``values[i]`` is the Hamming distance (SimHash), the
-    estimated Jaccard (MinHash) or 1.0 (exact)."""
-
-    positions: Rows
-    rows: Rows
-    values: Floats
-
-    @staticmethod
-    def none() -> Found:
-        empty = np.zeros(0, dtype=np.int64)
-        return Found(empty, empty, np.zeros(0))
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def where(self, keep: npt.NDArray[np.bool_]) -> Found:
-        return Found(self.positions[keep], self.rows[keep], self.values[keep])
-
-
-@dataclass(frozen=True, slots=True)
-class RowData:
-    """What is stored of some rows, sorted by row: fixed fields, signatures, records."""
-
-    rows: Rows
-    simhash: SimHashes
-    exact: ExactHashes
-    timestamps: Rows
-    signatures: MinHashes
-    ids: list[str]
-    records: list[bytes]
-
-    def index(self, rows: Rows) -> Rows:
-        """Positions of rows (each one present) in this data."""
-        positions: Rows = np.searchsorted(self.rows, rows).astype(np.int64)
-        return positions
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    exact: Found
-    simhash: Found
-    minhash: Found
-    rows: RowData  # every row found by any method
-    also: list[Any] = dataclasses.field(default_factory=list)  # replies to search(also=...)
-
-
-METHODS = ("exact", "simhash", "minhash")
-# Up to this many rows, Python ints group rows faster than numpy's fixed costs (a search
-# of one text finds a few rows; a batch's, thousands).
-_FEW_ROWS = 64
-_NONE = Found.none()  # shared by the searches that find nothing: never written to
-_NO_KEYS = np.zeros((0, 0), dtype=np.uint64)
 
 
 def _entries_of(
@@ -233,16 +171,16 @@ class RedisStore:
         self.client = client
         self.layout = layout
         self.wire = Wire(client, wait_replicas, wait_timeout_ms)
-        self._no_rows = self._row_data({})  # what a search that finds nothing answers
-        self._tables = {  # what every search's lookups share
-            method: LookupTables(method, tables)
-            for method, tables in (
-                ("exact", [layout.exact_table]),
-                ("simhash", layout.simhash_tables),
-                ("minhash", layout.band_tables),
-            )
-            if tables
-        }
+        self.reads = RowReads(layout, self.wire)
+        self.searches = StoreSearch(layout, self.wire, self.reads)
+        # Its reads and searches (rows.py, search.py), called as the store's own.
+        self.lookup = self.reads.lookup
+        self.lookup_also = self.reads.lookup_also
+        self.lookup_steps = self.reads.lookup_steps
+        self.rows = self.reads.rows
+        self.rows_steps = self.reads.rows_steps
+        self.search = self.searches.search
+        self.search_steps = self.searches.search_steps
 
     @property
     def round_trips(self) -> int:
@@ -265,25 +203,6 @@ class RedisStore:
                 f"not {wanted}: open it with the layout it was created with"
             )
 
-    def _by_group(self, ids: Sequence[str]) -> dict[int, list[int]]:
-        """Positions of ids by row group, in batch order within each group."""
-        groups: dict[int, list[int]] = defaultdict(list)
-        for position, group in enumerate(group_of(list(ids), self.layout.groups).tolist()):
-            groups[group].append(position)
-        return groups
-
-    def _by_row_group(self, rows: Rows) -> list[tuple[int, list[bytes]]]:
-        """(group, row fields) of rows, by row group (ascending), in the given order
-        within a group."""
-        count = self.layout.groups
-        if len(rows) <= _FEW_ROWS:
-            by_group: dict[int, list[bytes]] = {}
-            for row in rows.tolist():
-                by_group.setdefault(row % count, []).append(row.to_bytes(ROW_BYTES, "big"))
-            return sorted(by_group.items())
-        groups = rows % count
-        return [(group, rows_bytes(rows[groups == group])) for group in np.unique(groups).tolist()]
-
     # Writes -----------------------------------------------------------------------------
 
     def insert(self, documents: NewDocuments, *, replace: bool = False) -> Written:
@@ -296,7 +215,7 @@ class RedisStore:
         layout = self.layout
         minhash = documents.minhash if layout.minhash else None
         blobs = layout.blobs(documents.simhash, documents.exact, documents.timestamps, minhash)
-        by_group = self._by_group(documents.ids)
+        by_group = self.reads.by_group(documents.ids)
         commands: list[Command] = []
         for group, positions in by_group.items():
             args: list[Any] = [group, layout.groups, int(replace)]
@@ -312,9 +231,9 @@ class RedisStore:
         answered = self.wire.send(commands, durable=True)
         for positions, answers in zip(by_group.values(), answered, strict=True):
             for p, (code, row, old_row, blob) in zip(positions, answers, strict=True):
-                status[p], rows[p] = code, _row(row)
+                status[p], rows[p] = code, row_of(row)
                 if code == Status.REPLACED:
-                    replaced[p] = _row(old_row)
+                    replaced[p] = row_of(old_row)
                     old_blobs[p] = blob
                 elif code == Status.SAME and blob:
                     unfinished[p] = blob
@@ -348,7 +267,7 @@ class RedisStore:
         round trips; the document is gone for every search after the first. With
         ``rows_held``, only the ids still held under those rows (not stored again since
         the caller read them): -1 for the others."""
-        by_group = self._by_group(ids)
+        by_group = self.reads.by_group(ids)
         commands: list[Command] = []
         for group, positions in by_group.items():
             arguments: list[Any]
@@ -368,7 +287,7 @@ class RedisStore:
         for positions, answers in zip(by_group.values(), answered, strict=True):
             for p, (row, blob) in zip(positions, answers, strict=True):
                 if row:
-                    rows[p] = _row(row)
+                    rows[p] = row_of(row)
                     blobs[p] = blob
         removed = rows[rows >= 0]
         in_order = [blobs[p] for p in sorted(blobs)]
@@ -396,7 +315,7 @@ class RedisStore:
     def _finish(self, rows: Rows) -> Rows:
         """Clear the ``+`` marks of rows just indexed; the rows found gone meanwhile."""
         commands: list[Command] = []
-        for group, fields in self._by_row_group(rows):
+        for group, fields in self.reads.by_row_group(rows):
             _, s, _, w = self.layout.group_keys(group)
             commands.append(("FCALL", functions.FINISH, 2, w, s, *fields))
         return rows_of([row for answer in self.wire.send(commands) for row in answer])
@@ -406,7 +325,7 @@ class RedisStore:
         self.wire.send(
             [
                 ("HDEL", self.layout.group_keys(group)[3], *fields)
-                for group, fields in self._by_row_group(rows)
+                for group, fields in self.reads.by_row_group(rows)
             ]
         )
 
@@ -452,216 +371,10 @@ class RedisStore:
             self._finish(np.setdiff1d(rows_of(pending), data.rows))
         return len(pending) + len(removed)
 
-    # Reads ------------------------------------------------------------------------------
-
-    def lookup(self, ids: Sequence[str]) -> tuple[Rows, RowData]:
-        """(row of each id or -1, the stored data of those held). One round trip."""
-        rows, data, _ = self.lookup_also(ids)
-        return rows, data
-
-    def lookup_also(
-        self, ids: Sequence[str], also: Sequence[Command] = (), *, durable: bool = False
-    ) -> tuple[Rows, RowData, list[Any]]:
-        """``lookup``, with the caller's commands in the same round trip (``durable``:
-        WAITed when they write); their replies third."""
-        return run(self.lookup_steps(ids, also, durable=durable), self.wire)
-
-    def lookup_steps(
-        self, ids: Sequence[str], also: Sequence[Command] = (), *, durable: bool = False
-    ) -> Steps[tuple[Rows, RowData, list[Any]]]:
-        """``lookup_also``'s steps."""
-        by_group = self._by_group(ids)
-        commands: list[Command] = [
-            (
-                "FCALL_RO",
-                functions.LOOKUP,
-                3,
-                *self.layout.group_keys(group)[:3],
-                *[ids[p] for p in positions],
-            )
-            for group, positions in by_group.items()
-        ]
-        rows = np.full(len(ids), -1, dtype=np.int64)
-        held: dict[int, tuple[bytes, bytes]] = {}
-        replies = yield self._batch([*also, *commands], durable)
-        also_replies, replies = replies[: len(also)], replies[len(also) :]
-        for positions, answers in zip(by_group.values(), replies, strict=True):
-            for p, (row, blob, record) in zip(positions, answers, strict=True):
-                if row and blob:
-                    rows[p] = _row(row)
-                    held[int(rows[p])] = (blob, record)
-        return rows, self._row_data(held), also_replies
-
-    def rows(self, rows: Rows, *, records: bool = True) -> RowData:
-        """The stored data of rows, those still held. One round trip."""
-        return run(self.rows_steps(rows, records=records), self.wire)
-
-    def rows_steps(self, rows: Rows, *, records: bool = True) -> Steps[RowData]:
-        commands, plan = self._row_commands(rows, records)
-        return self._parse_rows(plan, records, (yield self._batch(commands)))
-
-    def _batch(self, commands: Sequence[Command], durable: bool = False) -> Batch:
-        return Batch.of(commands, cluster=self.wire.cluster, durable=durable)
-
-    def _row_commands(self, rows: Rows, records: bool) -> tuple[list[Command], list[list[bytes]]]:
-        """HMGETs of the fields (and records) of rows, one per group and hash; and the row
-        fields of each group, for ``_parse_rows``."""
-        commands: list[Command] = []
-        plan: list[list[bytes]] = []
-        few = len(rows) <= _FEW_ROWS
-        unique = np.array(sorted(set(rows.tolist())), dtype=np.int64) if few else np.unique(rows)
-        for group, fields in self._by_row_group(unique):
-            _, s, r, _ = self.layout.group_keys(group)
-            commands.append(("HMGET", s, *fields))
-            if records:
-                commands.append(("HMGET", r, *fields))
-            plan.append(fields)
-        return commands, plan
-
-    def _parse_rows(self, plan: list[list[bytes]], records: bool, answers: list[Any]) -> RowData:
-        held: dict[int, tuple[bytes, bytes]] = {}
-        replies = iter(answers)
-        for fields in plan:
-            blobs = next(replies)
-            values = next(replies) if records else [b""] * len(fields)
-            for field, blob, record in zip(fields, blobs, values, strict=True):
-                if blob is not None:
-                    held[_row(field)] = (blob, record or b"")
-        return self._row_data(held)
-
-    def _row_data(self, held: dict[int, tuple[bytes, bytes]]) -> RowData:
-        order = sorted(held)
-        rows = np.array(order, dtype=np.int64)
-        fixed, signatures = self.layout.parse_blobs([held[r][0] for r in order])
-        ids, payloads = [], []
-        for row in order:
-            record = held[row][1]
-            record_id, payload = unpack_record(record) if record else ("", b"")
-            ids.append(record_id)
-            payloads.append(payload)
-        return RowData(
-            rows,
-            fixed["simhash"].astype(np.uint64),
-            fixed["exact"].astype(np.uint64),
-            fixed["timestamp"].astype(np.int64),
-            signatures,
-            ids,
-            payloads,
-        )
-
     def count(self) -> int:
         """Documents held: the sizes of every group's fields hash. One round trip."""
         groups = range(self.layout.groups)
         return sum(self.wire.send([("HLEN", self.layout.group_keys(g)[1]) for g in groups]))
-
-    def search(
-        self,
-        simhash: SimHashes,
-        minhash: MinHashes | None,
-        exact: ExactHashes,
-        *,
-        max_distance: int | None = None,
-        threshold: float | None = None,
-        methods: Sequence[str] = METHODS,
-        records: bool = True,
-        also: Sequence[Command] = (),
-    ) -> SearchResult:
-        """``search_steps``, sent from this thread."""
-        steps = self.search_steps(
-            simhash,
-            minhash,
-            exact,
-            max_distance=max_distance,
-            threshold=threshold,
-            methods=methods,
-            records=records,
-            also=also,
-        )
-        return run(steps, self.wire)
-
-    def search_steps(
-        self,
-        simhash: SimHashes,
-        minhash: MinHashes | None,
-        exact: ExactHashes,
-        *,
-        max_distance: int | None = None,
-        threshold: float | None = None,
-        methods: Sequence[str] = METHODS,
-        records: bool = True,
-        also: Sequence[Command] = (),
-    ) -> Steps[SearchResult]:
-        """Every live row matching each query by each method asked for. Two round trips.
-        ``also``: read-only commands of the caller's, sent in the first round trip (the
-        service reads the collection's settings there); their replies in ``also``.
-
-        ``max_distance`` (default the layout's k, at most it) and ``threshold`` (default
-        the layout's; a lower one finds only what the bands make candidates, as in
-        process) are those of HammingIndex.search_many and LSHIndex.search_many. Cost:
-        (1 + k + 1 + b) range lookups a query, then an HMGET per row group of the rows
-        found.
-        """
-        layout = self.layout
-        distance = layout.max_distance if max_distance is None else max_distance
-        if not 0 <= distance <= layout.max_distance:
-            raise ValueError(f"max_distance must be 0 to {layout.max_distance}, not {distance}")
-        bar = layout.threshold if threshold is None else threshold
-        simhash = np.asarray(simhash, dtype=np.uint64).reshape(-1)
-        exact = np.asarray(exact, dtype=np.uint64).reshape(-1, 2)
-        count = len(simhash)
-        lookups = RangeLookups(count, keyed=self.wire.cluster)
-        if "exact" in methods:
-            high_words = np.ascontiguousarray(exact[:, 0])
-            extra = exact_extra(exact)
-            lookups.add(self._tables["exact"], high_words[:, None], None, extra)
-        permuted = _NO_KEYS
-        if "simhash" in methods and layout.simhash:
-            permuted = layout.permute(simhash)
-            masks = layout.prefix_masks()
-            low = permuted & masks
-            lookups.add(self._tables["simhash"], low, low | ~masks, None)
-        if "minhash" in methods and layout.minhash:
-            assert minhash is not None
-            minhash = np.asarray(minhash, dtype=np.uint32).reshape(count, -1)
-            lookups.add(self._tables["minhash"], layout.band_keys(minhash), None, None)
-
-        packed = [pack(command) for command in also] + lookups.packed
-        keys: list[bytes | str] | None = None
-        if self.wire.cluster:
-            keys = [*map(key_of, also), *lookups.keys]
-        replies = yield Batch(packed, keys)
-        also_replies, replies = replies[: len(also)], replies[len(also) :]
-        found = dict.fromkeys(METHODS, _NONE)
-        for hits in lookups.answers(replies):
-            at, rows = hits.queries, hits.rows
-            if hits.method == "simhash":
-                distances = np.bitwise_count(hits.keys ^ permuted[at, hits.lanes]).astype(np.int64)
-                near = distances <= distance
-                found["simhash"] = _merge(at[near], rows[near], distances[near].astype(float))
-            elif hits.method == "exact":
-                same = (hits.keys == exact[at, 0]) & (hits.extra == exact_extra(exact)[at]).all(
-                    axis=1
-                )
-                found["exact"] = _merge(at[same], rows[same], np.ones(int(same.sum())))
-            else:
-                found["minhash"] = _merge(at, rows, np.zeros(len(rows)))
-        if all(not len(f) for f in found.values()):  # most searches of new texts
-            return SearchResult(_NONE, _NONE, _NONE, self._no_rows, also_replies)
-
-        commands, plan = self._row_commands(
-            np.concatenate([f.rows for f in found.values()]), records
-        )
-        data = self._parse_rows(plan, records, (yield self._batch(commands)))
-        live = {m: f.where(_within(f.rows, data.rows)) if len(f) else f for m, f in found.items()}
-        lsh = live["minhash"]
-        if len(lsh):
-            assert minhash is not None
-            stored = data.signatures[data.index(lsh.rows)]
-            agree = np.count_nonzero(stored == minhash[lsh.positions], axis=1)
-            verified = agree >= min_matches(bar, layout.num_perm)
-            scores = agree[verified] / layout.num_perm
-            lsh = _best_first(lsh.positions[verified], lsh.rows[verified], scores)
-        return SearchResult(live["exact"], live["simhash"], lsh, data, also_replies)
 
 
 def _pairs(reply: Any) -> list[tuple[bytes, bytes]]:
@@ -669,52 +382,3 @@ def _pairs(reply: Any) -> list[tuple[bytes, bytes]]:
     if isinstance(reply, dict):
         return list(reply.items())
     return list(zip(reply[::2], reply[1::2], strict=True))
-
-
-def _at(values: Sequence[str], positions: list[int]) -> list[str]:
-    return [values[p] for p in positions]
-
-
-def _row(field: bytes) -> int:
-    return int.from_bytes(field, "big")
-
-
-def pack_record(document_id: str, payload: bytes) -> bytes:
-    """A row's ``r`` value: the id's length (2 bytes), the id (UTF-8), the payload."""
-    encoded = document_id.encode("utf-8", "surrogatepass")
-    return len(encoded).to_bytes(2, "big") + encoded + payload
-
-
-def unpack_record(record: bytes) -> tuple[str, bytes]:
-    size = int.from_bytes(record[:2], "big")
-    return record[2 : 2 + size].decode("utf-8", "surrogatepass"), record[2 + size :]
-
-
-def _merge(positions: Rows, rows: Rows, values: Floats) -> Found:
-    """One Found of (position, row) pairs found in several tables, each pair once."""
-    if len(rows) < 2:
-        return Found(positions, rows, values)
-    pair = (positions << 32) | rows
-    if len(rows) <= _FEW_ROWS:  # the first index of each pair, in pair order
-        first_of: dict[int, int] = {}
-        for index, key in enumerate(pair.tolist()):
-            first_of.setdefault(key, index)
-        first = np.array([first_of[key] for key in sorted(first_of)], dtype=np.int64)
-    else:
-        _, first = np.unique(pair, return_index=True)
-    return Found(positions[first], rows[first], values[first])
-
-
-def _within(rows: Rows, held: Rows) -> npt.NDArray[np.bool_]:
-    """Which of rows are in ``held`` (sorted): np.isin's answer at a fraction of its
-    fixed cost, which a search pays for three methods."""
-    if not len(held):
-        return np.zeros(len(rows), dtype=bool)
-    at = np.minimum(np.searchsorted(held, rows), len(held) - 1)
-    found: npt.NDArray[np.bool_] = held[at] == rows
-    return found
-
-
-def _best_first(positions: Rows, rows: Rows, scores: Floats) -> Found:
-    order = np.lexsort((rows, -scores, positions))
-    return Found(positions[order], rows[order], scores[order])
