@@ -5,12 +5,14 @@ Collection gives them (docs/redis.md, "An insert")."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.clusters import oldest_members
 from app.backends.redis.ngram import RedisNgram
 from app.backends.redis.records import Held, Record, digest
 from app.backends.redis.resolved import InsertHost, Resolved
@@ -42,9 +44,6 @@ from app.service.types import (
     Refused,
     new_document_id,
 )
-
-# Members of a cluster read a page at a time when its first document is gone.
-MEMBER_PAGE = 32
 
 
 @dataclass(slots=True)
@@ -440,54 +439,11 @@ class Insertion:
 
     def _oldest(self) -> None:
         """duplicate_of of each answer with matches: the oldest live member of its
-        cluster; its first document when that is known to be live, else the member sets
-        read a page at a time and their members looked up (held, and still in it)."""
-        unknown = {cluster: name for cluster, name, live in self.clusters.values() if not live}
-        oldest: dict[int, str | None] = {}
-        for cluster, name, live in self.clusters.values():
-            if live:
-                oldest[cluster] = name
-        start = 0
-        while unknown:
-            clusters = sorted(unknown)
-            pages = self.store.wire.send(
-                [
-                    ("ZRANGE", self.resolved.members_key(c), start, start + MEMBER_PAGE - 1)
-                    for c in clusters
-                ]
-            )
-            ids = sorted({m.decode() for page in pages for m in page})
-            cluster_of: dict[str, int] = {}
-            if ids:
-                rows, data = self.store.lookup(ids)
-                held = Held(data)
-                for document_id, at in zip(
-                    [i for i, r in zip(ids, rows.tolist(), strict=True) if r >= 0],
-                    data.index(rows[rows >= 0]).tolist(),
-                    strict=True,
-                ):
-                    record = held.record(at)
-                    if self.mark.visible(int(data.timestamps[at]), record.seq):
-                        cluster_of[document_id] = record.cluster
-            for cluster, page in zip(clusters, pages, strict=True):
-                for member in page:
-                    if cluster_of.get(member.decode()) == cluster:
-                        oldest[cluster] = member.decode()
-                        del unknown[cluster]
-                        break
-                else:
-                    if len(page) < MEMBER_PAGE:
-                        oldest[cluster] = None
-                        del unknown[cluster]
-            start += MEMBER_PAGE
+        cluster (clusters.oldest_members)."""
+        oldest = oldest_members(self.store, self.resolved, self.mark, self.clusters.values())
         for position, (cluster, _, _) in self.clusters.items():
             result = self.results[position]
             if isinstance(result, InsertResult):
-                self.results[position] = InsertResult(
-                    id=result.id,
-                    inserted=result.inserted,
-                    duplicate_of=oldest.get(cluster),
-                    cluster_id=result.cluster_id,
-                    matches=result.matches,
-                    replaced=result.replaced,
+                self.results[position] = dataclasses.replace(
+                    result, duplicate_of=oldest.get(cluster)
                 )
