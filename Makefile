@@ -69,7 +69,7 @@ test: lint browser redis
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-test
-	$(BIN)/python bench/fingerprints.py
+	$(BIN)/python -m bench.fingerprints
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
