@@ -9,20 +9,17 @@ peer (datasketch) is left to the benchmark: it takes longer than the service.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
+from bench import reuters_http
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
-BENCH_PATH = REPO_ROOT / "bench" / "reuters_http.py"
 SKIP_REASON = "../shared/data/reuters21578 not found: the Reuters replay needs the shared data set"
 READY_TIMEOUT_SECONDS = 60
 
@@ -36,38 +33,27 @@ TOLERANCE = 0.01
 REPLAYED = 21_577  # of 21,578: one story has an empty title and body
 
 
-def load_bench() -> ModuleType:
-    """bench/reuters_http.py, whose replay and scoring this test shares."""
-    spec = importlib.util.spec_from_file_location("reuters_http", BENCH_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.data
 def test_reuters_replay_through_the_api_keeps_its_measured_quality(tmp_path: Path) -> None:
     if not DATA_DIR.is_dir():
         pytest.skip(SKIP_REASON)
-    bench = load_bench()
-    corpus = bench.load_corpus()
+    corpus = reuters_http.load_corpus()
     if corpus is None:
         pytest.skip(SKIP_REASON)
     app = create_app(Settings(data_dir=tmp_path / "data"))
     with TestClient(app) as client:
         assert app.state.ready.wait(READY_TIMEOUT_SECONDS), app.state.startup_error
-        replay = bench.replay_http(client, corpus)
+        replay = reuters_http.replay_http(client, corpus)
 
     # Every story is sent, the empty one too: it alone is refused, at its position.
     assert len(corpus.sent) == REPLAYED + 1
     assert replay.refused == {corpus.skipped[0]: "invalid_document"}
     assert replay.documents == REPLAYED
-    scores = bench.score(set(replay.found), corpus)
+    scores = reuters_http.score(set(replay.found), corpus)
     assert scores.f1 >= MEASURED_F1 - TOLERANCE, scores
     assert scores.recall >= MEASURED_RECALL - TOLERANCE, scores
     # Word 5-gram Jaccard 1.0 does not mean equal texts (punctuation and case are not in
     # the labels' tokens); the pairs whose normalised texts are equal must all be found.
-    equal_texts = bench.normalized_identical_pairs(corpus)
+    equal_texts = reuters_http.normalized_identical_pairs(corpus)
     assert len(equal_texts) >= 250
     assert equal_texts <= set(replay.found), sorted(equal_texts - set(replay.found))

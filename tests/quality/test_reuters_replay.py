@@ -11,7 +11,6 @@ found. The bound below leaves a margin of 0.01 for changes that move a few pairs
 from __future__ import annotations
 
 import csv
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from app.core.fingerprint import FingerprintParams, fingerprint_normalized
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex
 from app.core.text import normalize
+from devkit.harness import load_reuters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
@@ -51,12 +51,7 @@ class Replay:
 
 
 def load_stories() -> list[dict[str, object]] | None:
-    """Stories in date order, the same order as the benchmark (bench/_common.py)."""
-    sys.path.insert(0, str(REPO_ROOT / "bench"))
-    try:
-        from _common import load_reuters
-    finally:
-        sys.path.remove(str(REPO_ROOT / "bench"))
+    """Stories in date order, the same order as the benchmark (devkit/harness.py)."""
     return load_reuters()
 
 

@@ -9,16 +9,14 @@ the ones the full run planted in these titles.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from bench import reuters_titles
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
-BENCH_PATH = REPO_ROOT / "bench" / "reuters_titles.py"
 SKIP_REASON = "../shared/data/reuters21578 not found: the title evaluation needs the shared data"
 
 # The subset: titles inserted, titles planted in (every kind), held-out titles searched.
@@ -37,22 +35,11 @@ TOLERANCE = 0.03
 MEASURED_REISSUED = 107
 
 
-def load_bench() -> ModuleType:
-    """bench/reuters_titles.py, whose evaluation this test runs."""
-    spec = importlib.util.spec_from_file_location("reuters_titles", BENCH_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.data
 def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
     if not DATA_DIR.is_dir():
         pytest.skip(SKIP_REASON)
-    bench = load_bench()
-    evaluation = bench.evaluate(limit=INSERTED, per_kind=PLANTED, held_out=HELD_OUT)
+    evaluation = reuters_titles.evaluate(limit=INSERTED, per_kind=PLANTED, held_out=HELD_OUT)
     if evaluation is None:
         pytest.skip(SKIP_REASON)
     assert evaluation.settings["ngram"] == {
@@ -63,7 +50,7 @@ def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
         "cjk_size": 2,
     }
     planted = evaluation.planted
-    assert {p.kind for p in planted} == set(bench.KINDS)
+    assert {p.kind for p in planted} == set(reuters_titles.KINDS)
 
     # Exact: a variant is found by ngram if and only if its q-gram Jaccard to its original
     # reaches the threshold, and every search's n-gram matches are the brute-force set.
@@ -75,17 +62,17 @@ def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
     # No unrelated held-out title is matched by ngram (nor, on this subset, by anything).
     unrelated = [h for h in evaluation.held_out if h.unrelated]
     assert len(unrelated) >= 0.9 * HELD_OUT
-    assert not [h for h in unrelated if bench.ngram_ids(h.matches)]
+    assert not [h for h in unrelated if reuters_titles.ngram_ids(h.matches)]
 
     def found(*kinds: str) -> float:
-        return float(bench.recall(evaluation.of_kind(*kinds)))
+        return float(reuters_titles.recall(evaluation.of_kind(*kinds)))
 
-    assert found(*bench.ONE_EDIT_KINDS) >= MEASURED_ONE_EDIT - TOLERANCE
-    assert found(bench.TWO_EDITS) >= MEASURED_TWO_EDITS - TOLERANCE
-    assert found(bench.CASE) == 1.0
-    assert all("exact" in p.match.methods for p in evaluation.of_kind(bench.CASE))
-    assert found(bench.PUNCTUATION) >= MEASURED_PUNCTUATION - TOLERANCE
-    assert found(bench.STRIPPED) >= MEASURED_STRIPPED - TOLERANCE
+    assert found(*reuters_titles.ONE_EDIT_KINDS) >= MEASURED_ONE_EDIT - TOLERANCE
+    assert found(reuters_titles.TWO_EDITS) >= MEASURED_TWO_EDITS - TOLERANCE
+    assert found(reuters_titles.CASE) == 1.0
+    assert all("exact" in p.match.methods for p in evaluation.of_kind(reuters_titles.CASE))
+    assert found(reuters_titles.PUNCTUATION) >= MEASURED_PUNCTUATION - TOLERANCE
+    assert found(reuters_titles.STRIPPED) >= MEASURED_STRIPPED - TOLERANCE
 
     # Re-issued stories (every labelled pair, not a subset): every title at J >= 0.7 found.
     changed = [r for r in evaluation.reissued if not r.same_title]
