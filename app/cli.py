@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
 
@@ -56,19 +56,22 @@ def serve(arguments: argparse.Namespace) -> None:
     # clean stop, instead of dying by it.
     signal.signal(signal.SIGTERM, _exit_cleanly)
     # One process owns the indexes: never several workers with copies that drift apart.
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        log_config=log_config,
-        access_log=False,
+    uvicorn.run(app, workers=1, **_server_options(settings, log_config))
+
+
+def _server_options(settings: Settings, log_config: dict[str, object]) -> dict[str, Any]:
+    """uvicorn's options, the same for one worker and for several."""
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": settings.log_level,
+        "log_config": log_config,
+        "access_log": False,
         # The C event loop and HTTP parser: measured in docs/benchmarks.md.
-        loop="uvloop",
-        http="httptools",
-        workers=1,
-        timeout_graceful_shutdown=30,
-    )
+        "loop": "uvloop",
+        "http": "httptools",
+        "timeout_graceful_shutdown": 30,
+    }
 
 
 def _serve_workers(
@@ -99,15 +102,8 @@ def _serve_workers(
     uvicorn.run(
         f"{__name__}:worker_app",
         factory=True,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        log_config=log_config,
-        access_log=False,
-        loop="uvloop",
-        http="httptools",
         workers=settings.workers,
-        timeout_graceful_shutdown=30,
+        **_server_options(settings, log_config),
     )
 
 

@@ -114,9 +114,14 @@ def dedup(arguments: argparse.Namespace) -> None:
         tuple(arguments.text_field or ["text"]),
         arguments.timestamp_field,
     )
-    progress = not arguments.quiet
     try:
-        html = arguments.html or holds_pages(arguments.inputs, arguments.format)
+        common: dict[str, Any] = {
+            "out": arguments.out,
+            "fields": fields,
+            "format": arguments.format,
+            "html": arguments.html or holds_pages(arguments.inputs, arguments.format),
+            "progress": not arguments.quiet,
+        }
         if arguments.engine == "spark":
             import app.batch.spark as spark_engine
 
@@ -124,14 +129,10 @@ def dedup(arguments: argparse.Namespace) -> None:
                 arguments.inputs,
                 config,
                 spark_engine.SparkOptions(
-                    out=arguments.out,
-                    fields=fields,
-                    format=arguments.format,
-                    html=html,
                     master=arguments.master,
                     partitions=arguments.partitions,
                     conf=tuple(arguments.spark_conf),
-                    progress=progress,
+                    **common,
                 ),
             )
         else:
@@ -141,13 +142,7 @@ def dedup(arguments: argparse.Namespace) -> None:
                 arguments.inputs,
                 config,
                 local_engine.Options(
-                    out=arguments.out,
-                    fields=fields,
-                    format=arguments.format,
-                    html=html,
-                    workers=arguments.workers,
-                    chunk_size=arguments.chunk_size,
-                    progress=progress,
+                    workers=arguments.workers, chunk_size=arguments.chunk_size, **common
                 ),
             )
     except InputError as error:

@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,8 +45,8 @@ from app.batch import _kernels as kernels
 from app.batch.readers import (
     DocumentId,
     Fields,
-    Format,
     InputError,
+    JobOptions,
     Split,
     document_id,
     input_bytes,
@@ -71,17 +71,11 @@ NGRAM_SEARCH_BATCH = 4096
 
 
 @dataclass(frozen=True, slots=True)
-class Options:
-    """How to run: where to write, what the records hold, how much to use."""
+class Options(JobOptions):
+    """How to run on this machine: how much to use."""
 
-    out: Path
-    fields: Fields = field(default_factory=Fields)
-    format: Format | None = None
-    html: bool = False
     workers: int = 0  # 0: every core for inputs of WORKER_BYTES or more, fewer below
     chunk_size: int = DEFAULT_CHUNK_SIZE
-    progress: bool = True
-    simhash_blocks: int | None = None
     temp_dir: Path | None = None  # where the signature file goes (default: out)
 
     def worker_count(self, input_bytes: int | None = None) -> int:

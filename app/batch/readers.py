@@ -31,7 +31,7 @@ import base64
 import gzip
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -71,6 +71,19 @@ class Fields:
     id_field: str = "id"
     text_fields: tuple[str, ...] = ("text",)
     timestamp_field: str | None = None  # read only for a match_window
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """What every engine of ``neardup dedup`` takes: where to write, what the records
+    hold, whether to say how far it is."""
+
+    out: Path
+    fields: Fields = field(default_factory=Fields)
+    format: Format | None = None
+    html: bool = False  # the text field holds pages (main content read from each)
+    progress: bool = True
+    simhash_blocks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from operator import add
 from pathlib import Path
@@ -57,8 +57,8 @@ from app.batch.readers import (
     DEFAULT_SPLIT_BYTES,
     DocumentId,
     Fields,
-    Format,
     InputError,
+    JobOptions,
     Split,
     count_records,
     document_id,
@@ -90,19 +90,13 @@ VERIFY_CHUNK = 4096
 
 
 @dataclass(frozen=True, slots=True)
-class SparkOptions:
+class SparkOptions(JobOptions):
     """How to run on Spark."""
 
-    out: Path
-    fields: Fields = field(default_factory=Fields)
-    format: Format | None = None
-    html: bool = False
     master: str | None = "local[*]"  # None: the master spark-submit gives
     partitions: int = 0  # of each shuffle; 0: Spark's default parallelism
     conf: tuple[str, ...] = ()  # KEY=VALUE settings
-    progress: bool = True
     split_bytes: int = DEFAULT_SPLIT_BYTES
-    simhash_blocks: int | None = None
 
 
 # A document's fingerprints as the RDDs carry them (plain Python values, cheap to pickle):

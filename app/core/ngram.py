@@ -524,11 +524,13 @@ class NgramIndex:
         learned (again)."""
         return self._state.table.needs_merge() or self._order_due()
 
-    def merge(self) -> bool:
+    def merge(self, release_below: int = 0) -> bool:
         """Fold the insert buffer into the sorted entries, dropping tombstoned rows; or,
         when the index has grown ORDER_GROWTH-fold since the order was learned, learn it
         again and rebuild every entry under it (O(N g log g), beside inserts and reads).
-        Returns False when there was nothing to do or another merge was running."""
+        Returns False when there was nothing to do or another merge was running.
+        ``release_below`` is the other indexes' (TableIndex.merge): this one keeps its
+        per-row flags, a byte a row, and gives nothing back."""
         if not self._merge_lock.acquire(blocking=False):
             return False
         try:

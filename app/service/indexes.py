@@ -99,17 +99,23 @@ class DocumentIndex(Protocol):
         tombstoned before the call, so its bookkeeping may go once merged."""
 
 
-class _TableMatcher:
-    """What a matcher over a TableIndex hands to its index as it is: deletes, releases
-    of deleted rows' values, backlog, memory and merges."""
+class _Kept(Protocol):
+    """What every core index keeps the same way: tombstones, backlog, memory, merges."""
 
-    index: TableIndex
+    def delete(self, rows: Rows) -> None: ...
+    def backlog(self) -> Backlog: ...
+    def memory_bytes(self) -> int: ...
+    def needs_merge(self) -> bool: ...
+    def merge(self, release_below: int = 0) -> bool: ...
+
+
+class _KeptMatcher:
+    """What a matcher hands to its index as it is: deletes, backlog, memory, merges."""
+
+    index: _Kept
 
     def remove(self, rows: Rows) -> None:
         self.index.delete(rows)
-
-    def release(self, rows: Rows) -> None:
-        self.index.release(rows)
 
     def backlog(self) -> Backlog:
         return self.index.backlog()
@@ -122,6 +128,15 @@ class _TableMatcher:
 
     def merge(self, release_below: int = 0) -> bool:
         return self.index.merge(release_below)
+
+
+class _TableMatcher(_KeptMatcher):
+    """A matcher over a TableIndex, which also gives back deleted rows' values."""
+
+    index: TableIndex
+
+    def release(self, rows: Rows) -> None:
+        self.index.release(rows)
 
 
 class ExactMatcher(_TableMatcher):
@@ -229,12 +244,14 @@ class MinHashMatcher(_TableMatcher):
         return Found(later[verified], earlier[verified])
 
 
-class NgramMatcher:
+class NgramMatcher(_KeptMatcher):
     """Short texts (at most ngram.max_chars normalised characters) whose character q-gram
     sets have exact Jaccard at least the threshold; it answers with that Jaccard."""
 
     name: Method = "ngram"
     bit = NGRAM
+
+    index: NgramIndex
 
     def __init__(self, threshold: float, size: int, cjk_size: int | None = None) -> None:
         self.threshold = threshold
@@ -290,18 +307,6 @@ class NgramMatcher:
         return [
             self.index.text(row) if h else None for row, h in zip(rows.tolist(), held, strict=True)
         ]
-
-    def backlog(self) -> Backlog:
-        return self.index.backlog()
-
-    def memory_bytes(self) -> int:
-        return self.index.memory_bytes()
-
-    def needs_merge(self) -> bool:
-        return self.index.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        return self.index.merge()  # NgramIndex keeps its flags (no release_below yet)
 
 
 def _shorts(documents: Documents) -> tuple[Rows, list[str]]:
