@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.check import check_collection
 from app.backends.redis.failures import storage_errors
 from app.backends.redis.insert import Insertion
 from app.backends.redis.reads import Reads
@@ -112,6 +113,11 @@ class RedisCollection:
     def opened(self) -> tuple[Resolved, RedisStore]:
         resolved = self._backend.resolve(self.name)
         return resolved, self._backend.store(resolved)
+
+    def _check(self) -> None:
+        """Assert that this collection's keys agree with its stored documents (tests;
+        check.check_collection reads the whole collection)."""
+        check_collection(*self.opened())
 
     # ------------------------------------------------------------------ reads
 
