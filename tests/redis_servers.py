@@ -1,6 +1,7 @@
 """The Redis servers of the test session, as fixtures (devkit/redis_servers.py starts
 them): a standalone redis-server and a Redis Cluster, skipped with a clear message where
-redis-server cannot be found."""
+redis-server cannot be found. tests/conftest.py makes them the whole suite's: one of each
+per session, which tests share, each emptying the server before it uses it (`emptied`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,24 @@ from devkit.redis_servers import (
     start_cluster,
 )
 
-__all__ = ["RedisClusterServers", "RedisServer", "redis_cluster", "redis_server"]
+__all__ = [
+    "RedisClusterServers",
+    "RedisServer",
+    "emptied",
+    "redis_cluster",
+    "redis_server",
+    "standalone",
+    "start_cluster",
+]
+
+
+def emptied(url: str) -> None:
+    """Nothing left on the server (every primary of a cluster)."""
+    from app.backends.redis.store.connect import connect  # needs redis-py
+
+    made = connect(url)
+    made.flushall()
+    made.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,13 @@
-"""The HTTP contract, endpoint by endpoint, error by error, through the ASGI app."""
+"""The HTTP contract, endpoint by endpoint, error by error, through the ASGI app: every
+test here runs on each backend (tests/conftest.py's `backend`: the embedded service, a
+standalone Redis, a Redis Cluster), and must hold on all of them."""
 
 from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,8 +15,15 @@ from fastapi.testclient import TestClient
 from app.core.text import normalize
 from devkit.corpus import CHINESE_NEWS, english_like_text, mutate_words
 from tests import reference
+from tests.conftest import LIMITS, Backend
 
 DOCS = "/v1/collections/default/documents"
+
+
+@pytest.fixture
+def client(backend: Backend, tmp_path: Path) -> Iterator[TestClient]:
+    """An app on each backend in turn, with the limits the tests below assume."""
+    yield from backend.serve(tmp_path, **LIMITS)
 
 
 def story(seed: int, length: int = 1500) -> str:
@@ -318,6 +329,25 @@ def test_limits_give_413(client: TestClient) -> None:
     assert client.get("/v1/collections/default").json()["stats"]["documents"] == 0
 
 
+def test_a_collection_limit_refuses_each_document_past_it(client: TestClient) -> None:
+    """limits.max_documents: a batch stores up to the limit and refuses the rest at their
+    positions with 507 insufficient_storage; a delete makes room; PATCH raises it."""
+    news = "/v1/collections/capped"
+    assert client.put(news, json={"limits": {"max_documents": 3}}).status_code == 201
+    batch = [{"id": f"c{i}", "text": english_like_text(random.Random(i), 400)} for i in range(5)]
+    results = client.post(f"{news}/documents/batch", json={"documents": batch}).json()["results"]
+    assert [r.get("inserted") for r in results[:3]] == [True, True, True]
+    assert [r["error"]["code"] for r in results[3:]] == ["insufficient_storage"] * 2
+    one = client.post(f"{news}/documents", json=batch[3])
+    assert one.status_code == 507 and one.json()["error"]["code"] == "insufficient_storage"
+    assert client.get("/readyz").status_code == 200
+    assert client.delete(f"{news}/documents/c0").status_code == 204
+    assert client.post(f"{news}/documents", json=batch[3]).status_code == 201
+    assert client.patch(news, json={"limits": {"max_documents": 10}}).status_code == 200
+    assert client.post(f"{news}/documents", json=batch[4]).status_code == 201
+    assert client.get(news).json()["stats"]["documents"] == 4
+
+
 def test_bad_bodies_give_422_that_say_what_is_wrong(client: TestClient) -> None:
     cases = [
         (b"{not json", "json"),
@@ -341,6 +371,24 @@ def test_unknown_collection_everywhere_is_404(client: TestClient) -> None:
     assert_error(client.put(f"{base}/documents/a", json={"text": "x"}), 404)
     assert_error(client.delete(f"{base}/documents/a"), 404)
     assert_error(client.get(f"{base}/search", params={"text": "x"}), 404)
+
+
+def test_an_unknown_collection_is_404_before_the_requests_own_errors(client: TestClient) -> None:
+    """The collection is found first (the embedded registry does, and the Redis backend
+    answers as it): a request above a limit, or a batch of only invalid documents, to a
+    missing collection is 404."""
+    base = "/v1/collections/missing"
+    for response in (
+        client.post(f"{base}/search", json={"text": "x", "limit": 101}),
+        client.get(f"{base}/search", params={"text": "x", "limit": 101}),
+        client.get(f"{base}/documents/a/similar", params={"limit": 101}),
+        client.post(f"{base}/documents", json={"text": "x" * 20_001}),
+        client.put(f"{base}/documents/a", json={"text": "x" * 20_001}),
+        client.post(f"{base}/documents/batch", json={"documents": [{"id": "a"}]}),
+        client.post(f"{base}/documents/batch", json={"documents": [{"text": "x"}] * 51}),
+    ):
+        assert response.status_code == 404, response.text
+        assert response.json()["error"]["code"] == "collection_not_found"
 
 
 # ---------------------------------------------------------------- operations

@@ -1,6 +1,7 @@
 """Short texts through the API: the n-gram index answers exactly what brute-force Jaccard
 over Python sets of q-grams says, through inserts, batches, deletes, a restart and an
-export/import."""
+export/import. The tests that take `backend` (or the `client` made on it) run on every
+backend (tests/conftest.py): the embedded service, a standalone Redis, a Redis Cluster."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fastapi.testclient import TestClient
 from app.core.ngram import CJK_RANGES
 from app.storage.sqlite import SCHEMA_VERSION, SQLiteStore
 from app.transfer import export_lines, import_lines
-from tests.conftest import make_client
+from tests.conftest import LIMITS, Backend, make_client
 
 THRESHOLD = 0.6
 Q = 3
@@ -75,9 +76,17 @@ def short_texts(seed: int, count: int) -> list[str]:
     return texts
 
 
-def clients(tmp_path: Path) -> Iterator[TestClient]:
+def clients(backend: Backend, tmp_path: Path) -> Iterator[TestClient]:
+    """Two apps one after the other: the embedded service restarted on its database, or a
+    second app on the same Redis."""
     for _ in range(2):
-        yield from make_client(tmp_path)
+        yield from backend.serve(tmp_path)
+
+
+@pytest.fixture
+def client(backend: Backend, tmp_path: Path) -> Iterator[TestClient]:
+    """An app on each backend in turn, with the limits of tests/conftest.py's client."""
+    yield from backend.serve(tmp_path, **LIMITS)
 
 
 def expected_matches(query: str, stored: dict[str, str]) -> dict[str, float]:
@@ -97,12 +106,14 @@ def found_by_ngram(client: TestClient, text: str) -> dict[str, float]:
     return {m["id"]: m["similarity"] for m in matches if "ngram" in m["methods"]}
 
 
-def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(tmp_path: Path) -> None:
+def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(
+    backend: Backend, tmp_path: Path
+) -> None:
     texts = short_texts(1, 300)
     stored = {f"s{i}": text for i, text in enumerate(texts)}
     queries = short_texts(2, 60) + texts[::10]
     deleted = [f"s{i}" for i in range(0, 300, 7)]
-    for run, client in enumerate(clients(tmp_path)):
+    for run, client in enumerate(clients(backend, tmp_path)):
         if run == 0:
             assert client.put(SHORT, json=SETTINGS).status_code == 201
             items = list(stored.items())
@@ -121,14 +132,17 @@ def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(tmp_path: Pat
             for document_id in deleted:
                 assert client.delete(f"{SHORT}/documents/{document_id}").status_code == 204
         live = {i: t for i, t in stored.items() if i not in deleted}
-        # Before and after a restart: the index rebuilt from SQLite answers the same.
+        # Before and after a restart (the index rebuilt from SQLite), or through a second
+        # app on the same Redis: the same answers.
         for query in queries:
             assert found_by_ngram(client, query) == expected_matches(query, live), query
 
 
-def test_a_batch_of_short_texts_answers_as_one_by_one_inserts(tmp_path: Path) -> None:
+def test_a_batch_of_short_texts_answers_as_one_by_one_inserts(
+    backend: Backend, tmp_path: Path
+) -> None:
     texts = short_texts(3, 120)
-    for client in make_client(tmp_path):
+    for client in backend.serve(tmp_path):
         client.put(SHORT, json=SETTINGS)
         client.put("/v1/collections/single", json=SETTINGS)
         one_by_one = [

@@ -1,6 +1,7 @@
-"""Web pages through the HTTP contract, on the embedded service and on Redis: the main
-content is matched, the answer says which text was and gives the title, pages have their
-own size limit, pages as fetched (base64 in any charset) match their UTF-8 text.
+"""Web pages through the HTTP contract: the main content is matched, the answer says which
+text was and gives the title, pages as fetched (base64 in any charset) match their UTF-8
+text, on every backend (tests/conftest.py's `backend`: the embedded service, a standalone
+Redis, a Redis Cluster); pages have their own size limit (on the embedded service).
 
 References: the article bodies people cut out of real pages by hand and the texts pages
 were made from (devkit/pages.py), never the service's own reading of a page.
@@ -18,10 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from devkit.pages import SITES, long_pages, sample_pages, site_page, teasers_from
-from tests.conftest import make_client
-from tests.redis_servers import RedisServer, redis_server
-
-__all__ = ["redis_server"]  # a fixture, used by name
+from tests.conftest import Backend, make_client
 
 COLLECTIONS = "/v1/collections"
 LIMITS = {
@@ -33,17 +31,10 @@ LIMITS = {
 MIB = 1024 * 1024
 
 
-@pytest.fixture(params=["embedded", "redis"])
-def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
-    if request.param == "embedded":
-        yield from make_client(tmp_path, **LIMITS)
-        return
-    pytest.importorskip("redis", reason="redis-py is in the test extra")
-    from tests.backends.redis.test_redis_api import emptied
-
-    server: RedisServer = request.getfixturevalue("redis_server")
-    emptied(server.url)
-    yield from make_client(tmp_path, backend=server.url, **LIMITS)
+@pytest.fixture
+def client(backend: Backend, tmp_path: Path) -> Iterator[TestClient]:
+    """An app on each backend in turn, with room for pages."""
+    yield from backend.serve(tmp_path, **LIMITS)
 
 
 def docs(collection: str = "default") -> str:

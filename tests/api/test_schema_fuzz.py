@@ -1,4 +1,7 @@
-"""schemathesis against the service's own OpenAPI schema, on the real server process.
+"""schemathesis against the service's own OpenAPI schema, on the real server process: one
+on the embedded service and one on the session's standalone Redis (tests/conftest.py's
+`backend_named`), each serving the module's tests. Not on the Redis Cluster: with every
+write WAITed for a replica, its run alone would take some 40 s.
 
 Every operation gets a bounded number of generated requests, valid and invalid: no answer
 may be a 5xx, and every answer must match the schema (status codes, content type, body,
@@ -22,19 +25,24 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from app.config import Settings
 from app.main import create_app
 from devkit.server import Server
+from tests.conftest import backend_named
 
 EXAMPLES_PER_OPERATION = 50
 API_KEY = "schema-fuzz-key-0123456789"
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["embedded", "redis"])
+def server_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    backend = backend_named(request, request.param)
     data_dir: Path = tmp_path_factory.mktemp("schema-fuzz") / "data"
     environment = {
         "NEARDUP_LOG_LEVEL": "warning",
         "NEARDUP_MAX_LIMIT": "100",
         # With keys, so that the generated requests without one must be refused.
         "NEARDUP_API_KEYS": API_KEY,
+        **backend.environment(),
     }
     with Server(data_dir, **environment) as server:
         served = httpx.get(f"{server.url}/openapi.json").json()

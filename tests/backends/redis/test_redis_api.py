@@ -1,7 +1,9 @@
-"""The HTTP contract on the Redis backend (NEARDUP_BACKEND=redis://...), on a real
-standalone redis-server (tests/redis_servers.py): tests/test_api.py's contract tests run
-again here, each on an emptied server; the answers of a seeded stream of operations are
-compared with the embedded service's for the same input; what the backend refuses.
+"""The HTTP contract on the Redis backend (NEARDUP_BACKEND=redis://...), on the session's
+standalone redis-server (tests/redis_servers.py), where it differs from the embedded
+service's or needs two apps on one server: the answers of seeded streams of operations
+are compared with the embedded service's for the same input; what the backend refuses.
+The contract tests themselves (tests/api/test_api.py) run on every backend through
+tests/conftest.py's `backend` fixture.
 """
 
 from __future__ import annotations
@@ -28,64 +30,12 @@ from app.config import Settings
 from app.main import create_app
 from devkit.corpus import english_like_text, mutate_words
 from devkit.server import neardup_command
-from tests.api import test_ngram_api as ngram_api
-from tests.api.test_api import (  # noqa: F401 (collected again here, on the Redis backend)
-    test_a_batch_is_refused_whole_only_when_the_request_is_wrong,
-    test_a_chain_of_reissues_lands_in_one_cluster,
-    test_bad_bodies_give_422_that_say_what_is_wrong,
-    test_bad_collection_names_and_settings,
-    test_batch_matches_earlier_documents_of_the_same_batch,
-    test_batches_answer_exactly_as_one_by_one_inserts,
-    test_chinese_near_duplicates_through_the_api,
-    test_collection_without_body_gets_the_defaults,
-    test_collections_are_created_listed_described_and_dropped,
-    test_delete_hides_a_document_at_once,
-    test_either_method_can_be_switched_off,
-    test_exact_duplicates_match_by_exact_hash,
-    test_health_readiness_metrics_and_docs,
-    test_insert_get_and_duplicate_answers,
-    test_limits_give_413,
-    test_put_inserts_then_replaces,
-    test_search_by_post_and_get_stores_nothing,
-    test_search_results_follow_the_match_rule_against_a_reference,
-    test_similar_excludes_itself_and_checks_its_parameters,
-    test_skip_reports_the_duplicate_and_stores_nothing,
-    test_unknown_collection_everywhere_is_404,
-)
-from tests.api.test_ngram_api import (  # noqa: F401 (collected again here, on the Redis backend)
-    test_titles_match_in_the_default_collection_with_no_settings,
-)
-from tests.conftest import make_client
-from tests.redis_servers import RedisServer, redis_server, standalone
+from tests.conftest import LIMITS, make_client
+from tests.redis_servers import RedisServer, emptied, standalone
 from tests.time_model import FakeClock
-
-__all__ = ["redis_server"]  # a fixture, used by name
 
 DOCS = "/v1/collections/default/documents"
 WEEK_START = 1_714_521_600  # 2024-05-01, Unix seconds: the stream's timestamps
-
-# The limits of tests/conftest.py's client, which the contract tests assume.
-LIMITS = {
-    "max_text_chars": 20_000,
-    "max_batch_documents": 50,
-    "max_body_bytes": 200_000,
-    "max_metadata_bytes": 1000,
-    "max_limit": 100,
-}
-
-
-def emptied(url: str) -> None:
-    """Nothing left on the server (every primary of a cluster)."""
-    made = connect(url)
-    made.flushall()
-    made.close()
-
-
-@pytest.fixture
-def client(redis_server: RedisServer, tmp_path: Path) -> Iterator[TestClient]:
-    """An app on the Redis backend, on an emptied server."""
-    emptied(redis_server.url)
-    yield from make_client(tmp_path, backend=redis_server.url, **LIMITS)
 
 
 def _document(rng: random.Random, bases: list[str], number: int) -> dict[str, Any]:
@@ -246,25 +196,6 @@ def compare_stream(
     assert seen[("delete", 204)] and seen[("delete", 404)] and seen[("put", 200)], seen
     assert seen[("patch", 200)] or not windows, seen
     assert seen[("ngram", 0)] or not shorts, seen  # short texts matched by the n-gram index
-
-
-def test_a_collection_limit_refuses_each_document_past_it(client: TestClient) -> None:
-    """limits.max_documents: a batch stores up to the limit and refuses the rest at their
-    positions with 507 insufficient_storage; a delete makes room; PATCH raises it."""
-    news = "/v1/collections/capped"
-    assert client.put(news, json={"limits": {"max_documents": 3}}).status_code == 201
-    batch = [{"id": f"c{i}", "text": english_like_text(random.Random(i), 400)} for i in range(5)]
-    results = client.post(f"{news}/documents/batch", json={"documents": batch}).json()["results"]
-    assert [r.get("inserted") for r in results[:3]] == [True, True, True]
-    assert [r["error"]["code"] for r in results[3:]] == ["insufficient_storage"] * 2
-    one = client.post(f"{news}/documents", json=batch[3])
-    assert one.status_code == 507 and one.json()["error"]["code"] == "insufficient_storage"
-    assert client.get("/readyz").status_code == 200
-    assert client.delete(f"{news}/documents/c0").status_code == 204
-    assert client.post(f"{news}/documents", json=batch[3]).status_code == 201
-    assert client.patch(news, json={"limits": {"max_documents": 10}}).status_code == 200
-    assert client.post(f"{news}/documents", json=batch[4]).status_code == 201
-    assert client.get(news).json()["stats"]["documents"] == 4
 
 
 def test_the_service_limit_counts_every_collection(
@@ -428,23 +359,6 @@ def test_a_search_is_two_round_trips_and_sees_a_collection_dropped_elsewhere(
         assert wider.json()["error"]["code"] == "invalid_parameter"
 
 
-def test_an_unknown_collection_is_404_before_the_requests_own_errors(client: TestClient) -> None:
-    """As on the embedded service, whose registry finds the collection first: a request
-    above a limit, or a batch of only invalid documents, to a missing collection is 404."""
-    base = "/v1/collections/missing"
-    for response in (
-        client.post(f"{base}/search", json={"text": "x", "limit": 101}),
-        client.get(f"{base}/search", params={"text": "x", "limit": 101}),
-        client.get(f"{base}/documents/a/similar", params={"limit": 101}),
-        client.post(f"{base}/documents", json={"text": "x" * 20_001}),
-        client.put(f"{base}/documents/a", json={"text": "x" * 20_001}),
-        client.post(f"{base}/documents/batch", json={"documents": [{"id": "a"}]}),
-        client.post(f"{base}/documents/batch", json={"documents": [{"text": "x"}] * 51}),
-    ):
-        assert response.status_code == 404, response.text
-        assert response.json()["error"]["code"] == "collection_not_found"
-
-
 def test_a_collection_keeps_the_shard_bits_it_was_created_with_in_every_process(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -508,44 +422,6 @@ def test_a_match_window_changed_through_one_process_applies_in_the_other(
         # Searches are not windowed.
         found = other.post(f"{news}/search", json={"text": text}).json()["matches"]
         assert [m["id"] for m in found] == ["first", "later", "third"]
-
-
-def test_short_texts_are_found_exactly_as_brute_force_jaccard_says(
-    redis_server: RedisServer, tmp_path: Path
-) -> None:
-    """tests/test_ngram_api.py's brute force over Python sets of q-grams, on Redis:
-    batches (each matching its own earlier texts), single inserts, deletes, then every
-    query's n-gram matches exactly those at or above the threshold, with their Jaccard;
-    through a second process too."""
-    emptied(redis_server.url)
-    texts = ngram_api.short_texts(1, 300)
-    stored = {f"s{i}": text for i, text in enumerate(texts)}
-    queries = ngram_api.short_texts(2, 60) + texts[::10]
-    deleted = [f"s{i}" for i in range(0, 300, 7)]
-    short = ngram_api.SHORT
-    for run in range(2):
-        for client in make_client(tmp_path / f"run{run}", backend=redis_server.url):
-            if run == 0:
-                assert client.put(short, json=ngram_api.SETTINGS).status_code == 201
-                items = list(stored.items())
-                for start in range(0, 150, 50):
-                    batch = [{"id": i, "text": t} for i, t in items[start : start + 50]]
-                    results = client.post(f"{short}/documents/batch", json={"documents": batch})
-                    assert all("error" not in r for r in results.json()["results"])
-                for number, (document_id, text) in enumerate(items[150:], start=150):
-                    body = {"id": document_id, "text": text}
-                    answer = client.post(f"{short}/documents", json=body)
-                    assert answer.status_code == 201
-                    best = ngram_api.expected_matches(text, dict(items[:number]))
-                    got = {m["id"]: m["similarity"] for m in answer.json()["matches"]}
-                    assert set(got) <= set(best) and len(got) == min(len(best), 10)
-                    assert all(got[i] == best[i] for i in got)
-                for document_id in deleted:
-                    assert client.delete(f"{short}/documents/{document_id}").status_code == 204
-            live = {i: t for i, t in stored.items() if i not in deleted}
-            for query in queries:
-                found = ngram_api.found_by_ngram(client, query)
-                assert found == ngram_api.expected_matches(query, live), query
 
 
 def _neardup(*arguments: str, backend: str | None = None) -> str:

@@ -16,7 +16,6 @@ import pytest
 pytest.importorskip("redis", reason="redis-py is in the test extra: pip install -e '.[test]'")
 
 from devkit.server import Server
-from tests.backends.redis.test_redis_api import emptied
 from tests.e2e.test_concurrency import (
     CLIENTS,
     DOCS,
@@ -29,9 +28,7 @@ from tests.e2e.test_concurrency import (
     must_find,
     texts_pool,
 )
-from tests.redis_servers import RedisServer, redis_server
-
-__all__ = ["redis_server"]  # a fixture, used by name
+from tests.redis_servers import RedisServer, emptied
 
 
 def test_clients_of_two_processes_get_answers_consistent_with_brute_force(

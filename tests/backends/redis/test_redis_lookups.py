@@ -32,9 +32,7 @@ from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.types import Client
 from app.backends.redis.store.wire import Wire, pack, unpack
 from tests.backends.redis.test_redis_store import Corpus, documents
-from tests.redis_servers import RedisClusterServers, RedisServer, redis_cluster, redis_server
-
-__all__ = ["redis_cluster", "redis_server"]  # fixtures, used by name
+from tests.redis_servers import RedisClusterServers, RedisServer
 
 _names = itertools.count()
 FEW_LOOKUPS = lookups_module._FEW_LOOKUPS

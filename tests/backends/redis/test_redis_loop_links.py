@@ -27,9 +27,9 @@ from app.backends.redis.store.types import Client
 from app.backends.redis.store.wire import Command, Wire
 from tests.backends.redis.test_redis_lookups import client, raw_reply
 from tests.backends.redis.test_redis_store import Corpus, documents
-from tests.redis_servers import RedisServer, redis_cluster, redis_server
+from tests.redis_servers import RedisServer
 
-__all__ = ["client", "redis_cluster", "redis_server"]  # fixtures, used by name
+__all__ = ["client"]  # a fixture, used by name
 
 _names = itertools.count()
 

@@ -23,10 +23,7 @@ pytest.importorskip("redis", reason="redis-py is in the test extra: pip install 
 
 from devkit.corpus import english_like_text, mutate_words
 from devkit.server import Server
-from tests.backends.redis.test_redis_api import emptied
-from tests.redis_servers import RedisServer, redis_server
-
-__all__ = ["redis_server"]  # a fixture, used by name
+from tests.redis_servers import RedisServer, emptied
 
 DOCS = "/v1/collections/default/documents"
 ACKNOWLEDGED_BEFORE_KILL = 300
