@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from app.service.times import BadTime, iso_time_us, parse_time
-from app.storage.base import DocumentBatch, StoredCollection
+from app.storage.base import DocumentBatch, Mark, StoredCollection
 
 # Documents written to the store per transaction during an import.
 IMPORT_CHUNK = 10_000
@@ -49,10 +49,7 @@ class ImportTarget(Protocol):
     def create_collection(self, name: str, config: dict[str, Any]) -> None: ...
 
     def add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
+        self, name: str, documents: DocumentBatch, mark: Mark | None = None
     ) -> None: ...
 
     def delete_documents(self, name: str, rows: list[int]) -> None: ...

@@ -12,6 +12,9 @@ import numpy.typing as npt
 from app.core.types import ExactHashes, MinHashes, SimHashes
 from app.storage.commit import Commit
 
+# (timestamp, row): a retention expired every document at or below it.
+Mark = tuple[int, int]
+
 
 @dataclass(frozen=True, slots=True)
 class DocumentBatch:
@@ -102,7 +105,7 @@ class StoredCollection:
     # One past the highest row ever used: rows are never reused, deleted ones included.
     next_row: int = 0
     # Retention: every document with (timestamp, row) at or below this expired (None: none).
-    expired_through: tuple[int, int] | None = None
+    expired_through: Mark | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,27 +134,19 @@ class Store(Protocol):
 
     def drop_collection(self, name: str) -> None: ...
 
-    def update_collection(
-        self, name: str, config: dict[str, Any], expired_through: tuple[int, int] | None
-    ) -> None:
+    def update_collection(self, name: str, config: dict[str, Any], mark: Mark | None) -> None:
         """Record new settings, and the retention mark reached under the old ones."""
         ...
 
     def add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
+        self, name: str, documents: DocumentBatch, mark: Mark | None = None
     ) -> None: ...
 
     def begin_add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
+        self, name: str, documents: DocumentBatch, mark: Mark | None = None
     ) -> Commit:
         """Queue documents for commit without waiting: the commit settles when they are
-        durable, or fails with StorageUnavailable. ``expired_through``, when given, is
+        durable, or fails with StorageUnavailable. ``mark``, when given, is
         the retention mark their insert moved, recorded in the same transaction."""
         ...
 

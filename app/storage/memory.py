@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from app.storage.base import CommitObserver, DocumentBatch, Eviction, StoredCollection
+from app.storage.base import CommitObserver, DocumentBatch, Eviction, Mark, StoredCollection
 from app.storage.commit import Commit, settled
 
 
@@ -67,32 +67,22 @@ class MemoryStore:
             ):
                 table.pop(name, None)
 
-    def update_collection(
-        self, name: str, config: dict[str, Any], expired_through: tuple[int, int] | None
-    ) -> None:
+    def update_collection(self, name: str, config: dict[str, Any], mark: Mark | None) -> None:
         with self._lock:
             self._configs[name] = config
-            if expired_through is not None:
-                self._marks[name] = expired_through
+            if mark is not None:
+                self._marks[name] = mark
 
-    def add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
-    ) -> None:
+    def add_documents(self, name: str, documents: DocumentBatch, mark: Mark | None = None) -> None:
         with self._lock:
             self._batches[name].append(documents)
-            if expired_through is not None:
-                self._marks[name] = expired_through
+            if mark is not None:
+                self._marks[name] = mark
 
     def begin_add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
+        self, name: str, documents: DocumentBatch, mark: Mark | None = None
     ) -> Commit:
-        return _done(lambda: self.add_documents(name, documents, expired_through))
+        return _done(lambda: self.add_documents(name, documents, mark))
 
     def begin_evict(self, name: str, eviction: Eviction) -> Commit:
         def evict() -> None:

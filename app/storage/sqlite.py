@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from app.errors import StorageUnavailable, StoreDamaged
-from app.storage.base import CommitObserver, DocumentBatch, Eviction, StoredCollection
+from app.storage.base import CommitObserver, DocumentBatch, Eviction, Mark, StoredCollection
 from app.storage.commit import Commit, settle
 
 SCHEMA_VERSION = 3
@@ -320,31 +320,21 @@ class SQLiteStore:
 
         self._submit(drop)
 
-    def update_collection(
-        self, name: str, config: dict[str, Any], expired_through: tuple[int, int] | None
-    ) -> None:
+    def update_collection(self, name: str, config: dict[str, Any], mark: Mark | None) -> None:
         text = json.dumps(config, sort_keys=True)
 
         def update(db: sqlite3.Connection) -> None:
             db.execute("UPDATE collections SET config = ? WHERE name = ?", (text, name))
-            if expired_through is not None:
-                _set_mark(db, name, expired_through)
+            if mark is not None:
+                _set_mark(db, name, mark)
 
         self._submit(update)
 
-    def add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
-    ) -> None:
-        self.begin_add_documents(name, documents, expired_through).result()
+    def add_documents(self, name: str, documents: DocumentBatch, mark: Mark | None = None) -> None:
+        self.begin_add_documents(name, documents, mark).result()
 
     def begin_add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
+        self, name: str, documents: DocumentBatch, mark: Mark | None = None
     ) -> Commit:
         """Queue the documents for the next group commit; the commit settles with it."""
         values = list(
@@ -369,10 +359,10 @@ class SQLiteStore:
 
         def add(db: sqlite3.Connection) -> None:
             _insert_documents(db, values)
-            if expired_through is not None:
-                _set_mark(db, name, expired_through)
+            if mark is not None:
+                _set_mark(db, name, mark)
 
-        one_statement = len(documents) <= ROWS_PER_INSERT and expired_through is None
+        one_statement = len(documents) <= ROWS_PER_INSERT and mark is None
         return self._enqueue(add, len(documents), one_statement=one_statement)
 
     def begin_evict(self, name: str, eviction: Eviction) -> Commit:

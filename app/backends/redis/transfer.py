@@ -30,7 +30,7 @@ from app.backends.redis.store.store import NewDocuments, Status
 from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
 from app.service.times import iso_time_us
-from app.storage.base import DocumentBatch, StoredCollection
+from app.storage.base import DocumentBatch, Mark, StoredCollection
 from app.transfer import ImportFailed
 
 # Row groups read per round trip by an export.
@@ -120,12 +120,7 @@ class RedisImport:
             )
         self._rows[name] = {}
 
-    def add_documents(
-        self,
-        name: str,
-        documents: DocumentBatch,
-        expired_through: tuple[int, int] | None = None,
-    ) -> None:
+    def add_documents(self, name: str, documents: DocumentBatch, mark: Mark | None = None) -> None:
         resolved = self.registry.resolve(name)
         store = self.registry.store(resolved)
         rows = self._rows[name]

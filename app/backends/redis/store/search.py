@@ -78,30 +78,9 @@ class StoreSearch:
             if tables
         }
 
-    def search(
-        self,
-        simhash: SimHashes,
-        minhash: MinHashes | None,
-        exact: ExactHashes,
-        *,
-        max_distance: int | None = None,
-        threshold: float | None = None,
-        methods: Sequence[str] = METHODS,
-        records: bool = True,
-        also: Sequence[Command] = (),
-    ) -> SearchResult:
-        """``search_steps``, sent from this thread."""
-        steps = self.search_steps(
-            simhash,
-            minhash,
-            exact,
-            max_distance=max_distance,
-            threshold=threshold,
-            methods=methods,
-            records=records,
-            also=also,
-        )
-        return run(steps, self.wire)
+    def search(self, *arguments: Any, **options: Any) -> SearchResult:
+        """``search_steps`` (the same arguments), sent from this thread."""
+        return run(self.search_steps(*arguments, **options), self.wire)
 
     def search_steps(
         self,
