@@ -37,10 +37,10 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff format --check app tests bench loadtest neardup_client devkit
 	$(BIN)/mypy --strict app neardup_client
 
-# The page's browser tests (tests/test_page.py) drive Debian's chromium and chromium-driver:
-# installed here when missing and this runs as root with apt-get (TMPDIR: apt's sandbox
-# user must be able to write it, which /tmp is not everywhere). Elsewhere, or when the
-# install fails, those tests skip and say why.
+# The page's browser tests (tests/api/test_page.py) drive Debian's chromium and
+# chromium-driver: installed here when missing and this runs as root with apt-get
+# (TMPDIR: apt's sandbox user must be able to write it, which /tmp is not everywhere).
+# Elsewhere, or when the install fails, those tests skip and say why.
 browser:
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -52,8 +52,9 @@ browser:
 			echo "make: chromium could not be installed: the browser tests will skip"; }; \
 	else echo "make: chromium is not installed (needs root and apt-get): the browser tests will skip"; fi
 
-# The Redis store's tests (tests/test_redis_store.py) start Debian's redis-server and use
-# redis-cli --cluster: installed here like chromium above; without them those tests skip.
+# The Redis tests (tests/backends/redis/, and the contract tests on Redis) start Debian's
+# redis-server and use redis-cli --cluster: installed here like chromium above; without
+# them those tests skip.
 redis:
 	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

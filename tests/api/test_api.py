@@ -181,7 +181,7 @@ def test_batches_answer_exactly_as_one_by_one_inserts(
 
 
 def test_a_batch_is_refused_whole_only_when_the_request_is_wrong(client: TestClient) -> None:
-    """Per-document refusals are tested in tests/test_ingestion.py."""
+    """Per-document refusals are tested in tests/api/test_ingestion.py."""
     assert_error(client.post(f"{DOCS}/batch", json={"documents": []}), 422, "invalid_body")
     too_many = {"documents": [{"text": f"doc {i}"} for i in range(51)]}
     assert_error(client.post(f"{DOCS}/batch", json=too_many), 413, "too_large")

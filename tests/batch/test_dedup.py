@@ -532,7 +532,7 @@ REUTERS_DIR = Path(__file__).resolve().parents[2].parent / "shared/data/reuters2
 @pytest.mark.data
 def test_reuters_pairs_score_as_the_replay(tmp_path: Path) -> None:
     """Reuters-21578 de-duplicated at once finds the pairs the service's replay finds
-    (tests/test_reuters_replay.py: F1 0.978 against the labelled pairs with word 5-gram
+    (tests/quality/test_reuters_replay.py: F1 0.978 against the labelled pairs with word 5-gram
     Jaccard >= 0.8, every identical pair found), with the replay's methods (no n-gram
     index: the labels know nothing of short texts). With the defaults, the n-gram index
     only adds pairs of short texts."""

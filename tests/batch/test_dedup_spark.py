@@ -125,7 +125,7 @@ def test_spark_engine_writes_what_the_local_engine_writes(
         local_summary.clusters,
         local_summary.empty,
     )
-    # The local engine is checked against brute force in tests/test_dedup.py; this corpus
+    # The local engine is checked against brute force in tests/batch/test_dedup.py; this corpus
     # has pairs of every method and clusters wider than a pair, as that one's have.
     assert local_summary.pairs > 1000 and local_summary.clusters < len(records)
     methods = {m for line in local_output.pairs for m in line["methods"]}

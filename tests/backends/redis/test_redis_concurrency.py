@@ -1,4 +1,4 @@
-"""tests/test_concurrency.py's clients against two `neardup serve` processes on one Redis:
+"""tests/e2e/test_concurrency.py's clients against two `neardup serve` processes on one Redis:
 six clients inserting, deleting and searching at once, half through each process, and
 every answer checked against the brute-force reference from the request timings alone.
 A document acknowledged through one process before a search was sent through the other
