@@ -188,6 +188,8 @@ def compare_stream(
             assert _answer(over_redis, method, path, payload) == expected, (name, payload)
             seen[(name, expected[0])] += 1
             seen[("ngram", 0)] += "'ngram'" in repr(expected[1])
+        for made in (embedded, over_redis):  # each backend's own bookkeeping holds
+            made.app.state.registry.get("stream")._check()  # type: ignore[attr-defined]
         stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
     assert stats[1]["documents"] == stats[0]["documents"] > 0
     assert stats[1]["duplicates"] == stats[0]["duplicates"] > 0
@@ -546,7 +548,9 @@ def test_a_stream_with_retention_answers_as_the_embedded_service(
             seen[("not stored", 0)] += "'inserted': False" in repr(expected[1])
             seen[("full", 0)] += "insufficient_storage" in repr(expected[1])
         for app in apps:
+            app.state.registry.get("stream")._check()
             app.state.registry.evict()
+            app.state.registry.get("stream")._check()
         stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
     for key in ("documents", "duplicates", "expiring", "oldest_timestamp"):
         assert stats[1][key] == stats[0][key], (key, stats)
