@@ -155,7 +155,9 @@ def test_a_batch_of_short_texts_answers_as_one_by_one_inserts(
         assert any(r["matches"] for r in one_by_one)
 
 
-def test_titles_match_in_the_default_collection_with_no_settings(client: TestClient) -> None:
+def test_titles_match_in_the_default_collection_with_no_settings(
+    backend: Backend, client: TestClient
+) -> None:
     """The issue's example: no word 5-gram in common, found by the n-gram index."""
     docs = "/v1/collections/default/documents"
     client.post(docs, json={"id": "t1", "text": "Breaking: quake hits Tokyo"})
@@ -165,8 +167,10 @@ def test_titles_match_in_the_default_collection_with_no_settings(client: TestCli
     reference = jaccard("breaking: quake hits tokyo", "breaking: quake hits tokyo, 5 dead")
     assert match["similarity"] == pytest.approx(reference, abs=1e-6)
     assert answer.json()["duplicate_of"] == "t1"
-    metrics = client.get("/metrics").text
-    assert 'index="ngram"' in metrics
+    if backend.url is None:  # the index's insert buffer (Redis's sorted sets have none)
+        assert 'neardup_index_unmerged_entries{collection="default",index="ngram"}' in (
+            client.get("/metrics").text
+        )
 
 
 def test_collections_stored_before_cjk_size_keep_one_q_for_every_script(tmp_path: Path) -> None:
