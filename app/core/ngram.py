@@ -116,7 +116,7 @@ import numpy.typing as npt
 
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
-from app.core.sorted_table import Run, SortedTable, with_directory
+from app.core.sorted_table import SortedTable
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
@@ -604,7 +604,7 @@ class NgramIndex:
         of the stored texts under the current order, and the row bookkeeping."""
         state = self._state
         snapshot = state.table.snapshot()
-        _check_table(state.table)
+        state.table._check(one_entry_a_row=False)
         keys = np.concatenate(
             [run.keys[0] for run in (snapshot.main, snapshot.frozen, snapshot.buffer)]
             + [snapshot.tail_keys[0, : snapshot.tail_count]]
@@ -625,18 +625,3 @@ class NgramIndex:
             np.int64
         ) * self._widths.array[present].astype(np.int64)
         assert bool(np.all(ends <= self._data.size)), "a text lies outside the store"
-
-
-def _check_table(table: SortedTable) -> None:
-    """SortedTable's invariants for a table with many entries per row (its own _check
-    wants one entry per row and lane)."""
-    state = table.snapshot()
-    assert table.lanes == 1
-    assert 0 <= state.tail_count <= len(state.tail_rows)
-    for run in (state.main, state.frozen, state.buffer):
-        assert run.keys.shape == run.rows.shape and run.keys.shape[0] == 1
-        assert run.keys.dtype == np.uint64 and run.rows.dtype == np.int32
-        assert bool(np.all(run.keys[:, 1:] >= run.keys[:, :-1])), "a run is out of order"
-    if state.main.directory.shape[0]:
-        rebuilt = with_directory(Run(state.main.keys, state.main.rows)).directory
-        assert np.array_equal(state.main.directory, rebuilt), "the directory is stale"

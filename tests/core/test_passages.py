@@ -1,0 +1,216 @@
+"""app/core/passages.py against slow, obviously correct references: tokens by a plain loop
+over Unicode categories, winnowing by the definition, every maximal common run of two
+token lists by dynamic programming, the index's candidates by Python sets."""
+
+from __future__ import annotations
+
+import random
+import unicodedata
+
+import numpy as np
+import pytest
+
+from app.core.passages import (
+    PassageIndex,
+    coverage,
+    fingerprints,
+    kgrams,
+    shared_passages,
+    tokenize,
+)
+from app.core.text import is_no_space_script, normalize
+
+WORD = {"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No"}
+VOCABULARY = [
+    "wire", "story", "market", "Prices", "rose", "fell", "bank", "rates", "said", "on",
+    "Tuesday", "the", "a", "of", "in", "Oil", "gold", "shares", "trade", "deal", "talks",
+    "minister", "straße", "Ünïcode", "naïve", "café", "2024", "3.5", "per", "cent",
+]  # fmt: skip
+CHINESE = "新华社北京电国务院总理今天在人民大会堂会见了来访的外国代表团双方就经济合作交换意见"
+
+
+def reference_tokens(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, folded token) by a loop over characters."""
+    tokens: list[tuple[int, int, str]] = []
+    start = -1
+    for position, char in enumerate(text + "\x00"):
+        word = unicodedata.category(char) in WORD and position < len(text)
+        single = word and is_no_space_script(ord(char))
+        if start >= 0 and (not word or single):
+            tokens.append((start, position, normalize(text[start:position])))
+            start = -1
+        if single:
+            tokens.append((position, position + 1, normalize(char)))
+        elif word and start < 0:
+            start = position
+    return tokens
+
+
+def maximal_runs(a: list[str], b: list[str], minimum: int) -> set[tuple[int, int, int, int]]:
+    """Every maximal run of equal tokens (a start, a end, b start, b end), by DP."""
+    runs = set()
+    length = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                length[i][j] = length[i - 1][j - 1] + 1
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            run = length[i][j]
+            ends_here = i == len(a) or j == len(b) or a[i] != b[j]
+            if run >= minimum and ends_here:
+                runs.add((i - run, i, j - run, j))
+    return runs
+
+
+def reference_winnow(hashes: list[int], window: int) -> set[int]:
+    """The positions chosen: the rightmost minimum of each window."""
+    width = min(window, len(hashes))
+    chosen = set()
+    for start in range(len(hashes) - width + 1):
+        values = hashes[start : start + width]
+        smallest = min(values)
+        chosen.add(start + max(i for i, v in enumerate(values) if v == smallest))
+    return chosen
+
+
+def random_text(rng: random.Random, words: int) -> str:
+    parts = []
+    for _ in range(words):
+        word = rng.choice(VOCABULARY)
+        roll = rng.random()
+        if roll < 0.1:
+            word = word.upper()
+        elif roll < 0.15:
+            word += rng.choice([",", ".", ";", " -"])
+        parts.append(word)
+    return " ".join(parts)
+
+
+def spliced(rng: random.Random, inside: str, words: int) -> str:
+    """``inside`` among random words, with punctuation and case changed at its edges."""
+    before, after = random_text(rng, words), random_text(rng, words)
+    return f"{before}. {inside}\n\n{after}"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tokens_match_the_reference(seed: int) -> None:
+    rng = random.Random(seed)
+    text = random_text(rng, 40) + " " + CHINESE[: rng.randint(0, 20)] + " ﬁne ÉCOLE_x Ⅻ"
+    tokens = tokenize(text)
+    expected = reference_tokens(text)
+    assert [(int(s), int(e)) for s, e in zip(tokens.starts, tokens.ends, strict=True)] == [
+        (s, e) for s, e, _ in expected
+    ]
+    # Equal hashes exactly where the folded tokens are equal.
+    by_token: dict[str, int] = {}
+    for (_, _, folded), value in zip(expected, tokens.hashes.tolist(), strict=True):
+        assert by_token.setdefault(folded, value) == value
+    assert len(set(by_token.values())) == len(by_token)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_winnowing_is_the_definition(seed: int) -> None:
+    rng = random.Random(seed)
+    tokens = tokenize(random_text(rng, rng.randint(1, 200)))
+    hashes = kgrams(tokens, 3)
+    window = rng.randint(1, 10)
+    chosen = reference_winnow(hashes.tolist(), window) if len(hashes) else set()
+    assert set(fingerprints(tokens, 3, window).tolist()) == {int(hashes[i]) for i in chosen}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_shared_run_of_the_guarantee_shares_a_fingerprint(seed: int) -> None:
+    rng = random.Random(seed)
+    k, window = rng.randint(2, 6), rng.randint(2, 10)
+    shared = random_text(rng, window + k - 1 + rng.randint(0, 3))
+    a, b = spliced(rng, shared, 30), spliced(rng, shared, 30)
+    assert set(fingerprints(tokenize(a), k, window).tolist()) & set(
+        fingerprints(tokenize(b), k, window).tolist()
+    )
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_passages_are_the_maximal_common_runs(seed: int) -> None:
+    """Every maximal run of at least ``minimum`` equal tokens, nothing shorter, offsets
+    that hold the same normalised tokens; several passages, in any order."""
+    rng = random.Random(seed)
+    k = rng.randint(2, 6)
+    minimum = k + rng.randint(0, 6)
+    pieces = [random_text(rng, rng.randint(5, 40)) for _ in range(3)]
+    a = spliced(rng, pieces[0], 20) + " " + spliced(rng, pieces[1], 10)
+    b = spliced(rng, pieces[1], 15) + " " + pieces[2] + " " + spliced(rng, pieces[0], 5)
+    ta, tb = tokenize(a), tokenize(b)
+    words_a = [t for _, _, t in reference_tokens(a)]
+    words_b = [t for _, _, t in reference_tokens(b)]
+    found = shared_passages(ta, tb, k, minimum)
+    runs = {
+        (
+            int(np.searchsorted(ta.starts, p.start)),
+            int(np.searchsorted(ta.ends, p.end)) + 1,
+            int(np.searchsorted(tb.starts, p.match_start)),
+            int(np.searchsorted(tb.ends, p.match_end)) + 1,
+        )
+        for p in found
+    }
+    assert runs == maximal_runs(words_a, words_b, minimum)
+    for passage in found:  # the same tokens; punctuation between them may differ
+        quoted = a[passage.start : passage.end]
+        source = b[passage.match_start : passage.match_end]
+        assert [t for _, _, t in reference_tokens(quoted)] == [
+            t for _, _, t in reference_tokens(source)
+        ]
+
+
+def test_chinese_passage_offsets_are_code_points() -> None:
+    story = CHINESE[4:40]
+    a = "新闻摘要：" + story + "。其他消息"
+    b = "🙂 " + story + "（完）"
+    [passage] = shared_passages(tokenize(a), tokenize(b), 5, 12)
+    assert a[passage.start : passage.end] == story
+    assert b[passage.match_start : passage.match_end] == story
+    assert coverage([passage], len(b), of_match=True) == pytest.approx(len(story) / len(b))
+
+
+def test_coverage_counts_overlaps_once() -> None:
+    from app.core.passages import Passage
+
+    passages = [Passage(0, 10, 0, 10, 3), Passage(5, 20, 30, 45, 4), Passage(30, 40, 50, 60, 2)]
+    assert coverage(passages, 100) == pytest.approx(0.30)
+    assert coverage(passages, 100, of_match=True) == pytest.approx(0.35)
+    assert coverage([], 100) == 0.0
+
+
+def test_index_candidates_are_the_rows_sharing_a_fingerprint() -> None:
+    rng = random.Random(7)
+    texts = [random_text(rng, rng.randint(3, 120)) for _ in range(60)]
+    prints = [fingerprints(tokenize(t), 4, 6) for t in texts]
+    index = PassageIndex(max_rows=10)
+    index.insert_many(prints[:40], np.arange(40))
+    for row in range(40, 60):
+        index.insert_row(prints[row], row)
+    index.delete(np.array([3, 41]))
+    index._check()
+    index.merge()
+    index._check()
+    held = {row: set(p.tolist()) for row, p in enumerate(prints) if row not in (3, 41)}
+    counts: dict[int, int] = {}
+    for row, keys in enumerate(prints):
+        for key in keys.tolist():
+            counts[key] = counts.get(key, 0) + 1
+    for query in range(0, 60, 7):
+        keys = {k for k in prints[query].tolist() if counts[k] <= 10}
+        shared = {row: len(keys & values) for row, values in held.items() if keys & values}
+        rows, numbers = index.candidates(prints[query])
+        assert dict(zip(rows.tolist(), numbers.tolist(), strict=True)) == shared
+        assert list(numbers) == sorted(numbers, reverse=True)
+
+
+def test_boilerplate_seeds_nothing() -> None:
+    footer = "All rights reserved by the news wire service and its partners worldwide today"
+    texts = [random_text(random.Random(i), 50) + " " + footer for i in range(30)]
+    index = PassageIndex(max_rows=5)
+    for row, text in enumerate(texts):
+        index.insert_row(fingerprints(tokenize(text), 5, 4), row)
+    rows, _ = index.candidates(fingerprints(tokenize("Other words. " + footer), 5, 4))
+    assert not len(rows)
