@@ -21,17 +21,7 @@ from typing import Any, Protocol
 
 from app.collection_config import CollectionConfig
 from app.core.types import Backlog
-from app.service.types import (
-    PLAIN_INSERT,
-    BackgroundObserver,
-    InsertOptions,
-    InsertResult,
-    Match,
-    NewDocument,
-    Query,
-    Refused,
-    StoredDocument,
-)
+from app.service import types
 
 
 class ServiceCollection(Protocol):
@@ -43,19 +33,21 @@ class ServiceCollection(Protocol):
     @property
     def config(self) -> CollectionConfig: ...
 
-    async def get_async(self, document_id: str) -> StoredDocument: ...
+    async def get_async(self, document_id: str) -> types.StoredDocument: ...
 
-    async def search_async(self, text: str, query: Query) -> list[Match]: ...
+    async def search_async(self, text: str, query: types.Query) -> list[types.Match]: ...
 
-    async def similar_async(self, document_id: str, query: Query) -> list[Match]: ...
+    async def similar_async(self, document_id: str, query: types.Query) -> list[types.Match]: ...
 
     def insert(
-        self, documents: Sequence[NewDocument], options: InsertOptions = PLAIN_INSERT
-    ) -> list[InsertResult | Refused]: ...
+        self,
+        documents: Sequence[types.NewDocument],
+        options: types.InsertOptions = types.PLAIN_INSERT,
+    ) -> list[types.InsertResult | types.Refused]: ...
 
     async def insert_async(
-        self, document: NewDocument, options: InsertOptions = PLAIN_INSERT
-    ) -> InsertResult | Refused: ...
+        self, document: types.NewDocument, options: types.InsertOptions = types.PLAIN_INSERT
+    ) -> types.InsertResult | types.Refused: ...
 
     def delete(self, document_id: str) -> None: ...
 
@@ -111,7 +103,7 @@ class ServiceFigures:
 class ServiceOperations(Protocol):
     """What a backend does in the background and what it tells an operator."""
 
-    def start_background(self, observer: BackgroundObserver) -> None:
+    def start_background(self, observer: types.BackgroundObserver) -> None:
         """Start the background work (merges and evictions on the embedded backend,
         evictions on Redis), each reported to ``observer`` when done."""
 

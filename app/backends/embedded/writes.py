@@ -24,18 +24,9 @@ from app.core.fingerprint import Fingerprints
 from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
+from app.service import decide
 from app.service.budget import DocumentBudget
 from app.service.coalesce import SingleInserts
-from app.service.decide import (
-    Admission,
-    Fate,
-    collection_full,
-    refused_within,
-    retry_answer,
-    sent_again,
-    service_full,
-    wanted_room,
-)
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -185,7 +176,7 @@ class Writes:
             [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
         )
         insertion = Insertion(documents, ids, fingerprints, kept, stamps, options)
-        insertion.refused = refused_within(ids, insertion.fingerprint_at)
+        insertion.refused = decide.refused_within(ids, insertion.fingerprint_at)
         return insertion
 
     def _apply_locked(self, insertion: Insertion) -> None:
@@ -204,7 +195,7 @@ class Writes:
                 if row is None or position in refused or self._rows.state.array[row] != LIVE:
                     continue  # an expired document's id is free again
                 exact = insertion.fingerprints.exact[insertion.fingerprint_at[position]]
-                conflict = sent_again(
+                conflict = decide.sent_again(
                     document_id,
                     self._matcher.same_text(row, exact),
                     self._rows.metadata[row] == documents[position].metadata,
@@ -279,14 +270,14 @@ class Writes:
         """The answer to a document sent again: a duplicate of itself, nothing changed."""
         document_id = self._rows.ids[row] or ""
         cluster_id = self._rows.ids[int(self._rows.cluster.array[row])] or document_id
-        return retry_answer(document_id, cluster_id, self._matcher.methods_holding(row))
+        return decide.retry_answer(document_id, cluster_id, self._matcher.methods_holding(row))
 
     def _room(self, new_documents: int) -> tuple[int, bool]:
         """(granted, unlimited) for a batch that may add ``new_documents``: at most
         ``granted`` may be stored, or any number when ``unlimited`` (the retention
         evicts one for each past that point, so they add nothing). Reserved from the
         service's budget: release it once the batch is published."""
-        adds, wanted = wanted_room(new_documents, len(self._rows), self._host.config)
+        adds, wanted = decide.wanted_room(new_documents, len(self._rows), self._host.config)
         granted = self._budget.reserve(wanted)
         return granted, granted >= adds
 
@@ -295,8 +286,8 @@ class Writes:
         it (not counted in len(self._rows) until the batch is published)."""
         limit = self._host.config.limits.max_documents
         if limit is not None and len(self._rows) + added >= limit:
-            return collection_full(self.name, limit)
-        return service_full(self._budget.limit)
+            return decide.collection_full(self.name, limit)
+        return decide.service_full(self._budget.limit)
 
     def _insert_locked(
         self,
@@ -331,7 +322,7 @@ class Writes:
         # Already expired when it arrives: matched, answered, not stored.
         expired = self._retention.expired_on_arrival(stamps, now)
         granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
-        admission = Admission(options.on_duplicate, granted, unlimited)
+        admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
         row_at = np.full(len(documents), -1, dtype=np.int64)
         index_spans = from_index.spans(len(documents))
@@ -347,11 +338,11 @@ class Writes:
                 )
             old_row = int(old_rows[position])
             fate = admission.decide(bool(matches), old_row >= 0, bool(expired[position]))
-            if fate is Fate.REFUSED:
+            if fate is decide.Fate.REFUSED:
                 results.append(Refused(document.id, self._refusal(admission.added)))
                 continue
             cluster_row = pending.cluster_of(best_row) if matches else None
-            skipped = fate is Fate.SKIPPED
+            skipped = fate is decide.Fate.SKIPPED
             if not skipped:
                 if old_row >= 0:
                     replaced.append(old_row)

@@ -22,16 +22,7 @@ from app.backends.redis.store.store import NewDocuments, RedisStore, Status, Wri
 from app.backends.redis.store.wire import Command
 from app.core.rule import METHODS_OF_BITS, Pairs
 from app.errors import DocumentExists, InsufficientStorage, NeardupError, StorageUnavailable
-from app.service.decide import (
-    Admission,
-    Fate,
-    collection_full,
-    refused_within,
-    retry_answer,
-    sent_again,
-    service_full,
-    wanted_room,
-)
+from app.service import decide
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -93,7 +84,7 @@ class Insertion:
         self.first_seq = 0  # the seqs of this insert's documents start here
 
     def run(self, options: InsertOptions) -> list[InsertResult | Refused]:
-        self.refused = refused_within(self.ids, self.fingerprint_at)
+        self.refused = decide.refused_within(self.ids, self.fingerprint_at)
         candidates = [p for p in range(len(self.ids)) if p not in self.refused]
         old_rows, retried = self._held_ids(candidates, options.replace)
         accepted = [p for p in candidates if p not in retried and p not in self.refused]
@@ -157,7 +148,7 @@ class Insertion:
                 self.old_records[position] = record
                 self.old_times[position] = stamp
                 continue
-            conflict = sent_again(
+            conflict = decide.sent_again(
                 self.ids[position],
                 bool((data.exact[at] == self._exact(position)).all()),
                 record.metadata == self.documents[position].metadata,
@@ -174,7 +165,7 @@ class Insertion:
         ``granted`` may be stored, or any number when ``unlimited`` (the retention
         expires one for each past that point, so they add nothing), as in Collection.
         Between processes a limit can be passed by what they insert at the same moment."""
-        adds, wanted = wanted_room(new, self.mark.held, self.resolved.config)
+        adds, wanted = decide.wanted_room(new, self.mark.held, self.resolved.config)
         granted = wanted
         budget = self.collection.budget()
         if budget is not None and wanted:
@@ -186,11 +177,11 @@ class Insertion:
 
     def _refusal(self) -> InsufficientStorage:
         if self.by_budget:
-            return service_full(self.collection.budget())
-        return collection_full(self.resolved.name, self.resolved.config.limits.max_documents)
+            return decide.service_full(self.collection.budget())
+        return decide.collection_full(self.resolved.name, self.resolved.config.limits.max_documents)
 
     def _retry_result(self, position: int, record: Record) -> InsertResult:
-        return retry_answer(
+        return decide.retry_answer(
             self.ids[position], record.cluster_name, self.resolved.retry_methods(record)
         )
 
@@ -226,7 +217,7 @@ class Insertion:
         expired = [self.mark.expired_on_arrival(int(self.stamps[p])) for p in accepted]
         new = sum(p not in old_rows and not e for p, e in zip(accepted, expired, strict=True))
         granted, unlimited = self._room(new)
-        admission = Admission(on_duplicate, granted, unlimited)
+        admission = decide.Admission(on_duplicate, granted, unlimited)
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)
         for i, position in enumerate(accepted):
@@ -263,10 +254,10 @@ class Insertion:
             candidates = candidates[:INSERT_MATCH_LIMIT]
             matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
             fate = admission.decide(bool(matches), position in old_rows, expired[i])
-            if fate is Fate.REFUSED:
+            if fate is decide.Fate.REFUSED:
                 self.refused[position] = self._refusal()
                 continue
-            skipped = fate is Fate.SKIPPED
+            skipped = fate is decide.Fate.SKIPPED
             cluster = candidates[0][5] if candidates else None
             if not skipped:
                 seq = first_seq + i
