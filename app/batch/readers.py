@@ -158,7 +158,7 @@ def timestamp_us(value: Any, position: int, split: Split, fields: Fields) -> int
     seconds (a number; in CSV and TSV, where every field is text, a plain number is
     seconds and anything else ISO 8601); a Parquet timestamp with a time zone."""
     # Here, not at the top: importing app.service loads the service (numpy, numba), and
-    # the `neardup` command line must start without them (tests/test_client.py).
+    # the `neardup` command line must start without them (tests/e2e/test_client.py).
     from app.service.times import BadTime, from_iso, from_seconds, parse_time_parameter
 
     try:

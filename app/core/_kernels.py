@@ -1,7 +1,7 @@
 """Compiled inner loops of fingerprinting (numba, compiled on first use and cached on disk).
 
 Everything here works on code point arrays and returns numbers; the meaning of each
-number is defined in ``fingerprint.py``, and ``tests/test_fingerprint.py`` re-computes all
+number is defined in ``fingerprint.py``, and ``tests/core/test_fingerprint.py`` re-computes all
 of it with a plain Python loop per shingle. numba was chosen over plain numpy after
 measurement (docs/benchmarks.md): numpy must materialise an (shingles x 64) bit matrix for
 SimHash and an (shingles x K) matrix for classic MinHash, while one compiled pass over the

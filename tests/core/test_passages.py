@@ -195,7 +195,7 @@ def test_index_candidates_are_the_rows_sharing_a_fingerprint() -> None:
     index._check()
     held = {row: set(p.tolist()) for row, p in enumerate(prints) if row not in (3, 41)}
     counts: dict[int, int] = {}
-    for row, keys in enumerate(prints):
+    for keys in prints:
         for key in keys.tolist():
             counts[key] = counts.get(key, 0) + 1
     for query in range(0, 60, 7):

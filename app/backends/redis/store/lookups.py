@@ -19,7 +19,7 @@ upper half of its shard is sent ``ZRANGE <set> [<high> [<low> BYLEX REV``, which
 from the other end. That halves the scan on average (keys are uniform within a shard).
 
 The bytes are those of ``PrefixTable.bounds`` and ``PrefixTable.key`` packed by hiredis
-(tests/test_redis_lookups.py compares them, and the answers with redis-py's).
+(tests/backends/redis/test_redis_lookups.py compares them, and the answers with redis-py's).
 """
 
 from __future__ import annotations
