@@ -1,0 +1,297 @@
+"""Shared passages on Reuters: the defaults of the passage index chosen by measurement.
+
+Run ``.venv/bin/python -m bench.passages [--stories N] [--grid]``. Works on the core
+(app/core/passages.py) as the service will use it: the stored texts' winnowed
+fingerprints in a PassageIndex, a query's candidates by shared fingerprints, each
+candidate verified by ``shared_passages``. Built from Reuters-21578 stories of at least
+120 words (the sources; every one indexed):
+
+- Clough-Stevenson-style answers (Clough and Stevenson 2011 graded answers by how they
+  were made): an answer is some 250 words of other stories (on another subject) around
+  a passage of 40-120 words of its source, taken as it is (*cut*), lightly revised
+  (*light*: one word in ten replaced, dropped or doubled, two sentences swapped), or
+  heavily revised (*heavy*: one word in three changed, as a paraphrase changes them; not
+  expected to be found); and *non* answers, 300 words of other stories of the source's
+  topic that quote nothing of it. Found: the source is among the query's passage
+  matches. Clough's own corpus shares at most 8 consecutive words between a source and
+  a non-plagiarised answer, 12 or more for a copied one.
+- Roundups: 6 stories with headings between them, searched both ways: the roundup
+  against the indexed stories (each story found inside it) and each story against the
+  roundups indexed (the roundup found around it); with the share of the story the
+  passages cover and whether every offset holds the same tokens in both texts.
+
+Reports recall per kind, false matches, coverage, index bytes per stored document and
+the time a document costs (tokens, fingerprints), over a grid of (k, window, minimum) with
+``--grid``. Writes docs/evaluation-passages.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.core.passages import (
+    Passage,
+    PassageIndex,
+    Tokens,
+    coverage,
+    fingerprints,
+    shared_passages,
+    tokenize,
+)
+from devkit.harness import REPO_ROOT, load_reuters, markdown_table, reuters_text
+
+MIN_WORDS = 120
+CANDIDATES = 20  # candidates verified a query, most shared fingerprints first
+ROUNDUP_STORIES = 6
+SEED = 2026
+
+
+@dataclass(frozen=True)
+class Setting:
+    k: int
+    window: int
+    minimum: int
+
+    def __str__(self) -> str:
+        return f"k={self.k}, w={self.window}, min={self.minimum}"
+
+
+@dataclass
+class Corpus:
+    sources: list[str]
+    topics: list[str]
+    answers: dict[str, list[tuple[str, int]]]  # kind -> (answer, its source)
+    roundups: list[tuple[str, list[int]]]  # (roundup, the stories in it)
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def _shingles(text: str, size: int) -> set[tuple[str, ...]]:
+    words = [w.strip(".,;:'\"()").lower() for w in text.split()]
+    return {tuple(words[i : i + size]) for i in range(len(words) - size + 1)}
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+", text) if s]
+
+
+def _revise(rng: random.Random, words: list[str], rate: float, vocabulary: list[str]) -> list[str]:
+    revised: list[str] = []
+    for word in words:
+        roll = rng.random()
+        if roll < rate / 3:
+            revised.append(rng.choice(vocabulary))  # replaced
+        elif roll < 2 * rate / 3:
+            continue  # dropped
+        elif roll < rate:
+            revised += [word, rng.choice(vocabulary)]  # a word added
+        else:
+            revised.append(word)
+    return revised
+
+
+def build(stories: list[dict[str, object]], count: int, rng: random.Random) -> Corpus:
+    texts = [reuters_text(s) for s in stories]
+    keep = [i for i, t in enumerate(texts) if len(_words(t)) >= MIN_WORDS]
+    sources = [texts[i] for i in keep]
+    topics = [str((stories[i].get("topics") or ["none"])[0]) for i in keep]
+    vocabulary = [w for t in sources[:500] for w in _words(t)]
+    by_topic: dict[str, list[int]] = {}
+    for index, topic in enumerate(topics):
+        by_topic.setdefault(topic, []).append(index)
+
+    def filler(source: int, words: int, same_topic: bool = False) -> str:
+        """Words of other stories (of another topic, or with ``same_topic`` of the
+        source's) that share no run of 9 words with the source (Reuters holds stories
+        twice: such a one is not "non"), as Clough's non answers share at most 8."""
+        own = _shingles(sources[source], 9)
+        out: list[str] = []
+        while len(out) < words:
+            if same_topic:
+                other = rng.choice(by_topic[topics[source]])
+            else:
+                other = rng.randrange(len(sources))
+                if topics[other] == topics[source]:
+                    continue
+            taken = " ".join(_words(sources[other])[: rng.randint(30, 80)])
+            if other != source and not own & _shingles(taken, 9):
+                out += taken.split()
+        return " ".join(out[:words])
+
+    answers: dict[str, list[tuple[str, int]]] = {"cut": [], "light": [], "heavy": [], "non": []}
+    chosen = rng.sample(range(len(sources)), min(count, len(sources)))
+    for source in chosen:
+        words = _words(sources[source])
+        length = rng.randint(40, min(120, len(words)))
+        start = rng.randrange(len(words) - length + 1)
+        passage = words[start : start + length]
+        before = filler(source, rng.randint(80, 150))
+        after = filler(source, rng.randint(80, 150))
+        light_sentences = _sentences(" ".join(_revise(rng, passage, 0.10, vocabulary)))
+        if len(light_sentences) > 2:
+            i = rng.randrange(len(light_sentences) - 1)
+            light_sentences[i], light_sentences[i + 1] = light_sentences[i + 1], light_sentences[i]
+        variants = {
+            "cut": " ".join(passage),
+            "light": " ".join(light_sentences),
+            "heavy": " ".join(_revise(rng, passage, 0.33, vocabulary)),
+        }
+        for kind, inside in variants.items():
+            answers[kind].append((f"{before}\n\n{inside}\n\n{after}", source))
+        if len(by_topic[topics[source]]) > 5:
+            answers["non"].append((filler(source, 300, same_topic=True), source))
+    roundups: list[tuple[str, list[int]]] = []
+    for _ in range(max(1, count // ROUNDUP_STORIES + 1)):
+        members = rng.sample(range(len(sources)), ROUNDUP_STORIES)
+        parts = [
+            f"ROUNDUP {i + 1} OF {ROUNDUP_STORIES}\n{sources[m]}" for i, m in enumerate(members)
+        ]
+        roundups.append(("\n\n---\n\n".join(parts), members))
+    return Corpus(sources, topics, answers, roundups)
+
+
+class Searcher:
+    """Stored texts in a PassageIndex, searched as the service will search them."""
+
+    def __init__(self, texts: list[str], setting: Setting) -> None:
+        self.setting = setting
+        self.tokens = [tokenize(t) for t in texts]
+        self.index = PassageIndex()
+        self.index.insert_many(
+            [fingerprints(t, setting.k, setting.window) for t in self.tokens],
+            np.arange(len(texts)),
+        )
+        self.index.merge()
+
+    def search(self, query: Tokens) -> dict[int, list[Passage]]:
+        """Stored row -> its passages with the query (rows with at least one)."""
+        keys = fingerprints(query, self.setting.k, self.setting.window)
+        rows, _ = self.index.candidates(keys)
+        found: dict[int, list[Passage]] = {}
+        for row in rows[:CANDIDATES].tolist():
+            passages = shared_passages(
+                query, self.tokens[row], self.setting.k, self.setting.minimum
+            )
+            if passages:
+                found[row] = passages
+        return found
+
+
+def _same_tokens(a: str, b: str) -> bool:
+    ta, tb = tokenize(a), tokenize(b)
+    return bool(np.array_equal(ta.hashes, tb.hashes))
+
+
+def evaluate(corpus: Corpus, setting: Setting) -> dict[str, float]:
+    stories = Searcher(corpus.sources, setting)
+    result: dict[str, float] = {}
+    for kind, answers in corpus.answers.items():
+        hits = sum(source in stories.search(tokenize(a)) for a, source in answers)
+        result[kind] = hits / max(1, len(answers))
+    # Roundups against the stories: every story of each roundup found, covered, exact.
+    found = covered = exact = total = 0
+    coverages: list[float] = []
+    for roundup, members in corpus.roundups:
+        answer = stories.search(tokenize(roundup))
+        for member in members:
+            total += 1
+            passages = answer.get(member, [])
+            if passages:
+                found += 1
+                share = coverage(passages, len(corpus.sources[member]), of_match=True)
+                coverages.append(share)
+                covered += share >= 0.85
+                source = corpus.sources[member]
+                exact += all(
+                    _same_tokens(roundup[p.start : p.end], source[p.match_start : p.match_end])
+                    for p in passages
+                )
+    result["roundup: story found"] = found / total
+    result["roundup: covered >= 85%"] = covered / total
+    result["roundup: offsets exact"] = exact / max(1, found)
+    # Stories against the roundups: the roundup found around each story.
+    around = Searcher([r for r, _ in corpus.roundups], setting)
+    inside = hits = 0
+    for number, (_, members) in enumerate(corpus.roundups):
+        for member in members:
+            inside += 1
+            hits += number in around.search(stories.tokens[member])
+    result["story: roundup found"] = hits / inside
+    result["index bytes / document"] = stories.index.memory_bytes() / len(corpus.sources)
+    return result
+
+
+def cost(texts: list[str], setting: Setting) -> float:
+    """Microseconds a document for tokens and fingerprints (median of three runs)."""
+    runs = []
+    for _ in range(3):
+        started = time.perf_counter()
+        for text in texts:
+            fingerprints(tokenize(text), setting.k, setting.window)
+        runs.append((time.perf_counter() - started) / len(texts) * 1e6)
+    return statistics.median(runs)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stories", type=int, default=200, help="sources planted per kind")
+    parser.add_argument("--grid", action="store_true", help="every (k, window, minimum)")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write docs")
+    arguments = parser.parse_args(argv)
+    stories = load_reuters()
+    if stories is None:
+        raise SystemExit("Reuters-21578 is not at ../shared/data/reuters21578: nothing to run")
+    corpus = build(stories, arguments.stories, random.Random(SEED))
+    settings = [Setting(5, 8, 12)]
+    if arguments.grid:
+        settings = [
+            Setting(k, w, m)
+            for k in (4, 5, 6)
+            for w in (4, 8, 12)
+            for m in (8, 10, 12, 15)
+            if m >= k
+        ]
+    kinds = [
+        "cut", "light", "heavy", "non", "roundup: story found", "roundup: covered >= 85%",
+        "roundup: offsets exact", "story: roundup found", "index bytes / document",
+    ]  # fmt: skip
+    rows = []
+    for setting in settings:
+        figures = evaluate(corpus, setting)
+        micros = cost(corpus.sources[:2000], setting)
+        rows.append(
+            [str(setting)]
+            + [f"{figures[k]:.0f}" if "bytes" in k else f"{figures[k]:.1%}" for k in kinds]
+            + [f"{micros:.0f}"]
+        )
+        print(rows[-1], flush=True)
+    table = markdown_table(["setting", *kinds, "µs / document"], rows)
+    sizes = {kind: len(a) for kind, a in corpus.answers.items()}
+    text = (
+        "# Shared passages on Reuters (bench/passages.py)\n\n"
+        f"{len(corpus.sources)} Reuters stories of at least {MIN_WORDS} words indexed; "
+        f"answers per kind {sizes}; {len(corpus.roundups)} roundups of {ROUNDUP_STORIES} "
+        f"stories. Found: among the passage matches of the query ({CANDIDATES} candidates "
+        "verified). Generated by `python -m bench.passages"
+        + (" --grid" if arguments.grid else "")
+        + f" --stories {arguments.stories}`.\n\n"
+        + table
+        + "\n"
+    )
+    print(text)
+    if not arguments.no_write:
+        (REPO_ROOT / "docs" / "evaluation-passages.md").write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
