@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.core import ngram
+from app.core import ngram, passages
 from app.core.fingerprint import (
     DEFAULT_NUM_PERM,
     FingerprintParams,
@@ -88,6 +88,35 @@ class HtmlConfig:
             raise ValueError(f"html.extract is one of {list(EXTRACTIONS)}, not {self.extract!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class PassagesConfig:
+    """Shared passages (app/core/passages.py): texts' winnowed k-grams of ``k`` tokens in
+    windows of ``window`` (every shared run of window + k - 1 tokens is found), verified
+    token by token; passages of at least ``min_tokens`` tokens are reported, and a
+    fingerprint more than ``max_rows`` documents hold (boilerplate) seeds nothing.
+    The collection keeps its documents' texts while it is on (what verification and
+    offsets need). Measured defaults: bench/passages.py, docs/evaluation-passages.md."""
+
+    enabled: bool = False
+    k: int = passages.DEFAULT_K
+    window: int = passages.DEFAULT_WINDOW
+    min_tokens: int = passages.DEFAULT_MINIMUM
+    max_rows: int = passages.DEFAULT_MAX_ROWS
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.k <= passages.MAX_K:
+            raise ValueError(f"passages.k is 2 to {passages.MAX_K}, not {self.k}")
+        if not 1 <= self.window <= passages.MAX_WINDOW:
+            raise ValueError(f"passages.window is 1 to {passages.MAX_WINDOW}, not {self.window}")
+        if not self.k <= self.min_tokens <= passages.MAX_MINIMUM:
+            raise ValueError(
+                f"passages.min_tokens is k ({self.k}) to {passages.MAX_MINIMUM}, "
+                f"not {self.min_tokens}"
+            )
+        if self.max_rows < 1:
+            raise ValueError(f"passages.max_rows is at least 1, not {self.max_rows}")
+
+
 # Durations ("48h", "30m", "7d"): one whole number of one unit, nothing else.
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 MAX_DURATION_SECONDS = 100 * 365 * 86_400  # a century: longer is a typo
@@ -161,7 +190,7 @@ _HTML_ABSENT = {"extract": "all"}
 @dataclass(frozen=True, slots=True)
 class CollectionConfig:
     """A collection's settings. Those that make fingerprints (shingle, simhash, minhash,
-    ngram, html) and store_text are fixed for its life: fingerprints made otherwise never
+    ngram, html, passages) and store_text are fixed for its life: fingerprints made otherwise never
     compare. The time settings (MUTABLE_SETTINGS) may change."""
 
     shingle: ShingleConfig = field(default_factory=ShingleConfig)
@@ -169,6 +198,7 @@ class CollectionConfig:
     minhash: MinHashConfig = field(default_factory=MinHashConfig)
     ngram: NgramConfig = field(default_factory=NgramConfig)
     html: HtmlConfig = field(default_factory=HtmlConfig)
+    passages: PassagesConfig = field(default_factory=PassagesConfig)
     store_text: bool = False  # keep each document's text (GET returns it; export carries it)
     # These may change on an existing collection (MUTABLE_SETTINGS).
     match_window: str | None = None  # a new document matches documents this near in time
@@ -209,6 +239,12 @@ class CollectionConfig:
         return CollectionConfig(**values)
 
     @property
+    def keeps_text(self) -> bool:
+        """Whether documents' texts are kept: asked for (store_text), or needed by the
+        passages' verification and offsets."""
+        return self.store_text or self.passages.enabled
+
+    @property
     def short_chars(self) -> int:
         """Texts of at most this many normalised characters go to the n-gram index."""
         return self.ngram.max_chars if self.ngram.enabled else 0
@@ -247,6 +283,7 @@ class CollectionConfig:
             minhash=MinHashConfig(**data.get("minhash", {})),
             ngram=NgramConfig(**{**_NGRAM_BEFORE_CJK_SIZE, **data.get("ngram", _NGRAM_ABSENT)}),
             html=HtmlConfig(**data.get("html", _HTML_ABSENT)),
+            passages=PassagesConfig(**data.get("passages", {})),
             store_text=bool(data.get("store_text", False)),
             match_window=data.get("match_window"),
             retention=RetentionConfig(**(data.get("retention") or {})),

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from app.backends.embedded.collection import Collection
 from app.backends.embedded.registry import Registry, warm_up
-from app.collection_config import CollectionConfig, MinHashConfig, ShingleConfig, SimHashConfig
+from app.collection_config import (
+    CollectionConfig,
+    MinHashConfig,
+    PassagesConfig,
+    ShingleConfig,
+    SimHashConfig,
+)
 from app.core.page import read_page
 from app.service import InsertOptions, NewDocument, Query
 from app.storage.sqlite import SQLiteStore
@@ -46,6 +52,7 @@ CONFIGS = {
     "char": CollectionConfig(shingle=ShingleConfig(unit="char", size=5)),
     "simhash": CollectionConfig(minhash=MinHashConfig(enabled=False)),
     "minhash": CollectionConfig(simhash=SimHashConfig(enabled=False), store_text=True),
+    "passages": CollectionConfig(passages=PassagesConfig(enabled=True)),
 }
 
 

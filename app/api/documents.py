@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import AfterValidator, ValidationError
 
 from app.api import limits, pages
@@ -20,6 +20,7 @@ from app.api.deps import (
     settings_of,
 )
 from app.api.errors import describe_validation_errors
+from app.api.parameters import Limit, MaxDistance, MinCoverage, MinSimilarity, search_query
 from app.api.schemas import (
     MAX_ID_LENGTH,
     BatchDocument,
@@ -37,7 +38,6 @@ from app.config import Settings
 from app.core.page import Extraction, Page
 from app.errors import InvalidBody, NeardupError
 from app.service import InsertOptions, InsertResult, NewDocument, Refused
-from app.service import Query as SearchQuery
 from app.service.protocols import ServiceCollection
 
 router = APIRouter(
@@ -68,6 +68,9 @@ def insert_json(result: InsertResult | Refused, page: Page | None = None) -> dic
     if page is not None:
         answer["extracted"] = page.extracted
         answer["title"] = page.title
+    if result.contains is not None:  # passages on
+        answer["contains"] = result.contains
+        answer["contained_in"] = result.contained_in
     return answer
 
 
@@ -210,17 +213,18 @@ async def similar_documents(
     document_id: DocumentId,
     name: CollectionName,
     request: Request,
-    limit: Annotated[int, Query(ge=1)] = 10,
-    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
-    max_distance: Annotated[int | None, Query(ge=0)] = None,
+    limit: Limit = 10,
+    min_similarity: MinSimilarity = None,
+    max_distance: MaxDistance = None,
     since: TimeParameter = None,
     until: TimeParameter = None,
+    min_coverage: MinCoverage = None,
 ) -> Response:
     """Documents near this one, itself excluded, best first; with since / until, only
     those with a timestamp in that range."""
     collection, settings = collection_of(request, name), settings_of(request)
     async with found_first_async(collection):
         limits.check_limit(settings, limit)
-    query = SearchQuery(limit, max_distance, min_similarity, since, until)
+    query = search_query(limit, max_distance, min_similarity, since, until, min_coverage)
     matches = await collection.similar_async(document_id, query)
     return json_response({"matches": matches})

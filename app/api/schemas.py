@@ -31,11 +31,13 @@ from app.collection_config import (
     LimitsConfig,
     MinHashConfig,
     NgramConfig,
+    PassagesConfig,
     RetentionConfig,
     ShingleConfig,
     SimHashConfig,
     parse_duration,
 )
+from app.core import passages
 from app.core.fingerprint import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SHINGLE_SIZE
 from app.core.hamming import MAX_DISTANCE_LIMIT
 from app.core.ngram import MAX_SIZE as MAX_NGRAM_SIZE
@@ -197,6 +199,39 @@ class HtmlSettings(Input):
     )
 
 
+class PassageSettings(Input):
+    """Shared passages: a document inside another (a story in a roundup or a page, a
+    quoted or copied passage), with offsets. Fixed at creation; the collection keeps its
+    documents' texts while it is on."""
+
+    enabled: bool = Field(False, description="Find shared passages (embedded backend).")
+    k: int = Field(passages.DEFAULT_K, ge=2, le=passages.MAX_K, description="Tokens a k-gram.")
+    window: int = Field(
+        passages.DEFAULT_WINDOW,
+        ge=1,
+        le=passages.MAX_WINDOW,
+        description="k-grams a winnowing window: every shared run of window + k - 1 tokens "
+        "is found.",
+    )
+    min_tokens: int = Field(
+        passages.DEFAULT_MINIMUM,
+        ge=2,
+        le=passages.MAX_MINIMUM,
+        description="Tokens of the shortest passage reported (at least k).",
+    )
+    max_rows: int = Field(
+        passages.DEFAULT_MAX_ROWS,
+        ge=1,
+        description="A fingerprint held by more documents than this (boilerplate) finds nothing.",
+    )
+
+    @model_validator(mode="after")
+    def _minimum_of_k(self) -> PassageSettings:
+        if self.min_tokens < self.k:
+            raise ValueError("passages.min_tokens must be at least passages.k")
+        return self
+
+
 class RetentionSettings(Input):
     """Documents past either bound expire: they leave every answer at once and are
     evicted from memory and disk in the background."""
@@ -225,6 +260,7 @@ class CollectionSettings(Input):
     minhash: MinHashSettings = Field(default_factory=MinHashSettings)
     ngram: NgramSettings = Field(default_factory=NgramSettings)
     html: HtmlSettings = Field(default_factory=HtmlSettings)
+    passages: PassageSettings = Field(default_factory=PassageSettings)
     store_text: bool = Field(
         False, description="Keep each document's text (for a page, the text extracted from it)."
     )
@@ -247,6 +283,7 @@ class CollectionSettings(Input):
             minhash=MinHashConfig(**self.minhash.model_dump()),
             ngram=NgramConfig(**self.ngram.model_dump()),
             html=HtmlConfig(**self.html.model_dump()),
+            passages=PassagesConfig(**self.passages.model_dump()),
             store_text=self.store_text,
             match_window=self.match_window,
             retention=RetentionConfig(**(self.retention or RetentionSettings()).model_dump()),
@@ -268,6 +305,7 @@ class CollectionPatch(Input):
     minhash: MinHashSettings | None = None
     ngram: NgramSettings | None = None
     html: HtmlSettings | None = None
+    passages: PassageSettings | None = None
     store_text: bool | None = None
     match_window: Duration | None = None
     retention: RetentionSettings | None = None
@@ -375,11 +413,30 @@ class DocumentPut(DocumentFields, TimeRange):
     pass
 
 
+class PassageOut(BaseModel):
+    """Code points [start, end) of the query (or the document inserted) and
+    [match_start, match_end) of the matched document, in each text as sent."""
+
+    start: int
+    end: int
+    match_start: int
+    match_end: int
+
+
 class MatchOut(BaseModel):
     id: str
     similarity: float
     hamming_distance: int
-    methods: list[Literal["exact", "simhash", "minhash", "ngram"]]
+    methods: list[Literal["exact", "simhash", "minhash", "ngram", "passage"]]
+    passages: list[PassageOut] | None = Field(
+        None, description='With "passage" among the methods: the passages both texts hold.'
+    )
+    query_coverage: float | None = Field(
+        None, description="The share of the query's text inside the passages."
+    )
+    match_coverage: float | None = Field(
+        None, description="The share of the matched document's text inside the passages."
+    )
 
 
 class InsertOut(BaseModel):
@@ -395,6 +452,14 @@ class InsertOut(BaseModel):
     )
     title: str | None = Field(
         None, description="A page only: its title (og:title, <title> or <h1>), if it has one."
+    )
+    contains: list[MatchOut] | None = Field(
+        None,
+        description="With passages on: earlier documents mostly (80%) inside this one.",
+    )
+    contained_in: list[MatchOut] | None = Field(
+        None,
+        description="With passages on: earlier documents that hold most (80%) of this one.",
     )
 
 
@@ -428,6 +493,14 @@ class SearchIn(PageFields, TimeRange):
     limit: int = Field(10, ge=1)
     min_similarity: float | None = Field(None, ge=0.0, le=1.0, allow_inf_nan=False)
     max_distance: int | None = Field(None, ge=0)
+    min_coverage: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="Matches found by shared passages alone: the larger of query_coverage "
+        "and match_coverage at least this.",
+    )
 
 
 class MatchesOut(BaseModel):

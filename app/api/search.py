@@ -17,10 +17,10 @@ from app.api.deps import (
     settings_of,
 )
 from app.api.documents import json_response
+from app.api.parameters import Limit, MaxDistance, MinCoverage, MinSimilarity, search_query
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.api.times import TimeParameter
 from app.config import Settings
-from app.service import Query as SearchQuery
 from app.service.protocols import ServiceCollection
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
@@ -45,7 +45,14 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
     async with found_first_async(collection):
         limits.check_limit(settings, body.limit)
         read = await pages.read_off_loop(body, settings, collection)
-    query = SearchQuery(body.limit, body.max_distance, body.min_similarity, body.since, body.until)
+    query = search_query(
+        body.limit,
+        body.max_distance,
+        body.min_similarity,
+        body.since,
+        body.until,
+        body.min_coverage,
+    )
     matches = await collection.search_async(read.text, query)
     return orjson.dumps({"matches": matches})
 
@@ -55,16 +62,17 @@ async def search_get(
     name: CollectionName,
     request: Request,
     text: Annotated[str, Query(min_length=1), AfterValidator(check_text)],
-    limit: Annotated[int, Query(ge=1)] = 10,
-    min_similarity: Annotated[float | None, Query(ge=0.0, le=1.0, allow_inf_nan=False)] = None,
-    max_distance: Annotated[int | None, Query(ge=0)] = None,
+    limit: Limit = 10,
+    min_similarity: MinSimilarity = None,
+    max_distance: MaxDistance = None,
     since: TimeParameter = None,
     until: TimeParameter = None,
+    min_coverage: MinCoverage = None,
 ) -> Response:
     """The same as POST, for short texts in the query string."""
     collection, settings = collection_of(request, name), settings_of(request)
     async with found_first_async(collection):
         limits.check_limit(settings, limit)
         limits.check_text(settings, text)
-    query = SearchQuery(limit, max_distance, min_similarity, since, until)
+    query = search_query(limit, max_distance, min_similarity, since, until, min_coverage)
     return json_response({"matches": await collection.search_async(text, query)})

@@ -26,14 +26,18 @@ from app.core._index_kernels import merge_found
 from app.core.fingerprint import Fingerprints
 from app.core.types import Rows
 
-Method = Literal["exact", "simhash", "minhash", "ngram"]
+Method = Literal["exact", "simhash", "minhash", "ngram", "passage"]
 Floats = npt.NDArray[np.float64]
-METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash", "ngram")
-EXACT, SIMHASH, MINHASH, NGRAM = 1, 2, 4, 8
+METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash", "ngram", "passage")
+# "passage" is not a near-duplicate method: a shared passage is a relation between two
+# documents (app/service/passages.py), named among a match's methods when there is one.
+EXACT, SIMHASH, MINHASH, NGRAM, PASSAGE = 1, 2, 4, 8, 16
+METHOD_BITS = (EXACT, SIMHASH, MINHASH, NGRAM, PASSAGE)
+BIT_OF_METHOD: dict[Method, int] = dict(zip(METHOD_ORDER, METHOD_BITS, strict=True))
 # Method bits -> the methods named in a Match, in the contract's order.
 METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
-    tuple(method for bit, method in zip((1, 2, 4, 8), METHOD_ORDER, strict=True) if bits & bit)
-    for bits in range(16)
+    tuple(method for bit, method in zip(METHOD_BITS, METHOD_ORDER, strict=True) if bits & bit)
+    for bits in range(32)
 )
 
 

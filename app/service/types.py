@@ -79,6 +79,28 @@ class Match:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedPassage:
+    """A passage both texts hold: code points [start, end) of the query (or of the
+    document being inserted) and [match_start, match_end) of the matched document, each
+    in its text as sent."""
+
+    start: int
+    end: int
+    match_start: int
+    match_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class PassageMatch(Match):
+    """A match with shared passages ("passage" among its methods): where they are, and
+    the share of each text inside them (query_coverage: the query's)."""
+
+    passages: tuple[SharedPassage, ...]
+    query_coverage: float
+    match_coverage: float
+
+
+@dataclass(frozen=True, slots=True)
 class InsertResult:
     id: str
     inserted: bool
@@ -86,6 +108,10 @@ class InsertResult:
     cluster_id: str
     matches: list[Match]
     replaced: bool = False
+    # With passages on (None otherwise): earlier documents mostly inside this one, and
+    # earlier documents this one is mostly inside (app/service/passages.py).
+    contains: list[PassageMatch] | None = None
+    contained_in: list[PassageMatch] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +146,16 @@ class StoredDocument:
 class Query:
     """How a search filters: Hamming distance at most ``max_distance`` (default the
     collection's k), similarity at least ``min_similarity`` (default: any that matched),
-    timestamp from ``since`` to ``until`` (microseconds, both included; None: unbounded)."""
+    timestamp from ``since`` to ``until`` (microseconds, both included; None: unbounded);
+    a match found by its shared passages alone, a coverage (the larger of the two) at
+    least ``min_coverage``."""
 
     limit: int = 10
     max_distance: int | None = None
     min_similarity: float | None = None
     since: int | None = None
     until: int | None = None
+    min_coverage: float | None = None
 
 
 def iso_time(timestamp: float) -> str:

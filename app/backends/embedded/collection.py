@@ -50,6 +50,7 @@ from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
 from app.service.budget import DocumentBudget
 from app.service.matching import check_query
+from app.service.passages import Found, with_passages
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     PLAIN_INSERT,
@@ -91,7 +92,7 @@ class Collection:
         self._write_lock = threading.Lock()
         self._rows = RowTable()
         self._retention = Retention(self._rows, self._budget, config)
-        self._matcher = Matcher(config)
+        self._matcher = Matcher(config, self._rows.texts.__getitem__)
         self._writes = Writes(
             name,
             self,
@@ -131,7 +132,8 @@ class Collection:
     # ------------------------------------------------------------------ reads
 
     def get(self, document_id: str) -> StoredDocument:
-        stored = self._rows.stored(document_id, self._visible_row(document_id))
+        row = self._visible_row(document_id)
+        stored = self._rows.stored(document_id, row, self.config.store_text)
         if stored is None:
             raise UnknownDocument(self.name, document_id)
         return stored
@@ -185,8 +187,30 @@ class Collection:
     def search(self, text: str, query: Query) -> list[Match]:
         """Documents matching a text, best first; nothing is stored."""
         self._validate(query)
-        pairs = self.match(self._matcher.fingerprint([text]), query)
-        return matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
+        fingerprints = self._matcher.fingerprint([text])
+        pairs = self.match(fingerprints, query)
+        matches = matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
+        found = self.passages_of(text, int(fingerprints.simhash[0]), query)
+        return matches if found is None else with_passages(matches, found, query)
+
+    def passages_of(
+        self, text: str, simhash: int, query: Query, exclude: int = -1, stamp: int | None = None
+    ) -> list[Found] | None:
+        """The visible documents sharing passages with a text (None: passages are off);
+        with ``stamp``, a new document's time, those within its match window."""
+        passages = self._matcher.passages
+        if passages is None:
+            return None
+        simhashes = self._rows.simhash.array
+        return passages.find(
+            text,
+            lambda rows: self.visible_mask(
+                rows, query, None if stamp is None else np.full(len(rows), stamp)
+            ),
+            self._rows.ids.__getitem__,
+            lambda row: int(np.bitwise_count(np.uint64(simhash) ^ simhashes[row])),
+            exclude,
+        )
 
     async def get_async(self, document_id: str) -> StoredDocument:
         """``get``, on the event loop (as ``search_async``)."""
@@ -206,7 +230,12 @@ class Collection:
         row = np.array([self._visible_row(document_id)])
         stored = self._matcher.stored(row, self._rows.simhash.array[row])
         pairs = self.match(stored, query, exclude=row)
-        return matches_of(pairs, pairs.span(0), query.limit, self._rows.ids.__getitem__)
+        matches = matches_of(pairs, pairs.span(0), query.limit, self._rows.ids.__getitem__)
+        text = self._rows.texts[int(row[0])]
+        if text is None:
+            return matches
+        found = self.passages_of(text, int(stored.simhash[0]), query, exclude=int(row[0]))
+        return matches if found is None else with_passages(matches, found, query)
 
     def _validate(self, query: Query) -> None:
         check_query(query, self.config.simhash.max_distance)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.embedded.passages import PassageSearch
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.row_array import RowArray
@@ -37,10 +38,14 @@ class Matcher:
     are also kept by kind for what only they hold: the exact hashes and the MinHash
     signatures. Reads take no lock (the indexes give consistent snapshots)."""
 
-    def __init__(self, config: CollectionConfig) -> None:
+    def __init__(
+        self, config: CollectionConfig, text_of: Callable[[int], str | None] = lambda row: None
+    ) -> None:
         self._config = config
         self.num_perm = config.minhash.num_perm if config.minhash.enabled else 0
         self.indexes = build_indexes(config)
+        # Shared passages: a relation, not a near-duplicate method (not among indexes).
+        self.passages = PassageSearch(config.passages, text_of) if config.passages.enabled else None
         self._exact = next(i for i in self.indexes if isinstance(i, ExactMatcher)).index
         self.lsh = next((i.index for i in self.indexes if isinstance(i, MinHashMatcher)), None)
         self._ngram = next((i for i in self.indexes if isinstance(i, NgramMatcher)), None)
@@ -145,11 +150,17 @@ class Matcher:
     def insert(self, batch: DocumentBatch, rows: Rows) -> None:
         for index in self.indexes:  # MinHash first: it holds the signatures
             index.insert(batch, rows)
+        if self.passages is not None:
+            self.passages.insert(batch.text_column(), rows)
 
     def remove(self, rows: Rows) -> None:
         """Tombstones: no index returns the rows from now on."""
-        for index in self.indexes:
+        for index in self._every_index():
             index.remove(rows)
+
+    def _every_index(self) -> list[Any]:
+        """The near-duplicate indexes and the passage index: what merges and reports."""
+        return [*self.indexes, self.passages] if self.passages is not None else self.indexes
 
     def release(self, rows: Rows) -> None:
         for index in self.indexes:
@@ -161,7 +172,7 @@ class Matcher:
         """Merge every index whose buffer or tombstones have grown enough (all with
         ``force``); rows below ``below`` are gone from all of them."""
         merged = False
-        for index in self.indexes:
+        for index in self._every_index():
             if force or self._index_needs_merge(index, documents):
                 merged = index.merge(below) or merged
         if merged:
@@ -175,14 +186,15 @@ class Matcher:
         return tombstones >= max(TOMBSTONE_MERGE_MIN, documents // 8)
 
     def needs_merge(self, documents: int) -> bool:
-        return any(self._index_needs_merge(index, documents) for index in self.indexes)
+        return any(self._index_needs_merge(index, documents) for index in self._every_index())
 
     def backlogs(self) -> dict[str, Backlog]:
-        """Per index (exact, simhash, minhash, ngram): entries not merged yet, tombstones."""
-        return {index.name: index.backlog() for index in self.indexes}
+        """Per index (exact, simhash, minhash, ngram, passage): entries not merged yet,
+        tombstones."""
+        return {index.name: index.backlog() for index in self._every_index()}
 
     def memory_bytes(self) -> int:
-        return sum(index.memory_bytes() for index in self.indexes)
+        return sum(index.memory_bytes() for index in self._every_index())
 
 
 def matches_of(

@@ -7,7 +7,7 @@ import threading
 import time
 
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
-from app.collection_config import CollectionConfig, ShingleConfig
+from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
@@ -38,7 +38,9 @@ EVICTIONS_PER_TRIM = 50_000
 def warm_up() -> None:
     """Run every compiled kernel once (numba loads or compiles them on first use)."""
     for unit in ("char", "word"):
-        config = CollectionConfig(shingle=ShingleConfig(unit=unit))
+        config = CollectionConfig(
+            shingle=ShingleConfig(unit=unit), passages=PassagesConfig(enabled=unit == "word")
+        )
         store = MemoryStore()
         store.create_collection("warm-up", config.to_dict())
         collection = Collection("warm-up", config, store)

@@ -50,15 +50,16 @@ class RowTable:
     def __len__(self) -> int:
         return self.visible
 
-    def stored(self, document_id: str, row: int) -> StoredDocument | None:
-        """The stored document of a row; None if it stopped being LIVE meanwhile."""
+    def stored(self, document_id: str, row: int, with_text: bool) -> StoredDocument | None:
+        """The stored document of a row (its text ``with_text``: kept for passages
+        alone, it is not given out); None if it stopped being LIVE meanwhile."""
         stored = StoredDocument(
             id=document_id,
             metadata=self.metadata[row],
             created_at=iso_time(float(self.created.array[row])),
             cluster_id=self.ids[int(self.cluster.array[row])] or document_id,
             simhash=f"{int(self.simhash.array[row]):016x}",
-            text=self.texts[row],
+            text=self.texts[row] if with_text else None,
             timestamp=iso_time_us(int(self.timestamp.array[row])),
         )
         if self.row_of.get(document_id) != row or self.state.array[row] != LIVE:

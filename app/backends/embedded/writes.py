@@ -27,6 +27,7 @@ from app.errors import InsufficientStorage, StorageUnavailable
 from app.service import decide
 from app.service.budget import DocumentBudget
 from app.service.coalesce import SingleInserts
+from app.service.passages import Found, annotated, relations
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -74,6 +75,10 @@ class WriteHost(Protocol):
     def publish(self, batch: DocumentBatch) -> None: ...
 
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
+
+    def passages_of(
+        self, text: str, simhash: int, query: Query, exclude: int = -1, stamp: int | None = None
+    ) -> list[Found] | None: ...
 
 
 class Writes:
@@ -346,7 +351,7 @@ class Writes:
             if not skipped:
                 if old_row >= 0:
                     replaced.append(old_row)
-                text = document.text if self._host.config.store_text else None
+                text = document.text if self._host.config.keeps_text else None
                 row = pending.add(
                     position,
                     ids[position],
@@ -358,6 +363,16 @@ class Writes:
                 row_at[position] = row
                 cluster_row = row if cluster_row is None else cluster_row
             assert cluster_row is not None or skipped
+            found = self._host.passages_of(
+                document.text,
+                int(fingerprints.simhash[position]),
+                query,
+                exclude=old_row,
+                stamp=int(stamps[position]),
+            )
+            contains, contained_in = (None, None) if found is None else relations(found)
+            if found:
+                matches = annotated(matches, found)
             results.append(
                 InsertResult(
                     id=ids[position],
@@ -367,6 +382,8 @@ class Writes:
                     or ids[position],
                     matches=matches,
                     replaced=old_row >= 0 and not skipped,
+                    contains=contains,
+                    contained_in=contained_in,
                 )
             )
         batch = pending.batch()

@@ -1,0 +1,84 @@
+"""The passage index of an embedded collection: each document's winnowed fingerprints
+(app/core/passages.py) under its row, and the search that verifies candidates against
+the texts the collection keeps while passages are on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from app.collection_config import PassagesConfig
+from app.core.passages import PassageIndex, Tokens, fingerprints, shared_passages, tokenize
+from app.core.types import Backlog, Rows
+from app.service.passages import Found
+
+# Candidates verified a query, most shared fingerprints first: a document inside the
+# query, or the query inside it, shares many; a few shared k-grams seldom make a passage.
+CANDIDATES = 32
+
+
+class PassageSearch:
+    """Rows by their texts' fingerprints; verification reads texts by ``text_of``.
+    Costs: an insert O(text) to tokenize and winnow; a search O(f log N) lookups and up
+    to CANDIDATES texts tokenized and compared, O(text) each."""
+
+    name = "passage"
+
+    def __init__(self, config: PassagesConfig, text_of: Callable[[int], str | None]) -> None:
+        self.config = config
+        self.index = PassageIndex(config.max_rows)
+        self._text_of = text_of
+
+    def insert(self, texts: Sequence[str | None], rows: Rows) -> None:
+        """Texts (None: not kept, nothing indexed) under their rows."""
+        keys = [self._fingerprints(tokenize(text)) if text is not None else _NONE for text in texts]
+        self.index.insert_many(keys, rows)
+
+    def _fingerprints(self, tokens: Tokens) -> np.ndarray:
+        return fingerprints(tokens, self.config.k, self.config.window)
+
+    def find(
+        self,
+        text: str,
+        visible: Callable[[Rows], np.ndarray],
+        id_of: Callable[[int], str | None],
+        distance_of: Callable[[int], int],
+        exclude: int = -1,
+    ) -> list[Found]:
+        """The stored documents sharing passages with ``text``: candidates by shared
+        fingerprints (the visible ones, ``exclude`` left out), verified token by token."""
+        query = tokenize(text)
+        rows, _ = self.index.candidates(self._fingerprints(query))
+        rows = rows[rows != exclude]
+        if len(rows):
+            rows = rows[visible(rows)]
+        found: list[Found] = []
+        for row in rows[:CANDIDATES].tolist():
+            stored, document_id = self._text_of(row), id_of(row)
+            if stored is None or document_id is None:
+                continue
+            passages = shared_passages(
+                query, tokenize(stored), self.config.k, self.config.min_tokens
+            )
+            if passages:
+                found.append(Found(document_id, passages, len(text), len(stored), distance_of(row)))
+        return found
+
+    def remove(self, rows: Rows) -> None:
+        self.index.delete(rows)
+
+    def backlog(self) -> Backlog:
+        return self.index.backlog()
+
+    def memory_bytes(self) -> int:
+        return self.index.memory_bytes()
+
+    def needs_merge(self) -> bool:
+        return self.index.needs_merge()
+
+    def merge(self, release_below: int = 0) -> bool:
+        return self.index.merge(release_below)
+
+
+_NONE = np.zeros(0, dtype=np.uint64)

@@ -1,0 +1,111 @@
+"""Shared passages in answers, the same on every backend: a backend finds each stored
+document's passages with a query (app/core/passages.py); this turns them into matches.
+
+- A document that is also a near-duplicate keeps its match, with "passage" added to its
+  methods, its passages and coverages.
+- A document found by its passages alone is a match of its own: methods ["passage"],
+  similarity 1 / (1 / q + 1 / m - 1) for coverages q (of the query) and m (of it), the
+  token Jaccard of two texts whose shared part is the passages (a story inside a roundup
+  of six: q = 1/6, m = 1, similarity 1/6; texts nearly the same: near 1); its Hamming
+  distance is its SimHash's to the query's. ``min_coverage`` drops those whose larger
+  coverage is below it.
+- Inserts: ``contains`` are the earlier documents at least CONTAINED inside the new one
+  (their coverage), ``contained_in`` those that hold at least CONTAINED of it. Clusters
+  stay for near-duplicates: a containment is a relation, never a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core.passages import Passage, coverage
+from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
+from app.service.types import Match, PassageMatch, Query, SharedPassage
+
+# A document this much inside another is contained in it (the rest: its headline, a
+# dateline, a sign-off that the other text words differently).
+CONTAINED = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One stored document's passages with a query: its id, the passages, the lengths
+    (code points) of the query and of its text, its SimHash distance to the query."""
+
+    document_id: str
+    passages: list[Passage]
+    query_length: int
+    match_length: int
+    distance: int
+
+    def match(self, near: Match | None = None) -> PassageMatch:
+        """Its answer: ``near``'s with the passages added, or one of its own."""
+        query_coverage = round(coverage(self.passages, self.query_length), 6)
+        match_coverage = round(coverage(self.passages, self.match_length, of_match=True), 6)
+        spans = tuple(
+            SharedPassage(p.start, p.end, p.match_start, p.match_end) for p in self.passages
+        )
+        if near is not None:
+            bits = sum(BIT_OF_METHOD[method] for method in near.methods)
+            return PassageMatch(
+                near.id,
+                near.similarity,
+                near.hamming_distance,
+                METHODS_OF_BITS[bits | PASSAGE],
+                spans,
+                query_coverage,
+                match_coverage,
+            )
+        return PassageMatch(
+            self.document_id,
+            coverage_similarity(query_coverage, match_coverage),
+            self.distance,
+            METHODS_OF_BITS[PASSAGE],
+            spans,
+            query_coverage,
+            match_coverage,
+        )
+
+
+def coverage_similarity(query_coverage: float, match_coverage: float) -> float:
+    """The token Jaccard of two texts whose shared part covers these shares of each."""
+    if query_coverage <= 0.0 or match_coverage <= 0.0:
+        return 0.0
+    return round(1.0 / (1.0 / query_coverage + 1.0 / match_coverage - 1.0), 6)
+
+
+def annotated(matches: list[Match], found: list[Found]) -> list[Match]:
+    """Near-duplicate matches, those that share passages with the query too with them
+    (an insert's matches: its passages alone make relations, not matches)."""
+    by_id = {f.document_id: f for f in found}
+    return [m if m.id not in by_id else by_id[m.id].match(m) for m in matches]
+
+
+def with_passages(matches: list[Match], found: list[Found], query: Query) -> list[Match]:
+    """A query's near-duplicate matches (best first) and its passages' finds, as one
+    answer, best first, at most ``query.limit``. O((matches + found) log)."""
+    if not found:
+        return matches
+    answer = annotated(matches, found)
+    near = {m.id for m in matches}
+    for alone in (f for f in found if f.document_id not in near):
+        match = alone.match()
+        larger = max(match.query_coverage, match.match_coverage)
+        if query.min_coverage is not None and larger < query.min_coverage:
+            continue
+        if query.min_similarity is not None and match.similarity < query.min_similarity:
+            continue
+        answer.append(match)
+    answer.sort(key=lambda m: (-m.similarity, m.hamming_distance))  # stable: ties keep order
+    return answer[: query.limit]
+
+
+def relations(found: list[Found]) -> tuple[list[PassageMatch], list[PassageMatch]]:
+    """(contains, contained_in) of a new document: the earlier documents it holds, and
+    those that hold it, at least CONTAINED, best covered first."""
+    matches = [f.match() for f in found]
+    contains = [m for m in matches if m.match_coverage >= CONTAINED]
+    contained_in = [m for m in matches if m.query_coverage >= CONTAINED]
+    contains.sort(key=lambda m: -m.match_coverage)
+    contained_in.sort(key=lambda m: -m.query_coverage)
+    return contains, contained_in

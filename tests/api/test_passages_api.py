@@ -1,0 +1,200 @@
+"""Shared passages through the API (embedded backend): every passage reported is a maximal
+run of equal tokens that a brute-force DP over the two texts finds (tests/core's
+reference), its offsets hold the same tokens in both texts as sent, coverages are the
+shares the passages cover; through searches, similar, inserts, deletes and a restart.
+The Redis backend refuses the setting (not there yet) with a 400."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from devkit.corpus import english_like_text
+from tests.conftest import LIMITS, Backend, make_client
+from tests.core.test_passages import maximal_runs, reference_tokens
+
+MINIMUM = 10
+SETTINGS = {"passages": {"enabled": True, "min_tokens": MINIMUM}}
+DOCS = "/v1/collections/p/documents"
+CHINESE = (
+    "新华社北京电国务院总理今天在人民大会堂会见了来访的外国代表团双方就经济合作交换意见"
+    "并签署了多项协议涉及能源交通和农业领域"
+)
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    yield from make_client(tmp_path, **LIMITS)
+
+
+def _stories(seed: int, count: int, words: int = 120) -> list[str]:
+    return [english_like_text(random.Random(seed * 100 + i), words * 6) for i in range(count)]
+
+
+def _create(client: TestClient, **more: Any) -> None:
+    answer = client.put("/v1/collections/p", json={**SETTINGS, **more})
+    assert answer.status_code == 201, answer.text
+
+
+def _tokens(text: str) -> list[str]:
+    return [token for _, _, token in reference_tokens(text)]
+
+
+def _check_passages(query: str, stored: str, match: dict[str, Any]) -> None:
+    """The reported passages are exactly the reference's maximal runs (as code point
+    offsets), with the coverages they make."""
+    runs = maximal_runs(_tokens(query), _tokens(stored), MINIMUM)
+    spans_q, spans_s = reference_tokens(query), reference_tokens(stored)
+    expected = {
+        (spans_q[a][0], spans_q[b - 1][1], spans_s[c][0], spans_s[d - 1][1]) for a, b, c, d in runs
+    }
+    reported = {(p["start"], p["end"], p["match_start"], p["match_end"]) for p in match["passages"]}
+    assert reported == expected
+    for start, end, match_start, match_end in reported:
+        assert _tokens(query[start:end]) == _tokens(stored[match_start:match_end])
+
+    def covered(spans: list[tuple[int, int]], length: int) -> float:
+        points: set[int] = set()
+        for start, end in spans:
+            points.update(range(start, end))
+        return round(len(points) / length, 6)
+
+    assert match["query_coverage"] == pytest.approx(
+        covered([(a, b) for a, b, _, _ in reported], len(query))
+    )
+    assert match["match_coverage"] == pytest.approx(
+        covered([(c, d) for _, _, c, d in reported], len(stored))
+    )
+
+
+def test_a_roundup_finds_each_story_inside_it_and_each_story_the_roundup(
+    client: TestClient,
+) -> None:
+    _create(client)
+    stories = _stories(1, 6)
+    for number, story in enumerate(stories):
+        assert client.post(DOCS, json={"id": f"s{number}", "text": story}).status_code == 201
+    roundup = "MARKETS ROUNDUP\n\n" + "\n\n---\n\n".join(
+        f"{i + 1}. {s}" for i, s in enumerate(stories)
+    )
+    answer = client.post("/v1/collections/p/search", json={"text": roundup, "limit": 20}).json()
+    found = {m["id"]: m for m in answer["matches"]}
+    assert set(found) == {f"s{i}" for i in range(6)}
+    for number, story in enumerate(stories):
+        match = found[f"s{number}"]
+        assert match["methods"] == ["passage"]
+        _check_passages(roundup, story, match)
+        assert match["match_coverage"] >= 0.95
+    inserted = client.post(DOCS, json={"id": "roundup", "text": roundup}).json()
+    assert {m["id"] for m in inserted["contains"]} == {f"s{i}" for i in range(6)}
+    assert inserted["contained_in"] == [] and inserted["matches"] == []
+    assert inserted["duplicate_of"] is None and inserted["cluster_id"] == "roundup"
+    # The other way: a story finds the roundup around it.
+    story = stories[3]
+    answer = client.post("/v1/collections/p/search", json={"text": story}).json()
+    around = {m["id"]: m for m in answer["matches"]}["roundup"]
+    assert around["query_coverage"] >= 0.95 and around["methods"] == ["passage"]
+    _check_passages(story, roundup, around)
+    similar = client.get(f"{DOCS}/s3/similar").json()["matches"]
+    assert [m["id"] for m in similar] == ["roundup"]
+    assert similar[0]["passages"] == around["passages"]
+
+
+def test_a_near_duplicate_found_by_passages_too_gets_both(client: TestClient) -> None:
+    _create(client)
+    story = _stories(2, 1, 200)[0]
+    client.post(DOCS, json={"id": "a", "text": story})
+    answer = client.post(DOCS, json={"id": "b", "text": story + " Reporting by a desk."}).json()
+    [match] = answer["matches"]
+    assert match["id"] == "a" and match["methods"][-1] == "passage"
+    assert {"exact", "simhash", "minhash"} & set(match["methods"])
+    assert answer["duplicate_of"] == "a"
+    assert [m["id"] for m in answer["contains"]] == ["a"]
+    assert [m["id"] for m in answer["contained_in"]] == ["a"]
+
+
+def test_a_quoted_passage_is_neither_containment_and_min_coverage_filters(
+    client: TestClient,
+) -> None:
+    _create(client)
+    source, other = _stories(3, 2, 200)
+    quote = " ".join(source.split()[40:70])
+    client.post(DOCS, json={"id": "source", "text": source})
+    text = other[:500] + " As the statement put it: " + quote + ". " + other[500:900]
+    answer = client.post(DOCS, json={"id": "article", "text": text}).json()
+    assert answer["contains"] == [] and answer["contained_in"] == []
+    found = client.post("/v1/collections/p/search", json={"text": text}).json()["matches"]
+    by_id = {m["id"]: m for m in found}
+    assert set(by_id) == {"source", "article"}  # the article itself: exact, and whole
+    match = by_id["source"]
+    assert match["methods"] == ["passage"]
+    _check_passages(text, source, match)
+    coverage = max(match["query_coverage"], match["match_coverage"])
+    above = {"text": text, "min_coverage": min(1.0, coverage + 0.01)}
+    found = client.post("/v1/collections/p/search", json=above).json()["matches"]
+    assert [m["id"] for m in found] == ["article"]  # a near-duplicate: not filtered
+    found = client.get("/v1/collections/p/search", params=above).json()["matches"]
+    assert [m["id"] for m in found] == ["article"]
+    below = {"text": text, "min_coverage": coverage}
+    found = client.post("/v1/collections/p/search", json=below).json()["matches"]
+    assert {m["id"] for m in found} == {"source", "article"}
+
+
+def test_nothing_under_the_minimum_is_a_passage(client: TestClient) -> None:
+    _create(client)
+    source, other = _stories(4, 2, 200)
+    words = source.split()
+    client.post(DOCS, json={"id": "source", "text": source})
+    short = " ".join(words[20 : 20 + MINIMUM - 1])  # one token short
+    found = client.post("/v1/collections/p/search", json={"text": other + " " + short}).json()
+    assert all("passage" not in m["methods"] for m in found["matches"])
+
+
+def test_chinese_offsets_are_code_points(client: TestClient) -> None:
+    _create(client)
+    client.post(DOCS, json={"id": "zh", "text": "🙂 " + CHINESE + "（完）"})
+    query = "新闻摘要：" + CHINESE[3:40] + "。其他消息"
+    [match] = client.post("/v1/collections/p/search", json={"text": query}).json()["matches"]
+    [passage] = match["passages"]
+    assert query[passage["start"] : passage["end"]] == CHINESE[3:40]
+    stored = "🙂 " + CHINESE + "（完）"
+    assert stored[passage["match_start"] : passage["match_end"]] == CHINESE[3:40]
+
+
+def test_deletes_restarts_and_kept_texts(tmp_path: Path) -> None:
+    stories = _stories(5, 4)
+    roundup = "\n\n".join(stories)
+    for round_ in range(2):
+        with make_client_context(tmp_path) as client:
+            if round_ == 0:
+                _create(client)
+                for number, story in enumerate(stories):
+                    client.post(DOCS, json={"id": f"s{number}", "text": story})
+                assert client.delete(f"{DOCS}/s1").status_code == 204
+                assert client.get(f"{DOCS}/s0").json()["text"] is None  # kept, not given out
+            found = client.post("/v1/collections/p/search", json={"text": roundup}).json()
+            assert {m["id"] for m in found["matches"]} == {"s0", "s2", "s3"}
+            for match in found["matches"]:
+                _check_passages(roundup, stories[int(match["id"][1:])], match)
+
+
+def make_client_context(tmp_path: Path) -> Any:
+    import contextlib
+
+    return contextlib.contextmanager(make_client)(tmp_path, **LIMITS)
+
+
+def test_the_redis_backend_refuses_passages_for_now(backend: Backend, tmp_path: Path) -> None:
+    for client in backend.serve(tmp_path):
+        answer = client.put("/v1/collections/p", json=SETTINGS)
+        if backend.url is None:
+            assert answer.status_code == 201
+        else:
+            assert answer.status_code == 400
+            assert answer.json()["error"]["code"] == "invalid_parameter"
+            assert "passages" in answer.json()["error"]["message"]
