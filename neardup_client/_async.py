@@ -288,9 +288,12 @@ class AsyncClient:
         max_distance: int | None = None,
         since: TimeLike | None = None,
         until: TimeLike | None = None,
+        min_coverage: float | None = None,
     ) -> list[Match]:
         return await self._run(
-            self._calls.similar(collection, id, limit, min_similarity, max_distance, since, until)
+            self._calls.similar(
+                collection, id, limit, min_similarity, max_distance, since, until, min_coverage
+            )
         )
 
     async def search(
@@ -305,10 +308,20 @@ class AsyncClient:
         method: Literal["POST", "GET"] = "POST",
         since: TimeLike | None = None,
         until: TimeLike | None = None,
+        min_coverage: float | None = None,
     ) -> list[Match]:
         return await self._run(
             self._calls.search(
-                collection, text, limit, min_similarity, max_distance, html, method, since, until
+                collection,
+                text,
+                limit,
+                min_similarity,
+                max_distance,
+                html,
+                method,
+                since,
+                until,
+                min_coverage,
             )
         )
 

@@ -353,6 +353,7 @@ class Calls:
         max_distance: int | None,
         since: TimeLike | None = None,
         until: TimeLike | None = None,
+        min_coverage: float | None = None,
     ) -> Call[list[Match]]:
         return Call(
             "GET",
@@ -364,6 +365,7 @@ class Calls:
                 max_distance=max_distance,
                 since=since,
                 until=until,
+                min_coverage=min_coverage,
             ),
         )
 
@@ -378,6 +380,7 @@ class Calls:
         method: Literal["POST", "GET"],
         since: TimeLike | None = None,
         until: TimeLike | None = None,
+        min_coverage: float | None = None,
     ) -> Call[list[Match]]:
         path = _collection(name) + "/search"
         query = _query(
@@ -386,6 +389,7 @@ class Calls:
             max_distance=max_distance,
             since=since,
             until=until,
+            min_coverage=min_coverage,
         )
         if method == "GET":
             if html:

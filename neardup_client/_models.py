@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -30,23 +30,50 @@ def time_value(value: TimeLike) -> str | int | float:
 
 
 @dataclass(frozen=True, slots=True)
+class Passage:
+    """A passage both texts hold: code points ``[start, end)`` of the query (or of the
+    document inserted) and ``[match_start, match_end)`` of the matched document, in each
+    text as it was sent (Python string indexes)."""
+
+    start: int
+    end: int
+    match_start: int
+    match_end: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Passage:
+        return cls(
+            int(data["start"]), int(data["end"]), int(data["match_start"]), int(data["match_end"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Match:
     """A stored document near the query: ``similarity`` (Jaccard, estimated by MinHash or
     exact for short texts), ``hamming_distance`` of the SimHash fingerprints, and
-    ``methods``, the indexes that found it (exact, simhash, minhash, ngram)."""
+    ``methods``, the indexes that found it (exact, simhash, minhash, ngram, passage).
+    With "passage" (collections with passages on): the ``passages`` both texts hold and
+    the share of each text inside them (``query_coverage``, ``match_coverage``)."""
 
     id: str
     similarity: float
     hamming_distance: int
     methods: tuple[str, ...]
+    passages: tuple[Passage, ...] = ()
+    query_coverage: float | None = None
+    match_coverage: float | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Match:
+        query_coverage, match_coverage = data.get("query_coverage"), data.get("match_coverage")
         return cls(
             id=str(data["id"]),
             similarity=float(data["similarity"]),
             hamming_distance=int(data["hamming_distance"]),
             methods=tuple(str(method) for method in data["methods"]),
+            passages=tuple(Passage.from_json(p) for p in data.get("passages") or ()),
+            query_coverage=None if query_coverage is None else float(query_coverage),
+            match_coverage=None if match_coverage is None else float(match_coverage),
         )
 
 
@@ -62,7 +89,9 @@ class InsertResult:
     for a new story; ``cluster_id`` names the story. ``replaced`` is set by
     ``replace()`` only: True when a document of that id was replaced. For a page
     (``html=True``), ``extracted`` says which text of it was matched ("main": its main
-    content, "all": its visible text) and ``title`` is its title, if it has one."""
+    content, "all": its visible text) and ``title`` is its title, if it has one. In a
+    collection with passages on, ``contains`` are the earlier documents mostly inside
+    this one and ``contained_in`` those it is mostly inside (None elsewhere)."""
 
     id: str
     inserted: bool
@@ -72,6 +101,8 @@ class InsertResult:
     replaced: bool | None = None
     extracted: str | None = None
     title: str | None = None
+    contains: tuple[Match, ...] | None = None
+    contained_in: tuple[Match, ...] | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -89,6 +120,10 @@ class InsertResult:
             replaced=replaced,
             extracted=data.get("extracted"),
             title=data.get("title"),
+            contains=None if data.get("contains") is None else _matches(data["contains"]),
+            contained_in=(
+                None if data.get("contained_in") is None else _matches(data["contained_in"])
+            ),
         )
 
 
@@ -235,6 +270,19 @@ class NgramSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PassageSettings:
+    """Shared passages (a document inside another, with offsets): off unless
+    ``enabled``; k-grams of ``k`` tokens, a winnowing ``window``, passages of at least
+    ``min_tokens`` tokens, fingerprints of more than ``max_rows`` documents ignored."""
+
+    enabled: bool = False
+    k: int = 5
+    window: int = 8
+    min_tokens: int = 10
+    max_rows: int = 64
+
+
+@dataclass(frozen=True, slots=True)
 class RetentionSettings:
     """Documents older than ``max_age`` ("48h", "7d") or past the newest
     ``max_documents`` expire. None: no bound."""
@@ -270,47 +318,57 @@ class CollectionSettings:
     simhash: SimHashSettings = field(default_factory=SimHashSettings)
     minhash: MinHashSettings = field(default_factory=MinHashSettings)
     ngram: NgramSettings = field(default_factory=NgramSettings)
+    passages: PassageSettings = field(default_factory=PassageSettings)
     store_text: bool = False
     match_window: str | None = None
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "shingle": {"unit": self.shingle.unit, "size": self.shingle.size},
-            "simhash": {
-                "enabled": self.simhash.enabled,
-                "max_distance": self.simhash.max_distance,
-            },
-            "minhash": {
-                "enabled": self.minhash.enabled,
-                "num_perm": self.minhash.num_perm,
-                "threshold": self.minhash.threshold,
-            },
-            "ngram": {
-                "enabled": self.ngram.enabled,
-                "max_chars": self.ngram.max_chars,
-                "size": self.ngram.size,
-                "threshold": self.ngram.threshold,
-            }
-            # Sent only when not the default, so that a service from before the setting
-            # still takes the defaults.
-            | (
-                {} if self.ngram.cjk_size == DEFAULT_CJK_SIZE else {"cjk_size": self.ngram.cjk_size}
-            ),
-            "store_text": self.store_text,
-        } | _set(
+        return (
             {
-                "match_window": self.match_window,
-                "retention": _set(
-                    {
-                        "max_age": self.retention.max_age,
-                        "max_documents": self.retention.max_documents,
-                    }
-                )
-                or None,
-                "limits": _set({"max_documents": self.limits.max_documents}) or None,
+                "shingle": {"unit": self.shingle.unit, "size": self.shingle.size},
+                "simhash": {
+                    "enabled": self.simhash.enabled,
+                    "max_distance": self.simhash.max_distance,
+                },
+                "minhash": {
+                    "enabled": self.minhash.enabled,
+                    "num_perm": self.minhash.num_perm,
+                    "threshold": self.minhash.threshold,
+                },
+                "ngram": {
+                    "enabled": self.ngram.enabled,
+                    "max_chars": self.ngram.max_chars,
+                    "size": self.ngram.size,
+                    "threshold": self.ngram.threshold,
+                }
+                # Sent only when not the default, so that a service from before the setting
+                # still takes the defaults.
+                | (
+                    {}
+                    if self.ngram.cjk_size == DEFAULT_CJK_SIZE
+                    else {"cjk_size": self.ngram.cjk_size}
+                ),
+                "store_text": self.store_text,
             }
+            | (
+                # Sent only when on, so that a service from before the setting takes the rest.
+                {"passages": asdict(self.passages)} if self.passages.enabled else {}
+            )
+            | _set(
+                {
+                    "match_window": self.match_window,
+                    "retention": _set(
+                        {
+                            "max_age": self.retention.max_age,
+                            "max_documents": self.retention.max_documents,
+                        }
+                    )
+                    or None,
+                    "limits": _set({"max_documents": self.limits.max_documents}) or None,
+                }
+            )
         )
 
     @classmethod
@@ -321,6 +379,7 @@ class CollectionSettings:
             simhash=SimHashSettings(**_known(SimHashSettings, data.get("simhash"))),
             minhash=MinHashSettings(**_known(MinHashSettings, data.get("minhash"))),
             ngram=NgramSettings(**_known(NgramSettings, data.get("ngram"))),
+            passages=PassageSettings(**_known(PassageSettings, data.get("passages"))),
             store_text=bool(data.get("store_text", False)),
             match_window=None if window is None else str(window),
             retention=RetentionSettings(**_known(RetentionSettings, data.get("retention"))),

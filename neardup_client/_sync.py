@@ -297,10 +297,14 @@ class Client:
         max_distance: int | None = None,
         since: TimeLike | None = None,
         until: TimeLike | None = None,
+        min_coverage: float | None = None,
     ) -> list[Match]:
-        """Stored documents near a stored one, itself excluded, best first."""
+        """Stored documents near a stored one, itself excluded, best first
+        (``min_coverage``: see search)."""
         return self._run(
-            self._calls.similar(collection, id, limit, min_similarity, max_distance, since, until)
+            self._calls.similar(
+                collection, id, limit, min_similarity, max_distance, since, until, min_coverage
+            )
         )
 
     def search(
@@ -315,11 +319,23 @@ class Client:
         method: Literal["POST", "GET"] = "POST",
         since: TimeLike | None = None,
         until: TimeLike | None = None,
+        min_coverage: float | None = None,
     ) -> list[Match]:
-        """Stored documents near a text, best first; nothing is stored."""
+        """Stored documents near a text, best first; nothing is stored. In a collection
+        with passages on, ``min_coverage`` drops the matches found by shared passages
+        alone that cover less than it of either text."""
         return self._run(
             self._calls.search(
-                collection, text, limit, min_similarity, max_distance, html, method, since, until
+                collection,
+                text,
+                limit,
+                min_similarity,
+                max_distance,
+                html,
+                method,
+                since,
+                until,
+                min_coverage,
             )
         )
 

@@ -36,6 +36,7 @@ from neardup_client import (
     InvalidBody,
     NewDocument,
     NotFound,
+    PassageSettings,
     RateLimited,
     RetentionSettings,
     Retry,
@@ -900,3 +901,30 @@ def test_the_readme_example_runs(server: Server) -> None:
         assert lines[-2:] == ["1 t-2 invalid_document", "True"]
     with Client(server.url) as client:
         assert client.get_collection("news").stats.documents == 3
+
+
+def test_passages_through_the_client(client: Client) -> None:
+    """A collection with passages on: the roundup's insert says which stories it
+    contains, a search of a story finds the roundup with offsets that hold the story."""
+    settings = CollectionSettings(passages=PassageSettings(enabled=True))
+    assert client.create_collection("c-passages", settings).settings.passages.enabled
+    stories = [story(seed, 900) for seed in (71, 72, 73)]
+    for number, text in enumerate(stories):
+        client.insert("c-passages", text=text, id=f"s{number}")
+    roundup = "ROUNDUP\n\n" + "\n\n".join(stories)
+    answer = client.insert("c-passages", text=roundup, id="roundup")
+    assert answer.contains is not None and answer.contained_in == ()
+    assert {match.id for match in answer.contains} == {"s0", "s1", "s2"}
+    matches = client.search("c-passages", text=stories[1], min_coverage=0.9)
+    assert [match.id for match in matches] == ["s1", "roundup"]  # itself, then around it
+    found = matches[1]
+    assert found.methods == ("passage",)
+    assert found.query_coverage is not None and found.query_coverage >= 0.9
+    for passage in found.passages:
+        assert roundup[passage.match_start : passage.match_end] in stories[1]
+        assert (
+            stories[1][passage.start : passage.end]
+            == (roundup[passage.match_start : passage.match_end])
+        )
+    client.create_collection("c-plain")
+    assert client.insert("c-plain", text=stories[0]).contains is None  # passages off
