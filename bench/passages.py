@@ -38,6 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.passages import (
+    DEFAULT_K,
+    DEFAULT_MINIMUM,
+    DEFAULT_WINDOW,
     Passage,
     PassageIndex,
     Tokens,
@@ -252,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if stories is None:
         raise SystemExit("Reuters-21578 is not at ../shared/data/reuters21578: nothing to run")
     corpus = build(stories, arguments.stories, random.Random(SEED))
-    settings = [Setting(5, 8, 12)]
+    settings = [Setting(DEFAULT_K, DEFAULT_WINDOW, DEFAULT_MINIMUM)]
     if arguments.grid:
         settings = [
             Setting(k, w, m)
