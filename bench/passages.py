@@ -286,8 +286,6 @@ def service_costs(documents: int, runs: int) -> str:
     for name in names:
         off, on = (statistics.median(figures[enabled][name]) for enabled in (False, True))
         rows.append([name, f"{off:,.2f}", f"{on:,.2f}", f"{on / off:.2f}x"])
-        for name in names
-    ]
     text_bytes = statistics.mean(sys.getsizeof(t) for t in texts)
     return (
         f"{documents:,} documents of 3,000 characters (devkit's English-like text), batches of "
