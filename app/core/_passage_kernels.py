@@ -139,3 +139,63 @@ def equal_runs(
             out[count, 2], out[count, 3] = s_start, s_end
             count += 1
     return count
+
+
+@njit(cache=True, nogil=True)
+def fingerprint_keys(tokens: np.ndarray, k: int, window: int, out: np.ndarray) -> int:
+    """A text's winnowed k-gram hashes (``winnow`` of ``kgram_hashes``), sorted, each
+    once, into ``out`` (as long as the k-grams); returns the count. One pass each, then
+    a sort of the chosen ones: O(n (k + window) + f log f)."""
+    count = kgram_hashes(tokens, k, out)
+    if count == 0:
+        return 0
+    positions = np.empty(count, dtype=np.int64)
+    chosen = winnow(out[:count], window, positions)
+    keys = np.sort(out[positions[:chosen]])
+    unique = 0
+    for at in range(chosen):
+        if unique == 0 or keys[at] != out[unique - 1]:
+            out[unique] = keys[at]
+            unique += 1
+    return unique
+
+
+@njit(cache=True, nogil=True)
+def passage_runs(
+    query: np.ndarray, stored: np.ndarray, k: int, minimum: int, per_kgram: int
+) -> np.ndarray:
+    """``equal_runs`` of two token hash arrays, seeded by every k-gram they share (at
+    most ``per_kgram`` occurrences of one in ``stored``): rows (query start, query end,
+    stored start, stored end), sorted by query start. O((n + m) log m + seeds + runs)."""
+    n, m = query.shape[0] - k + 1, stored.shape[0] - k + 1
+    if n <= 0 or m <= 0:
+        return np.empty((0, 4), dtype=np.int64)
+    query_grams = np.empty(n, dtype=np.uint64)
+    stored_grams = np.empty(m, dtype=np.uint64)
+    kgram_hashes(query, k, query_grams)
+    kgram_hashes(stored, k, stored_grams)
+    order = np.argsort(stored_grams, kind="mergesort")
+    sorted_grams = stored_grams[order]
+    seed_query = np.empty(n * per_kgram, dtype=np.int64)
+    seed_stored = np.empty(n * per_kgram, dtype=np.int64)
+    seeds = 0
+    for q in range(n):
+        at = np.searchsorted(sorted_grams, query_grams[q])
+        taken = 0
+        while at < m and sorted_grams[at] == query_grams[q] and taken < per_kgram:
+            seed_query[seeds] = q
+            seed_stored[seeds] = order[at]
+            seeds += 1
+            at += 1
+            taken += 1
+    if seeds == 0:
+        return np.empty((0, 4), dtype=np.int64)
+    # By diagonal (stored - query), then query start: offset so that the key is >= 0.
+    keys = (seed_stored[:seeds] - seed_query[:seeds] + n) * (n + 1) + seed_query[:seeds]
+    by_diagonal = np.argsort(keys, kind="mergesort")
+    runs = np.empty((seeds, 4), dtype=np.int64)
+    count = equal_runs(
+        query, stored, seed_query[by_diagonal], seed_stored[by_diagonal], k, minimum, runs
+    )
+    runs = runs[:count]
+    return runs[np.argsort(runs[:, 0] * (m + k + 1) + runs[:, 2], kind="mergesort")]

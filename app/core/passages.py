@@ -104,7 +104,8 @@ def tokenize(text: str) -> Tokens:
     """The tokens of a text as sent. O(length)."""
     code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     folding = _folding()
-    folding.learn(code_points)
+    if not text.isascii():  # ASCII's folds are known from the start
+        folding.learn(code_points)
     size = len(code_points)
     starts = np.empty(size, dtype=np.int64)
     ends = np.empty(size, dtype=np.int64)
@@ -122,10 +123,9 @@ def kgrams(tokens: Tokens, k: int) -> npt.NDArray[np.uint64]:
 
 def fingerprints(tokens: Tokens, k: int, window: int) -> npt.NDArray[np.uint64]:
     """The text's winnowed k-gram hashes, each once, sorted."""
-    hashes = kgrams(tokens, k)
-    positions = np.empty(len(hashes), dtype=np.int64)
-    count = kernels.winnow(hashes, window, positions)
-    return np.unique(hashes[positions[:count]])
+    out = np.empty(max(0, len(tokens) - k + 1), dtype=np.uint64)
+    count = kernels.fingerprint_keys(tokens.hashes, k, window, out)
+    return out[:count].copy()
 
 
 def shared_passages(
@@ -135,34 +135,7 @@ def shared_passages(
     least ``minimum`` tokens long (``minimum`` >= k), in query order. Each k-gram hash
     found in both is verified token by token: a hash collision makes no passage.
     O((n + m) log m + seeds + run lengths)."""
-    query_grams, stored_grams = kgrams(query, k), kgrams(stored, k)
-    if not len(query_grams) or not len(stored_grams):
-        return []
-    order = np.argsort(stored_grams, kind="stable")
-    sorted_grams = stored_grams[order]
-    first = np.searchsorted(sorted_grams, query_grams, "left")
-    counts = np.minimum(
-        np.searchsorted(sorted_grams, query_grams, "right") - first, SEEDS_PER_KGRAM
-    )
-    total = int(counts.sum())
-    if not total:
-        return []
-    seed_query = np.repeat(np.arange(len(query_grams), dtype=np.int64), counts)
-    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    seed_stored = order[np.repeat(first, counts) + offsets].astype(np.int64)
-    by_diagonal = np.lexsort((seed_query, seed_stored - seed_query))
-    runs = np.empty((total, 4), dtype=np.int64)
-    count = kernels.equal_runs(
-        query.hashes,
-        stored.hashes,
-        seed_query[by_diagonal],
-        seed_stored[by_diagonal],
-        k,
-        minimum,
-        runs,
-    )
-    runs = runs[:count]
-    runs = runs[np.lexsort((runs[:, 2], runs[:, 0]))]
+    runs = kernels.passage_runs(query.hashes, stored.hashes, k, minimum, SEEDS_PER_KGRAM)
     return [
         Passage(
             int(query.starts[q_start]),

@@ -16,9 +16,14 @@ document's passages with a query (app/core/passages.py); this turns them into ma
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.core.passages import Passage, coverage
+import numpy as np
+import numpy.typing as npt
+
+from app.collection_config import PassagesConfig
+from app.core.passages import Passage, coverage, fingerprints, shared_passages, tokenize
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.service.types import Match, PassageMatch, Query, SharedPassage
 
@@ -109,3 +114,69 @@ def relations(found: list[Found]) -> tuple[list[PassageMatch], list[PassageMatch
     contains.sort(key=lambda m: -m.match_coverage)
     contained_in.sort(key=lambda m: -m.query_coverage)
     return contains, contained_in
+
+
+class BatchPassages:
+    """The documents of one insert batch, for the relations between them (a batch is
+    matched as if its documents came one by one: each with the earlier ones stored).
+    Every text is tokenised and fingerprinted once; the pairs sharing a fingerprint are
+    found by one sort of all the batch's fingerprints (a fingerprint more than
+    ``max_rows`` of them hold seeds nothing, as in the index). O(F log F) for F
+    fingerprints, then a dict lookup a document."""
+
+    def __init__(self, config: PassagesConfig, candidates: int, texts: Sequence[str]) -> None:
+        self._config = config
+        self._candidates = candidates
+        self.texts = list(texts)
+        self.tokens = [tokenize(text) for text in self.texts]
+        self.keys = [fingerprints(t, config.k, config.window) for t in self.tokens]
+        self._shared = _shared_counts(self.keys, config.max_rows)
+        self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
+
+    def find(self, position: int, simhash: int, admits: Callable[[int], bool]) -> list[Found]:
+        """The earlier stored documents of the batch sharing passages with the one at
+        ``position``, whose time it ``admits`` (the query's since / until, the window)."""
+        shared = self._shared.get(position)
+        if not shared:
+            return []
+        held = [q for q in shared if q in self._stored and admits(self._stored[q][2])]
+        held.sort(key=lambda q: (-shared[q], q))
+        found: list[Found] = []
+        k, minimum = self._config.k, self._config.min_tokens
+        for earlier in held[: self._candidates]:
+            passages = shared_passages(self.tokens[position], self.tokens[earlier], k, minimum)
+            if passages:
+                document_id, stored_simhash, _ = self._stored[earlier]
+                distance = (simhash ^ stored_simhash).bit_count()
+                text, stored = self.texts[position], self.texts[earlier]
+                found.append(Found(document_id, passages, len(text), len(stored), distance))
+        return found
+
+    def stored(self, position: int, document_id: str, simhash: int, stamp: int) -> None:
+        """The document at ``position`` is stored: the later ones may relate to it."""
+        self._stored[position] = (document_id, simhash, stamp)
+
+
+def _shared_counts(
+    keys: list[npt.NDArray[np.uint64]], max_holders: int
+) -> dict[int, dict[int, int]]:
+    """Later position -> earlier position -> fingerprints they share."""
+    counts = np.array([len(k) for k in keys], dtype=np.int64)
+    if counts.sum() < 2:
+        return {}
+    flat = np.concatenate(keys)
+    owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+    order = np.lexsort((owner, flat))
+    flat, owner = flat[order], owner[order]
+    starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
+    ends = np.append(starts[1:], len(flat))
+    shared: dict[int, dict[int, int]] = {}
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        if end - start < 2 or end - start > max_holders:
+            continue
+        holders = owner[start:end].tolist()
+        for i, later in enumerate(holders):
+            for earlier in holders[:i]:
+                pairs = shared.setdefault(later, {})
+                pairs[earlier] = pairs.get(earlier, 0) + 1
+    return shared

@@ -198,3 +198,31 @@ def test_the_redis_backend_refuses_passages_for_now(backend: Backend, tmp_path: 
             assert answer.status_code == 400
             assert answer.json()["error"]["code"] == "invalid_parameter"
             assert "passages" in answer.json()["error"]["message"]
+
+
+def test_a_batch_answers_as_its_documents_one_by_one(client: TestClient) -> None:
+    """Relations within a batch (a roundup after its stories, a story after a roundup,
+    a near-copy, a skipped duplicate) are those of the same documents sent one by one."""
+    for name in ("one", "batch"):
+        assert client.put(f"/v1/collections/{name}", json=SETTINGS).status_code == 201
+    stories = _stories(6, 5)
+    roundup = "\n\n".join(stories[:3])
+    documents = [
+        {"id": "s0", "text": stories[0]},
+        {"id": "s1", "text": stories[1]},
+        {"id": "r1", "text": roundup},
+        {"id": "s2", "text": stories[2]},
+        {"id": "r2", "text": stories[3] + "\n\n" + stories[4]},
+        {"id": "s3", "text": stories[3]},
+        {"id": "s1-again", "text": stories[1] + " (corrected)"},
+    ]
+    one_by_one = [
+        client.post("/v1/collections/one/documents", json=document).json() for document in documents
+    ]
+    answer = client.post("/v1/collections/batch/documents/batch", json={"documents": documents})
+    assert answer.json()["results"] == one_by_one
+    by_id = {result["id"]: result for result in one_by_one}
+    assert {m["id"] for m in by_id["r1"]["contains"]} == {"s0", "s1"}
+    assert [m["id"] for m in by_id["s2"]["contained_in"]] == ["r1"]
+    assert [m["id"] for m in by_id["s3"]["contained_in"]] == ["r2"]
+    assert by_id["s1-again"]["duplicate_of"] == "s1"

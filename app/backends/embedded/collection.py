@@ -45,6 +45,7 @@ from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
+from app.core.passages import Tokens
 from app.core.rule import Pairs
 from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
@@ -194,7 +195,14 @@ class Collection:
         return matches if found is None else with_passages(matches, found, query)
 
     def passages_of(
-        self, text: str, simhash: int, query: Query, exclude: int = -1, stamp: int | None = None
+        self,
+        text: str,
+        simhash: int,
+        query: Query,
+        exclude: int = -1,
+        stamp: int | None = None,
+        tokens: Tokens | None = None,
+        keys: npt.NDArray[np.uint64] | None = None,
     ) -> list[Found] | None:
         """The visible documents sharing passages with a text (None: passages are off);
         with ``stamp``, a new document's time, those within its match window."""
@@ -210,6 +218,8 @@ class Collection:
             self._rows.ids.__getitem__,
             lambda row: int(np.bitwise_count(np.uint64(simhash) ^ simhashes[row])),
             exclude,
+            tokens,
+            keys,
         )
 
     async def get_async(self, document_id: str) -> StoredDocument:

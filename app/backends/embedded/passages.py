@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
 from app.core.passages import PassageIndex, Tokens, fingerprints, shared_passages, tokenize
@@ -29,10 +30,24 @@ class PassageSearch:
         self.config = config
         self.index = PassageIndex(config.max_rows)
         self._text_of = text_of
+        # Row -> fingerprints of a document an insert made them for, until it is indexed.
+        self._prepared: dict[int, npt.NDArray[np.uint64]] = {}
+
+    def prepare(self, row: int, keys: npt.NDArray[np.uint64]) -> None:
+        """The fingerprints of a row about to be inserted (not made again then)."""
+        self._prepared[row] = keys
 
     def insert(self, texts: Sequence[str | None], rows: Rows) -> None:
-        """Texts (None: not kept, nothing indexed) under their rows."""
-        keys = [self._fingerprints(tokenize(text)) if text is not None else _NONE for text in texts]
+        """Texts (None: not kept, nothing indexed) under their rows; the fingerprints
+        an insert prepared are used, then forgotten (a batch is published at once)."""
+        keys: list[npt.NDArray[np.uint64]] = []
+        for text, row in zip(texts, rows.tolist(), strict=True):
+            prepared = self._prepared.get(row)
+            if prepared is not None:
+                keys.append(prepared)
+            else:
+                keys.append(_NONE if text is None else self._fingerprints(tokenize(text)))
+        self._prepared.clear()
         self.index.insert_many(keys, rows)
 
     def _fingerprints(self, tokens: Tokens) -> np.ndarray:
@@ -45,11 +60,14 @@ class PassageSearch:
         id_of: Callable[[int], str | None],
         distance_of: Callable[[int], int],
         exclude: int = -1,
+        tokens: Tokens | None = None,
+        keys: npt.NDArray[np.uint64] | None = None,
     ) -> list[Found]:
-        """The stored documents sharing passages with ``text``: candidates by shared
-        fingerprints (the visible ones, ``exclude`` left out), verified token by token."""
-        query = tokenize(text)
-        rows, _ = self.index.candidates(self._fingerprints(query))
+        """The stored documents sharing passages with ``text`` (``tokens``: its tokens,
+        when known): candidates by shared fingerprints (the visible ones, ``exclude``
+        left out), verified token by token."""
+        query = tokenize(text) if tokens is None else tokens
+        rows, _ = self.index.candidates(self._fingerprints(query) if keys is None else keys)
         rows = rows[rows != exclude]
         if len(rows):
             rows = rows[visible(rows)]

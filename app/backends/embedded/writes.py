@@ -7,6 +7,7 @@ answered once its commit is done. A commit that fails takes its documents out ag
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -15,19 +16,21 @@ import numpy as np
 import numpy.typing as npt
 
 from app.backends.embedded.matcher import Matcher, matches_of
+from app.backends.embedded.passages import CANDIDATES
 from app.backends.embedded.pending import Insertion, PendingBatch
 from app.backends.embedded.retention import Retention
 from app.backends.embedded.rows import RowTable
 from app.backends.embedded.states import LIVE
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
-from app.core.rule import Pairs
+from app.core.passages import Tokens
+from app.core.rule import Pairs, in_time
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
 from app.service import decide
 from app.service.budget import DocumentBudget
 from app.service.coalesce import SingleInserts
-from app.service.passages import Found, annotated, relations
+from app.service.passages import BatchPassages, Found, annotated, relations
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -77,7 +80,14 @@ class WriteHost(Protocol):
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
 
     def passages_of(
-        self, text: str, simhash: int, query: Query, exclude: int = -1, stamp: int | None = None
+        self,
+        text: str,
+        simhash: int,
+        query: Query,
+        exclude: int = -1,
+        stamp: int | None = None,
+        tokens: Tokens | None = None,
+        keys: npt.NDArray[np.uint64] | None = None,
     ) -> list[Found] | None: ...
 
 
@@ -327,6 +337,19 @@ class Writes:
         # Already expired when it arrives: matched, answered, not stored.
         expired = self._retention.expired_on_arrival(stamps, now)
         granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
+        passages = self._host.config.passages
+        batch_passages = (
+            BatchPassages(passages, CANDIDATES, [d.text for d in documents])
+            if passages.enabled
+            else None
+        )
+        window = self._host.config.match_window_us
+
+        def admits(earlier: int, *, stamp: int) -> bool:
+            """An earlier document of the batch within the query's times and the window."""
+            near = window is None or abs(earlier - stamp) <= window
+            return near and bool(in_time(np.array([earlier]), query.since, query.until)[0])
+
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
         row_at = np.full(len(documents), -1, dtype=np.int64)
@@ -363,13 +386,20 @@ class Writes:
                 row_at[position] = row
                 cluster_row = row if cluster_row is None else cluster_row
             assert cluster_row is not None or skipped
-            found = self._host.passages_of(
-                document.text,
-                int(fingerprints.simhash[position]),
-                query,
-                exclude=old_row,
-                stamp=int(stamps[position]),
-            )
+            found: list[Found] | None = None
+            if batch_passages is not None and self._matcher.passages is not None:
+                stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
+                in_batch = batch_passages.find(
+                    position, simhash, functools.partial(admits, stamp=stamp)
+                )
+                tokens, keys = batch_passages.tokens[position], batch_passages.keys[position]
+                stored = self._host.passages_of(
+                    document.text, simhash, query, old_row, stamp, tokens, keys
+                )
+                found = in_batch + (stored or [])
+                if not skipped:
+                    batch_passages.stored(position, ids[position], simhash, stamp)
+                    self._matcher.passages.prepare(int(row_at[position]), keys)
             contains, contained_in = (None, None) if found is None else relations(found)
             if found:
                 matches = annotated(matches, found)
