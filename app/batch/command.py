@@ -62,6 +62,19 @@ def add_parser(commands: Any) -> None:
         'settings\' html.extract) is matched, as the service reads "html": true; on for WARC '
         "input",
     )
+    parser.add_argument(
+        "--passages",
+        action="store_true",
+        help="local engine: also DIR/passages.jsonl, the pairs of documents that share "
+        "passages (runs of the settings' passages.min_tokens equal words), with offsets and "
+        "coverages",
+    )
+    parser.add_argument(
+        "--drop-contained",
+        action="store_true",
+        help="local engine: leave out of kept.jsonl the documents at least 80%% inside "
+        "another kept one (a story inside a roundup); implies --passages",
+    )
     parser.add_argument("--engine", choices=ENGINES, default="local", help="default local")
     parser.add_argument(
         "--workers",
@@ -125,6 +138,8 @@ def dedup(arguments: argparse.Namespace) -> None:
         if arguments.engine == "spark":
             import app.batch.spark as spark_engine
 
+            if arguments.passages or arguments.drop_contained:
+                sys.exit("neardup dedup: --passages is for the local engine so far")
             summary = spark_engine.run(
                 arguments.inputs,
                 config,
@@ -142,7 +157,11 @@ def dedup(arguments: argparse.Namespace) -> None:
                 arguments.inputs,
                 config,
                 local_engine.Options(
-                    workers=arguments.workers, chunk_size=arguments.chunk_size, **common
+                    workers=arguments.workers,
+                    chunk_size=arguments.chunk_size,
+                    passages=arguments.passages or arguments.drop_contained,
+                    drop_contained=arguments.drop_contained,
+                    **common,
                 ),
             )
     except InputError as error:

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.batch import _kernels as kernels
+from app.batch.passages import PassagePair, shared_passages_of
 from app.batch.readers import (
     DocumentId,
     Fields,
@@ -75,6 +76,8 @@ class Options(JobOptions):
     """How to run on this machine: how much to use."""
 
     workers: int = 0  # 0: every core for inputs of WORKER_BYTES or more, fewer below
+    passages: bool = False  # passages.jsonl: the pairs that share passages
+    drop_contained: bool = False  # kept.jsonl without documents inside another
     chunk_size: int = DEFAULT_CHUNK_SIZE
     temp_dir: Path | None = None  # where the signature file goes (default: out)
 
@@ -566,8 +569,10 @@ def write_outputs(
     splits: Sequence[Split],
     split_counts: Sequence[int],
     options: Options,
+    dropped: set[int] | None = None,
 ) -> int:
-    """pairs.jsonl, clusters.jsonl and kept.jsonl; returns the number of clusters."""
+    """pairs.jsonl, clusters.jsonl and kept.jsonl (without the ``dropped`` positions);
+    returns the number of clusters."""
     out = options.out
     with (
         open(out / "pairs.jsonl", "wb", buffering=1 << 20) as handle,
@@ -583,8 +588,10 @@ def write_outputs(
             handle.writelines(cluster_line(ids[start + i], ids[c]) for i, c in enumerate(clusters))
             bar.update(len(clusters))
     kept = np.flatnonzero(result.cluster == np.arange(len(ids)))
+    if dropped:
+        kept = kept[~np.isin(kept, np.array(sorted(dropped), dtype=np.int64))]
     write_kept(out / "kept.jsonl", splits, split_counts, kept, options)
-    return len(kept)
+    return int(np.count_nonzero(result.cluster == np.arange(len(ids))))
 
 
 def _write_pairs(handle: IO[bytes], result: Result, ids: Sequence[DocumentId], bar: Any) -> None:
@@ -643,7 +650,14 @@ def run(paths: Sequence[str], config: CollectionConfig, options: Options) -> Sum
         groups = group_identical(corpus.exact)
         pairs = match_representatives(rule, corpus, groups, options)
         result = expand(rule, corpus, groups, pairs)
-    clusters = write_outputs(result, corpus.ids, splits, corpus.split_counts, options)
+    shared: list[PassagePair] | None = None
+    dropped: set[int] = set()
+    if options.passages or options.drop_contained:
+        shared = find_passages(splits, config, options, corpus.ids)
+        if options.drop_contained:
+            dropped = {p for pair in shared if (p := pair.contained()) is not None}
+            dropped -= set(np.flatnonzero(result.cluster != np.arange(corpus.documents)).tolist())
+    clusters = write_outputs(result, corpus.ids, splits, corpus.split_counts, options, dropped)
     return Summary(
         engine="local",
         documents=corpus.documents,
@@ -651,4 +665,21 @@ def run(paths: Sequence[str], config: CollectionConfig, options: Options) -> Sum
         pairs=len(result.x),
         clusters=clusters,
         seconds=time.perf_counter() - started,
+        passage_pairs=None if shared is None else len(shared),
+        contained=len(dropped) if options.drop_contained else None,
     )
+
+
+def find_passages(
+    splits: Sequence[Split], config: CollectionConfig, options: Options, ids: list[DocumentId]
+) -> list[PassagePair]:
+    """passages.jsonl (app/batch/passages.py) over the input's texts, read as the
+    fingerprints read them."""
+
+    def texts() -> Iterator[str]:
+        for _, chunk, _ in _chunks(splits, options.fields, options.chunk_size, []):
+            if options.html:
+                chunk = [read_page(t, config.html.extract).text if t else "" for t in chunk]
+            yield from chunk
+
+    return shared_passages_of(texts, config.passages, ids, options.out / "passages.jsonl")

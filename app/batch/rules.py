@@ -232,10 +232,12 @@ class Summary:
     pairs: int
     clusters: int
     seconds: float
+    passage_pairs: int | None = None  # with --passages: pairs sharing passages
+    contained: int | None = None  # with --drop-contained: documents dropped as contained
 
     @property
     def removed(self) -> int:
-        return self.documents - self.clusters
+        return self.documents - self.clusters + (self.contained or 0)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -247,6 +249,13 @@ class Summary:
             "removed": self.removed,
             "seconds": round(self.seconds, 3),
             "documents_per_second": round(self.documents / max(self.seconds, 1e-9), 1),
+        } | {
+            name: value
+            for name, value in (
+                ("passage_pairs", self.passage_pairs),
+                ("contained", self.contained),
+            )
+            if value is not None
         }
 
     def text(self) -> str:
@@ -256,5 +265,11 @@ class Summary:
             f"pairs      {self.pairs:,}\n"
             f"clusters   {self.clusters:,}\n"
             f"removed    {self.removed:,}\n"
-            f"time       {self.seconds:.1f} s ({rate:,.0f} documents/s, {self.engine})"
+            + (
+                f"passages   {self.passage_pairs:,} pairs\n"
+                if self.passage_pairs is not None
+                else ""
+            )
+            + (f"contained  {self.contained:,}\n" if self.contained is not None else "")
+            + f"time       {self.seconds:.1f} s ({rate:,.0f} documents/s, {self.engine})"
         )

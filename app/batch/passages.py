@@ -1,0 +1,144 @@
+"""Shared passages in ``neardup dedup --passages`` (the local engine): the service's
+passage rule (app/core/passages.py, app/service/passages.py) over a whole corpus.
+
+1. Each document's winnowed fingerprints (the collection's passages settings).
+2. Candidate pairs by one sort of all fingerprints: two documents holding the same one
+   are a candidate; a fingerprint more than ``max_rows`` documents hold is boilerplate and
+   pairs nothing, as in the service.
+3. The texts of the documents in a candidate pair, read again from the input, and each
+   pair verified token by token (``shared_passages``): the pairs with passages, their
+   offsets (code points into each text as read) and coverages.
+
+Memory: the fingerprints of every document (8 bytes each, some 110 for a 3 KB text) and
+the texts of the documents in candidate pairs while they are verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from app.collection_config import PassagesConfig
+from app.core.passages import Tokens, coverage, fingerprints, shared_passages, tokenize
+from app.core.types import Rows
+from app.service.passages import CONTAINED
+
+
+@dataclass(frozen=True, slots=True)
+class PassagePair:
+    """Documents ``a`` < ``b`` (input positions) sharing passages: the passages as (a
+    start, a end, b start, b end) code points, and the share of each text inside them."""
+
+    a: int
+    b: int
+    spans: list[tuple[int, int, int, int]]
+    a_coverage: float
+    b_coverage: float
+
+    def line(self, a_id: object, b_id: object) -> bytes:
+        spans = [
+            {"a_start": s[0], "a_end": s[1], "b_start": s[2], "b_end": s[3]} for s in self.spans
+        ]
+        record = {
+            "a": a_id,
+            "b": b_id,
+            "a_coverage": self.a_coverage,
+            "b_coverage": self.b_coverage,
+            "passages": spans,
+        }
+        return orjson.dumps(record) + b"\n"
+
+    def contained(self) -> int | None:
+        """The position of the document at least CONTAINED inside the other (the later
+        one when both are), or None."""
+        if self.b_coverage >= CONTAINED:
+            return self.b
+        if self.a_coverage >= CONTAINED:
+            return self.a
+        return None
+
+
+def document_fingerprints(
+    texts: Iterable[str], config: PassagesConfig
+) -> list[npt.NDArray[np.uint64]]:
+    """Each text's winnowed fingerprints, in order. O(text) each."""
+    return [fingerprints(tokenize(text), config.k, config.window) for text in texts]
+
+
+def candidate_pairs(keys: Sequence[npt.NDArray[np.uint64]], max_rows: int) -> tuple[Rows, Rows]:
+    """(a, b) with a < b, each pair once: the documents that hold a fingerprint in common
+    that at most ``max_rows`` documents hold. One sort of every fingerprint, then the
+    pairs of each run of equal ones: O(F log F + pairs)."""
+    counts = np.array([len(k) for k in keys], dtype=np.int64)
+    if counts.sum() < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    flat = np.concatenate(keys)
+    owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+    order = np.lexsort((owner, flat))
+    flat, owner = flat[order], owner[order]
+    starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
+    sizes = np.diff(np.append(starts, len(flat)))
+    firsts: list[int] = []
+    seconds: list[int] = []
+    for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
+        if size < 2 or size > max_rows:
+            continue
+        holders = owner[start : start + size].tolist()
+        for i, later in enumerate(holders):
+            firsts += holders[:i]
+            seconds += [later] * i
+    if not firsts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pairs = np.unique(np.array(firsts, np.int64) << 32 | np.array(seconds, np.int64))
+    return pairs >> 32, pairs & 0xFFFFFFFF
+
+
+def verified_pairs(
+    a: Rows, b: Rows, text_of: Callable[[int], str], config: PassagesConfig
+) -> list[PassagePair]:
+    """The candidate pairs with passages, in (a, b) order, each text tokenised once."""
+    tokens: dict[int, Tokens] = {}
+
+    def tokens_of(position: int) -> Tokens:
+        if position not in tokens:
+            tokens[position] = tokenize(text_of(position))
+        return tokens[position]
+
+    found: list[PassagePair] = []
+    for first, second in zip(a.tolist(), b.tolist(), strict=True):
+        passages = shared_passages(tokens_of(first), tokens_of(second), config.k, config.min_tokens)
+        if passages:
+            found.append(
+                PassagePair(
+                    first,
+                    second,
+                    [(p.start, p.end, p.match_start, p.match_end) for p in passages],
+                    round(coverage(passages, len(text_of(first))), 6),
+                    round(coverage(passages, len(text_of(second)), of_match=True), 6),
+                )
+            )
+    return found
+
+
+def shared_passages_of(
+    texts: Callable[[], Iterable[str]],
+    config: PassagesConfig,
+    ids: Sequence[object],
+    path: Path,
+) -> list[PassagePair]:
+    """The pairs of a corpus sharing passages, written to ``path`` as JSON lines, (a, b)
+    in input order. ``texts`` reads the corpus again on each call: once to fingerprint,
+    once for the texts of the candidates (those alone are held)."""
+    keys = document_fingerprints(texts(), config)
+    a, b = candidate_pairs(keys, config.max_rows)
+    wanted = set(a.tolist()) | set(b.tolist())
+    held = {position: text for position, text in enumerate(texts()) if position in wanted}
+    shared = verified_pairs(a, b, held.__getitem__, config)
+    with open(path, "wb", buffering=1 << 20) as handle:
+        handle.writelines(pair.line(ids[pair.a], ids[pair.b]) for pair in shared)
+    return shared
