@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from devkit.server import Server
-from neardup_client import Client
+from neardup_client import Client, CollectionSettings, PassageSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("NEARDUP_ARTIFACTS_DIR", ROOT / "artifacts")) / "page"
@@ -331,3 +331,32 @@ def test_the_page_and_its_files_need_no_key(keyed_server: Server) -> None:
             assert client.get(f"/static/{name}").status_code == 200
         assert client.get("/static/missing.js").status_code == 404
         assert client.get("/v1/collections").status_code == 401
+
+
+def test_the_passages_the_service_found_are_marked(browser: Any, server: Server) -> None:
+    """A collection with passages on: the page marks the passages where the service says
+    they are (code points: the emoji before the story is one, not two UTF-16 units)."""
+    story = "🙂 " + STORY
+    other = (
+        "Copper prices were steady in London as traders awaited fresh figures on Chinese "
+        "demand and warehouse stocks fell for a third week."
+    )
+    with Client(server.url) as client:
+        settings = CollectionSettings(store_text=True, passages=PassageSettings(enabled=True))
+        client.create_collection("wire", settings)
+        client.insert("wire", text=story, id="story")
+    open_page(browser, server)
+    Select(by_id(browser, "collection")).select_by_value("wire")
+    until(browser, lambda d: "passages" in text_of(d, "settings"), "wire's settings")
+    roundup = f"ROUNDUP 🌍 {other}\n\n{STORY}\n\n{other}"
+    type_text(browser, roundup)
+    by_id(browser, "search-button").click()
+    until(browser, lambda d: text_of(d, "results-title") == "Matches (1)", "one match")
+    row = browser.find_element(By.CSS_SELECTOR, "#matches tbody tr")
+    assert [m.text for m in row.find_elements(By.CSS_SELECTOR, ".method")] == ["passage"]
+    row.find_element(By.CSS_SELECTOR, "button").click()
+    until(browser, lambda d: by_id(d, "compare").is_displayed(), "the side-by-side view")
+    left = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#left-text mark")]
+    right = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#right-text mark")]
+    assert left == [STORY.rstrip(".")] and right == left
+    assert "passage(s) the service found" in text_of(browser, "compare-summary")

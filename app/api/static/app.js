@@ -530,6 +530,36 @@
       `${share(leftMarked)}% of your text's words, ${share(rightMarked)}% of the match's.`;
   }
 
+  // The text with the given [start, end) code point spans in <mark>s (overlaps merged).
+  // Offsets are code points, as the service counts them: JavaScript strings count UTF-16
+  // units, so the text is cut by code points.
+  function markSpans(container, text, spans) {
+    container.replaceChildren();
+    const points = Array.from(text);
+    const sorted = spans.map(([start, end]) => [start, end]).sort((x, y) => x[0] - y[0]);
+    let at = 0;
+    for (const [spanStart, end] of sorted) {
+      const start = Math.max(spanStart, at);
+      if (end <= start) continue;
+      if (start > at) container.append(points.slice(at, start).join(''));
+      container.append(element('mark', points.slice(start, end).join('')));
+      at = end;
+    }
+    if (at < points.length) container.append(points.slice(at).join(''));
+  }
+
+  // The passages the service found (a collection with passages on), marked where it said.
+  function reportedPassages(match, left, right) {
+    markSpans($('left-text'), left, match.passages.map((p) => [p.start, p.end]));
+    if (right !== null) {
+      markSpans($('right-text'), right, match.passages.map((p) => [p.match_start, p.match_end]));
+    }
+    const percent = (share) => Math.round(100 * share);
+    return `Marked: the ${match.passages.length} passage(s) the service found; ` +
+      `${percent(match.query_coverage)}% of your text, ${percent(match.match_coverage)}% of ` +
+      'the match.';
+  }
+
   async function openMatch(match, row) {
     for (const other of $('matches').tBodies[0].rows) other.classList.toggle('open', other === row);
     clearError();
@@ -551,7 +581,15 @@
       ['simhash', doc.simhash],
       ['metadata', doc.metadata === null ? '—' : JSON.stringify(doc.metadata)],
     ]);
-    if (doc.text === null || doc.text === undefined) {
+    if (match.passages && (doc.text === null || doc.text === undefined)) {
+      $('compare-summary').textContent = reportedPassages(match, state.text, null);
+      $('right-text').replaceChildren(
+        element('em', 'The collection keeps texts for its passages but does not give them ' +
+          'out (store_text is false): your text is marked.'),
+      );
+    } else if (match.passages) {
+      $('compare-summary').textContent = reportedPassages(match, state.text, doc.text);
+    } else if (doc.text === null || doc.text === undefined) {
       $('left-text').replaceChildren(state.text);
       $('right-text').replaceChildren(
         element('em', 'This collection does not keep texts (store_text is false): only the ' +
