@@ -16,17 +16,19 @@ document's passages with a query (app/core/passages.py); this turns them into ma
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
-from app.core.passages import Passage, coverage, fingerprints, shared_passages, tokenize
+from app.core.passages import Passage, Tokens, coverage, fingerprints, shared_passages, tokenize
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.service.types import Match, PassageMatch, Query, SharedPassage
 
+# The age of a batch's own documents: newer than every stored one.
+BATCH_AGE = 1 << 62
 # A document this much inside another is contained in it (the rest: its headline, a
 # dateline, a sign-off that the other text words differently).
 CONTAINED = 0.8
@@ -35,13 +37,15 @@ CONTAINED = 0.8
 @dataclass(frozen=True, slots=True)
 class Found:
     """One stored document's passages with a query: its id, the passages, the lengths
-    (code points) of the query and of its text, its SimHash distance to the query."""
+    (code points) of the query and of its text, its SimHash distance to the query, its
+    age (what orders the older first on a tie: an embedded row, a Redis sequence)."""
 
     document_id: str
     passages: list[Passage]
     query_length: int
     match_length: int
     distance: int
+    age: int
 
     def match(self, near: Match | None = None) -> PassageMatch:
         """Its answer: ``near``'s with the passages added, or one of its own."""
@@ -93,7 +97,9 @@ def with_passages(matches: list[Match], found: list[Found], query: Query) -> lis
         return matches
     answer = annotated(matches, found)
     near = {m.id for m in matches}
-    for alone in (f for f in found if f.document_id not in near):
+    alone_found = [f for f in found if f.document_id not in near]
+    alone_found.sort(key=lambda f: f.age)  # older first where the rest ties
+    for alone in alone_found:
         match = alone.match()
         larger = max(match.query_coverage, match.match_coverage)
         if query.min_coverage is not None and larger < query.min_coverage:
@@ -108,7 +114,7 @@ def with_passages(matches: list[Match], found: list[Found], query: Query) -> lis
 def relations(found: list[Found]) -> tuple[list[PassageMatch], list[PassageMatch]]:
     """(contains, contained_in) of a new document: the earlier documents it holds, and
     those that hold it, at least CONTAINED, best covered first."""
-    matches = [f.match() for f in found]
+    matches = [f.match() for f in sorted(found, key=lambda f: f.age)]  # older first on ties
     contains = [m for m in matches if m.match_coverage >= CONTAINED]
     contained_in = [m for m in matches if m.query_coverage >= CONTAINED]
     contains.sort(key=lambda m: -m.match_coverage)
@@ -124,22 +130,40 @@ class BatchPassages:
     ``max_rows`` of them hold seeds nothing, as in the index). O(F log F) for F
     fingerprints, then a dict lookup a document."""
 
-    def __init__(self, config: PassagesConfig, candidates: int, texts: Sequence[str]) -> None:
+    def __init__(
+        self,
+        config: PassagesConfig,
+        candidates: int,
+        texts: Sequence[str],
+        query: Query,
+        window: int | None,
+        tokens: Sequence[Tokens] | None = None,
+    ) -> None:
         self._config = config
         self._candidates = candidates
+        self._since, self._until, self._window = query.since, query.until, window
         self.texts = list(texts)
-        self.tokens = [tokenize(text) for text in self.texts]
+        self.tokens = list(tokens) if tokens is not None else [tokenize(t) for t in self.texts]
         self.keys = [fingerprints(t, config.k, config.window) for t in self.tokens]
         self._shared = _shared_counts(self.keys, config.max_rows)
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
 
-    def find(self, position: int, simhash: int, admits: Callable[[int], bool]) -> list[Found]:
+    def _admits(self, earlier: int, stamp: int) -> bool:
+        """An earlier document's time against the query's since / until and the match
+        window of a later one's (``stamp``), as the indexes' matches are kept."""
+        if self._since is not None and earlier < self._since:
+            return False
+        if self._until is not None and earlier > self._until:
+            return False
+        return self._window is None or abs(earlier - stamp) <= self._window
+
+    def find(self, position: int, simhash: int, stamp: int) -> list[Found]:
         """The earlier stored documents of the batch sharing passages with the one at
-        ``position``, whose time it ``admits`` (the query's since / until, the window)."""
+        ``position`` (its time ``stamp``) that its time admits."""
         shared = self._shared.get(position)
         if not shared:
             return []
-        held = [q for q in shared if q in self._stored and admits(self._stored[q][2])]
+        held = [q for q in shared if q in self._stored and self._admits(self._stored[q][2], stamp)]
         held.sort(key=lambda q: (-shared[q], q))
         found: list[Found] = []
         k, minimum = self._config.k, self._config.min_tokens
@@ -149,7 +173,11 @@ class BatchPassages:
                 document_id, stored_simhash, _ = self._stored[earlier]
                 distance = (simhash ^ stored_simhash).bit_count()
                 text, stored = self.texts[position], self.texts[earlier]
-                found.append(Found(document_id, passages, len(text), len(stored), distance))
+                found.append(
+                    Found(
+                        document_id, passages, len(text), len(stored), distance, BATCH_AGE + earlier
+                    )
+                )
         return found
 
     def stored(self, position: int, document_id: str, simhash: int, stamp: int) -> None:

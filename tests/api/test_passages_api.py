@@ -1,8 +1,8 @@
-"""Shared passages through the API (embedded backend): every passage reported is a maximal
-run of equal tokens that a brute-force DP over the two texts finds (tests/core's
-reference), its offsets hold the same tokens in both texts as sent, coverages are the
-shares the passages cover; through searches, similar, inserts, deletes and a restart.
-The Redis backend refuses the setting (not there yet) with a 400."""
+"""Shared passages through the API, on every backend (tests/conftest.py's ``backend``):
+every passage reported is a maximal run of equal tokens that a brute-force DP over the
+two texts finds (tests/core's reference), its offsets hold the same tokens in both texts
+as sent, coverages are the shares the passages cover; through searches, similar, inserts,
+batches, deletes and a restart (or a second process on the same Redis)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from devkit.corpus import english_like_text
-from tests.conftest import LIMITS, Backend, make_client
+from tests.conftest import LIMITS, Backend
 from tests.core.test_passages import maximal_runs, reference_tokens
 
 MINIMUM = 10
@@ -28,8 +28,8 @@ CHINESE = (
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    yield from make_client(tmp_path, **LIMITS)
+def client(backend: Backend, tmp_path: Path) -> Iterator[TestClient]:
+    yield from backend.serve(tmp_path, **LIMITS)
 
 
 def _stories(seed: int, count: int, words: int = 120) -> list[str]:
@@ -166,11 +166,11 @@ def test_chinese_offsets_are_code_points(client: TestClient) -> None:
     assert stored[passage["match_start"] : passage["match_end"]] == CHINESE[3:40]
 
 
-def test_deletes_restarts_and_kept_texts(tmp_path: Path) -> None:
+def test_deletes_restarts_and_kept_texts(backend: Backend, tmp_path: Path) -> None:
     stories = _stories(5, 4)
     roundup = "\n\n".join(stories)
-    for round_ in range(2):
-        with make_client_context(tmp_path) as client:
+    for round_ in range(2):  # the embedded service restarted, or a second app on Redis
+        for client in backend.serve(tmp_path, **LIMITS):
             if round_ == 0:
                 _create(client)
                 for number, story in enumerate(stories):
@@ -181,23 +181,7 @@ def test_deletes_restarts_and_kept_texts(tmp_path: Path) -> None:
             assert {m["id"] for m in found["matches"]} == {"s0", "s2", "s3"}
             for match in found["matches"]:
                 _check_passages(roundup, stories[int(match["id"][1:])], match)
-
-
-def make_client_context(tmp_path: Path) -> Any:
-    import contextlib
-
-    return contextlib.contextmanager(make_client)(tmp_path, **LIMITS)
-
-
-def test_the_redis_backend_refuses_passages_for_now(backend: Backend, tmp_path: Path) -> None:
-    for client in backend.serve(tmp_path):
-        answer = client.put("/v1/collections/p", json=SETTINGS)
-        if backend.url is None:
-            assert answer.status_code == 201
-        else:
-            assert answer.status_code == 400
-            assert answer.json()["error"]["code"] == "invalid_parameter"
-            assert "passages" in answer.json()["error"]["message"]
+            client.app.state.registry.get("p")._check()  # type: ignore[attr-defined]
 
 
 def test_a_batch_answers_as_its_documents_one_by_one(client: TestClient) -> None:

@@ -80,7 +80,8 @@ class PassageSearch:
                 query, tokenize(stored), self.config.k, self.config.min_tokens
             )
             if passages:
-                found.append(Found(document_id, passages, len(text), len(stored), distance_of(row)))
+                distance = distance_of(row)
+                found.append(Found(document_id, passages, len(text), len(stored), distance, row))
         return found
 
     def remove(self, rows: Rows) -> None:

@@ -7,7 +7,6 @@ answered once its commit is done. A commit that fails takes its documents out ag
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -24,7 +23,7 @@ from app.backends.embedded.states import LIVE
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.passages import Tokens
-from app.core.rule import Pairs, in_time
+from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
 from app.service import decide
@@ -337,18 +336,18 @@ class Writes:
         # Already expired when it arrives: matched, answered, not stored.
         expired = self._retention.expired_on_arrival(stamps, now)
         granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
-        passages = self._host.config.passages
+        config = self._host.config
         batch_passages = (
-            BatchPassages(passages, CANDIDATES, [d.text for d in documents])
-            if passages.enabled
+            BatchPassages(
+                config.passages,
+                CANDIDATES,
+                [d.text for d in documents],
+                query,
+                config.match_window_us,
+            )
+            if config.passages.enabled
             else None
         )
-        window = self._host.config.match_window_us
-
-        def admits(earlier: int, *, stamp: int) -> bool:
-            """An earlier document of the batch within the query's times and the window."""
-            near = window is None or abs(earlier - stamp) <= window
-            return near and bool(in_time(np.array([earlier]), query.since, query.until)[0])
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
@@ -389,9 +388,7 @@ class Writes:
             found: list[Found] | None = None
             if batch_passages is not None and self._matcher.passages is not None:
                 stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
-                in_batch = batch_passages.find(
-                    position, simhash, functools.partial(admits, stamp=stamp)
-                )
+                in_batch = batch_passages.find(position, simhash, stamp)
                 tokens, keys = batch_passages.tokens[position], batch_passages.keys[position]
                 stored = self._host.passages_of(
                     document.text, simhash, query, old_row, stamp, tokens, keys

@@ -24,7 +24,7 @@ def check_collection(resolved: Resolved, store: RedisStore) -> None:
       nothing else;
     - each stored document is in its cluster's member set, scored by its seq;
     - the duplicates counter counts the stored documents that joined a cluster;
-    - the n-gram index holds exactly the entries of the stored short texts.
+    - the n-gram and passage indexes hold exactly the entries of the stored texts.
     """
     layout = store.layout
     groups = range(layout.groups)
@@ -61,25 +61,22 @@ def check_collection(resolved: Resolved, store: RedisStore) -> None:
     (duplicates,) = store.wire.send([("HGET", resolved.counters_key(), "duplicates")])
     assert int(duplicates or 0) == joined, f"duplicates counter {duplicates}, joined {joined}"
 
-    if resolved.ngram is not None:
-        _check_ngram(resolved, store, records, data.rows)
+    if resolved.ngram is not None or resolved.passages is not None:
+        _check_side_entries(resolved, store, records, data.rows)
 
 
-def _check_ngram(
+def _check_side_entries(
     resolved: Resolved, store: RedisStore, records: list[Record], rows: np.ndarray
 ) -> None:
-    ngram = resolved.ngram
-    assert ngram is not None
-    shorts = [(r.short, int(row)) for r, row in zip(records, rows.tolist(), strict=True) if r.short]
+    """The n-gram and passage entries are exactly those of the stored documents."""
     wanted: Counter[tuple[bytes, bytes]] = Counter()
-    for command in ngram.writes(
-        "ZADD", [text for text, _ in shorts], np.array([row for _, row in shorts], dtype=np.int64)
-    ):
+    for command in resolved.side_entries("ZADD", records, rows):
         key, members = command[1], command[3::2]
         wanted.update((key, member) for member in members)
-    keys = [ngram.table.key(shard) for shard in range(1 << ngram.table.shard_bits)]
+    tables = [t.table for t in (resolved.ngram, resolved.passages) if t is not None]
+    keys = [table.key(shard) for table in tables for shard in range(1 << table.shard_bits)]
     held_entries = store.wire.send([("ZRANGE", key, 0, -1) for key in keys])
     found = Counter(
         (key, member) for key, entries in zip(keys, held_entries, strict=True) for member in entries
     )
-    assert found == wanted, "the n-gram index does not hold the stored short texts' entries"
+    assert found == wanted, "the n-gram or passage entries are not the stored documents'"

@@ -365,9 +365,7 @@ class RedisCollection:
                 ("ZREM", resolved.members_key(record.cluster), document_id),
                 ("ZREM", resolved.time_key(), time_member(stamp, record.seq, document_id)),
             ]
-            if resolved.ngram is not None and record.short is not None:
-                row = held.data.rows[at : at + 1]
-                commands += resolved.ngram.writes("ZREM", [record.short], row)
+            commands += resolved.side_entries("ZREM", [record], held.data.rows[at : at + 1])
             if record.cluster != record.seq:
                 commands.append(("HINCRBY", resolved.counters_key(), "duplicates", -1))
             store.wire.send(commands, durable=True)
@@ -412,8 +410,7 @@ class RedisCollection:
             evicted += 1
             joined += record.cluster != record.seq
             commands.append(("ZREM", resolved.members_key(record.cluster), document_id))
-            if resolved.ngram is not None and record.short is not None:
-                commands += resolved.ngram.writes("ZREM", [record.short], np.array([row]))
+            commands += resolved.side_entries("ZREM", [record], np.array([row]))
         counters = resolved.counters_key()
         if evicted:  # (none: the collection may be gone, and its counters with it)
             commands.append(("HINCRBY", counters, "evicted", evicted))

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.backends.redis.clusters import oldest_members
-from app.backends.redis.ngram import RedisNgram
+from app.backends.redis.passage_reads import insert_passages, insert_relations
 from app.backends.redis.records import Held, Record, digest
 from app.backends.redis.resolved import InsertHost, Resolved
 from app.backends.redis.retention import NO_RETENTION, time_member
@@ -218,6 +218,16 @@ class Insertion:
         new = sum(p not in old_rows and not e for p, e in zip(accepted, expired, strict=True))
         granted, unlimited = self._room(new)
         admission = decide.Admission(on_duplicate, granted, unlimited)
+        shared = insert_passages(
+            self.resolved,
+            self.store,
+            [self.documents[p].text for p in accepted],
+            [int(h) for h in fingerprints.simhash.tolist()],
+            [int(t) for t in stamps.tolist()],
+            exclude.tolist(),
+            query,
+            self.mark,
+        )
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)
         for i, position in enumerate(accepted):
@@ -269,6 +279,10 @@ class Insertion:
             assert cluster is not None or skipped
             if matches and cluster is not None:
                 self.clusters[position] = (cluster[0], cluster[1], cluster[0] in live)
+            simhash, stamp = int(fingerprints.simhash[i]), int(stamps[i])
+            matches, contains, contained_in = insert_relations(
+                shared, i, self.ids[position], simhash, stamp, not skipped, matches
+            )
             self.results[position] = InsertResult(
                 id=self.ids[position],
                 inserted=not skipped,
@@ -276,6 +290,8 @@ class Insertion:
                 cluster_id=cluster[1] if cluster is not None else self.ids[position],
                 matches=matches,
                 replaced=position in old_rows and not skipped,
+                contains=contains,
+                contained_in=contained_in,
             )
         return pending
 
@@ -296,7 +312,7 @@ class Insertion:
                 entry.cluster,
                 entry.cluster_name,
                 document.metadata,
-                document.text if resolved.config.store_text else None,
+                document.text if resolved.config.keeps_text else None,
                 self._short(entry.position),
             )
             new_records[entry.position] = record
@@ -335,8 +351,11 @@ class Insertion:
                 leave.append(("ZREM", resolved.time_key(), old_entry))
             store.wire.send(leave + commands, durable=True)
             written = store.insert(batch, replace=replace)
-            if resolved.ngram is not None:
-                self._index_shorts(resolved.ngram, positions, written, new_records, retried)
+            if resolved.ngram is not None or resolved.passages is not None:
+                beside = side_writes(
+                    resolved, positions, written, new_records, retried, self.old_records
+                )
+                store.wire.send(beside, durable=True)
             self._settle(positions, written, new_records, retried)
         for position, record in retried.items():
             if position not in self.refused and self.results[position] is None:
@@ -347,37 +366,6 @@ class Insertion:
         """The normalised text of a short document (the n-gram index's), else None."""
         shorts = self.fingerprints.shorts
         return None if shorts is None else shorts[int(self.fingerprint_at[position])]
-
-    def _index_shorts(
-        self,
-        ngram: RedisNgram,
-        positions: list[int],
-        written: Written,
-        new_records: dict[int, Record],
-        retried: dict[int, Record],
-    ) -> None:
-        """The n-gram entries of the short texts stored (and of retries: their first
-        attempt may have died before writing them; an entry written twice is one), and
-        the removal of those of replaced documents. After the store's insert: a row is
-        in a table only once its fields are written."""
-        adds: tuple[list[str], list[int]] = ([], [])
-        removes: tuple[list[str], list[int]] = ([], [])
-        for i, position in enumerate(positions):
-            status = int(written.status[i])
-            record = new_records.get(position) or retried.get(position)
-            stored = status in (Status.INSERTED, Status.REPLACED) or (
-                status == Status.SAME and position in retried
-            )
-            if stored and record is not None and record.short is not None:
-                adds[0].append(record.short)
-                adds[1].append(int(written.rows[i]))
-            old = self.old_records.get(position)
-            if status == Status.REPLACED and old is not None and old.short is not None:
-                removes[0].append(old.short)
-                removes[1].append(int(written.replaced[i]))
-        commands = ngram.writes("ZADD", adds[0], np.array(adds[1], dtype=np.int64))
-        commands += ngram.writes("ZREM", removes[0], np.array(removes[1], dtype=np.int64))
-        self.store.wire.send(commands, durable=True)
 
     def _settle(
         self,
@@ -438,3 +426,36 @@ class Insertion:
                 self.results[position] = dataclasses.replace(
                     result, duplicate_of=oldest.get(cluster)
                 )
+
+
+def side_writes(
+    resolved: Resolved,
+    positions: list[int],
+    written: Written,
+    new_records: dict[int, Record],
+    retried: dict[int, Record],
+    old_records: dict[int, Record],
+) -> list[Command]:
+    """The n-gram and passage entries of the documents an insert stored (and of retries:
+    their first attempt may have died before writing them; an entry written twice is
+    one), and the removal of those of replaced documents (Resolved.side_entries). Sent
+    after the store's insert: a row is in a table only once its fields are written."""
+    adds: tuple[list[Record], list[int]] = ([], [])
+    removes: tuple[list[Record], list[int]] = ([], [])
+    for i, position in enumerate(positions):
+        status = int(written.status[i])
+        record = new_records.get(position) or retried.get(position)
+        stored = status in (Status.INSERTED, Status.REPLACED) or (
+            status == Status.SAME and position in retried
+        )
+        if stored and record is not None:
+            adds[0].append(record)
+            adds[1].append(int(written.rows[i]))
+        old = old_records.get(position)
+        if status == Status.REPLACED and old is not None:
+            removes[0].append(old)
+            removes[1].append(int(written.replaced[i]))
+    commands = resolved.side_entries("ZADD", adds[0], np.array(adds[1], dtype=np.int64))
+    return commands + resolved.side_entries(
+        "ZREM", removes[0], np.array(removes[1], dtype=np.int64)
+    )

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from app.backends.redis.failures import storage_errors
+from app.backends.redis.passage_reads import passage_query, passage_steps
 from app.backends.redis.records import Held
 from app.backends.redis.resolved import Backend, ReadHost, Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
@@ -28,6 +29,7 @@ from app.core.rule import METHODS_OF_BITS, Pairs
 from app.core.types import Rows
 from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
 from app.service.matching import check_query
+from app.service.passages import with_passages
 from app.service.times import iso_time_us
 from app.service.types import Match, Query, StoredDocument, iso_time
 
@@ -67,7 +69,7 @@ class Reads:
             created_at=iso_time(record.created),
             cluster_id=record.cluster_name,
             simhash=f"{int(held.data.simhash[at]):016x}",
-            text=record.text,
+            text=record.text if resolved.config.store_text else None,  # passages keep it too
             timestamp=iso_time_us(int(held.data.timestamps[at])),
         )
 
@@ -172,7 +174,28 @@ class Reads:
             return None
         if now != raw:
             return None
-        return self._matches(scored, held, (0, len(scored.rows)), query.limit)
+        matches = self._matches(scored, held, (0, len(scored.rows)), query.limit)
+        return (yield from self._with_passages(resolved, store, text, fingerprints, query, matches))
+
+    def _with_passages(
+        self,
+        resolved: Resolved,
+        store: RedisStore,
+        text: str,
+        fingerprints: Fingerprints,
+        query: Query,
+        matches: list[Match],
+        mark: Mark | None = None,
+        exclude: int = -1,
+    ) -> Steps[list[Match]]:
+        """The matches with the passages the text shares (app/service/passages.py), when
+        the collection has passages on: two round trips more (three to read the mark)."""
+        if resolved.passages is None:
+            return matches
+        asked = passage_query(resolved, text, int(fingerprints.simhash[0]), exclude)
+        cutoff = self.collection.cutoff(resolved)
+        found = yield from passage_steps(resolved, store, [asked], query, mark, cutoff)
+        return matches if found is None else with_passages(matches, found[0], query)
 
     def _search_fresh(self, text: str, query: Query) -> list[Match]:
         """The search on the settings read first (a round trip more)."""
@@ -184,7 +207,9 @@ class Reads:
                 resolved, store, fingerprints, query, read_mark=True
             )
             scored, held, _ = run(matching, store.wire)
-        return self._matches(scored, held, (0, len(scored.rows)), query.limit)
+            matches = self._matches(scored, held, (0, len(scored.rows)), query.limit)
+            steps = self._with_passages(resolved, store, text, fingerprints, query, matches)
+            return run(steps, store.wire)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
@@ -225,7 +250,15 @@ class Reads:
         scored, held, _ = yield from self.collection.match_store_steps(
             resolved, store, fingerprints, query, exclude, mark=mark
         )
-        return self._matches(scored, held, (0, len(scored.rows)), query.limit)
+        matches = self._matches(scored, held, (0, len(scored.rows)), query.limit)
+        text = own.record(at).text
+        if text is None:
+            return matches
+        return (
+            yield from self._with_passages(
+                resolved, store, text, fingerprints, query, matches, mark, int(exclude[0])
+            )
+        )
 
     def _validate(self, resolved: Resolved, query: Query) -> None:
         check_query(query, resolved.config.simhash.max_distance)

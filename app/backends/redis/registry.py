@@ -36,7 +36,6 @@ from app.backends.redis.store.types import Client
 from app.backends.redis.store.wire import Command, Wire
 from app.collection_config import CollectionConfig
 from app.errors import (
-    InvalidParameter,
     NeardupError,
     SettingsConflict,
     StorageUnavailable,
@@ -294,11 +293,6 @@ class RedisRegistry:
         return handle
 
     def create(self, name: str, config: CollectionConfig) -> tuple[RedisCollection, bool]:
-        if config.passages.enabled:
-            raise InvalidParameter(
-                "passages.enabled: shared passages are on the embedded backend only so far; "
-                "create the collection without them"
-            )
         with storage_errors(self.failures), self._lock:
             for _ in range(2):  # a second time if another process dropped it meanwhile
                 try:

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from app.backends.redis.failures import Failures
 from app.backends.redis.ngram import RedisNgram
+from app.backends.redis.passages import RedisPassages
 from app.backends.redis.records import Held, Record
 from app.backends.redis.retention import Mark
 from app.backends.redis.store.grams import GramTable
@@ -46,6 +47,7 @@ class Resolved:
     layout: Layout
     matchers: list[DocumentIndex] = field(compare=False)
     ngram: RedisNgram | None = field(compare=False)
+    passages: RedisPassages | None = field(compare=False)
     # Had a retention once: what it expired stays expired (the mark is kept and read)
     # even when the retention is gone.
     marked: bool = False
@@ -81,7 +83,11 @@ class Resolved:
             # Beside the store's tables: the same hash tags, so the same slots.
             table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits)
             ngram = RedisNgram(settings, table)
-        return Resolved(name, key, config, layout, matchers, ngram, marked)
+        passages = None
+        if config.passages.enabled:
+            table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits, b"p")
+            passages = RedisPassages(config.passages, table)
+        return Resolved(name, key, config, layout, matchers, ngram, passages, marked)
 
     @property
     def num_perm(self) -> int:
@@ -102,6 +108,22 @@ class Resolved:
 
     def members_key(self, cluster: int) -> bytes:
         return f"{{{self.layout.namespace}:{self.key}:c{cluster}}}".encode()
+
+    def side_entries(self, command: str, records: Sequence[Record], rows: Rows) -> list[Command]:
+        """``ZADD`` (or ``ZREM``) of what the documents of these records hold beside the
+        store's tables: their n-gram entries (short texts) and passage entries (texts)."""
+        commands: list[Command] = []
+        if self.ngram is not None:
+            short = [i for i, record in enumerate(records) if record.short is not None]
+            if short:
+                texts = [records[i].short or "" for i in short]
+                commands += self.ngram.writes(command, texts, np.asarray(rows)[short])
+        if self.passages is not None:
+            kept = [i for i, record in enumerate(records) if record.text is not None]
+            if kept:
+                texts = [records[i].text or "" for i in kept]
+                commands += self.passages.writes(command, texts, np.asarray(rows)[kept])
+        return commands
 
     def retry_methods(self, record: Record) -> tuple[Any, ...]:
         """Every index that holds a document (the n-gram index: short texts only)."""

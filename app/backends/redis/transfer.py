@@ -169,12 +169,7 @@ class RedisImport:
         )
         if (written.status != Status.INSERTED).any():
             raise ImportFailed(f"collection {name!r}: a document's id is stored already")
-        finish: list[Command] = []
-        short = [i for i, record in enumerate(records) if record.short is not None]
-        if resolved.ngram is not None and short:
-            finish += resolved.ngram.writes(
-                "ZADD", [records[i].short or "" for i in short], written.rows[short]
-            )
+        finish = resolved.side_entries("ZADD", records, written.rows)
         joined = sum(record.cluster != record.seq for record in records)
         finish.append(("HINCRBY", resolved.counters_key(), "duplicates", joined))
         store.wire.send(finish, durable=True)

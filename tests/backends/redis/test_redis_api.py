@@ -65,15 +65,18 @@ def _window(rng: random.Random) -> dict[str, int]:
 
 
 def _operations(
-    seed: int, count: int, windows: bool = False, shorts: bool = False
+    seed: int, count: int, windows: bool = False, shorts: bool = False, passages: bool = False
 ) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
     """(kind, method, path under the collection, JSON body or query) of a seeded stream;
     with ``windows``, PATCHes of the collection's match window among them; with
-    ``shorts``, short texts too (the n-gram index's)."""
+    ``shorts``, short texts too (the n-gram index's); with ``passages``, texts that hold
+    two or three others (roundups) too."""
     rng = random.Random(seed)
     bases = [english_like_text(random.Random(seed * 100 + i), 900) for i in range(6)]
     if shorts:
         bases += [english_like_text(random.Random(seed * 100 + i), 60) for i in range(6, 10)]
+    if passages:
+        bases += ["\n\n".join(rng.sample(bases[:6], rng.randint(2, 3))) for _ in range(4)]
     sent: list[dict[str, Any]] = []
     for _ in range(count):
         if windows and rng.random() < 0.05:
@@ -150,6 +153,15 @@ def test_a_stream_with_match_windows_answers_as_the_embedded_service(
     compare_stream(redis_server.url, tmp_path, 4, windows=True)
 
 
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_stream_with_passages_answers_as_the_embedded_service(
+    redis_server: RedisServer, tmp_path: Path, seed: int
+) -> None:
+    """Passages on, roundups of the stream's texts among them: the same passages,
+    coverages, contains and contained_in, through batches, replacements and deletes."""
+    compare_stream(redis_server.url, tmp_path, seed, shorts=True, passages=True)
+
+
 @pytest.mark.parametrize("seed", [5, 6])
 def test_a_stream_with_short_texts_answers_as_the_embedded_service(
     redis_server: RedisServer, tmp_path: Path, seed: int
@@ -164,6 +176,7 @@ def compare_stream(
     seed: int,
     windows: bool = False,
     shorts: bool = False,
+    passages: bool = False,
     **settings: Any,
 ) -> None:
     """Inserts (batches with retries, conflicts, empty texts and skips, single inserts,
@@ -179,15 +192,19 @@ def compare_stream(
         created_with: dict[str, Any] = {} if shorts else {"ngram": {"enabled": False}}
         if windows:
             created_with["match_window"] = "2d"
+        if passages:
+            created_with["passages"] = {"enabled": True}
         for made in (embedded, over_redis):
             created = made.put("/v1/collections/stream", json=created_with)
             assert created.status_code == 201
         seen: Counter[tuple[str, int]] = Counter()
-        for name, method, path, payload in _operations(seed, 300, windows, shorts):
+        for name, method, path, payload in _operations(seed, 300, windows, shorts, passages):
             expected = _answer(embedded, method, path, payload)
             assert _answer(over_redis, method, path, payload) == expected, (name, payload)
             seen[(name, expected[0])] += 1
             seen[("ngram", 0)] += "'ngram'" in repr(expected[1])
+            seen[("passage", 0)] += "'passage'" in repr(expected[1])
+            seen[("contains", 0)] += "'contains': [{" in repr(expected[1])
         for made in (embedded, over_redis):  # each backend's own bookkeeping holds
             made.app.state.registry.get("stream")._check()  # type: ignore[attr-defined]
         stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
@@ -198,6 +215,7 @@ def compare_stream(
     assert seen[("delete", 204)] and seen[("delete", 404)] and seen[("put", 200)], seen
     assert seen[("patch", 200)] or not windows, seen
     assert seen[("ngram", 0)] or not shorts, seen  # short texts matched by the n-gram index
+    assert (seen[("passage", 0)] and seen[("contains", 0)]) or not passages, seen
 
 
 def test_the_service_limit_counts_every_collection(

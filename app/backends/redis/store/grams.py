@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,9 +65,10 @@ class GramTable:
 
     prefix: bytes  # the hash tag up to the shard, e.g. b"{nd:news:t"
     shard_bits: int
+    suffix: bytes = b"g"  # after the hash tag: "g" the n-gram index's, "p" the passages'
 
     def key(self, shard: int) -> bytes:
-        return b"%s%x}g" % (self.prefix, shard)
+        return b"%s%x}%s" % (self.prefix, shard, self.suffix)
 
     def _shards(self, keys: U64) -> list[int]:
         if self.shard_bits == 0:
@@ -95,13 +97,17 @@ class GramTable:
                 commands.append(("ZREM", key, *members))
         return commands
 
-    def lookups(self, keys: U64, low_size: int, high_size: int) -> list[Command]:
-        """One range read per token: its entries of sets of low_size to high_size tokens."""
+    def lookups(
+        self, keys: U64, low_size: int, high_size: int, limit: int | None = None
+    ) -> list[Command]:
+        """One range read per token: its entries of sets of low_size to high_size tokens
+        (the first ``limit`` of them, when given)."""
         low = min(max(low_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
         high = min(max(high_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
         raw = np.asarray(keys, dtype=">u8").tobytes()
+        tail: tuple[Any, ...] = ("BYLEX",) if limit is None else ("BYLEX", "LIMIT", 0, limit)
         return [
-            ("ZRANGE", self.key(shard), b"[" + token + low, b"[" + token + high + _TOP, "BYLEX")
+            ("ZRANGE", self.key(shard), b"[" + token + low, b"[" + token + high + _TOP, *tail)
             for shard, token in zip(
                 self._shards(keys), (raw[at : at + 8] for at in range(0, len(raw), 8)), strict=True
             )

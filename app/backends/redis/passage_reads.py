@@ -1,0 +1,115 @@
+"""A Redis read's shared passages (the search, similar, an insert's relations): the
+visibility the near-duplicate matching applies (the retention's mark, since / until, the
+match window) over RedisPassages' find."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.backends.redis.passages import CANDIDATES, PassageQuery
+from app.backends.redis.resolved import Resolved
+from app.backends.redis.retention import NO_RETENTION, Mark
+from app.backends.redis.store.steps import Steps, run
+from app.backends.redis.store.store import RedisStore
+from app.core.passages import tokenize
+from app.service.passages import BatchPassages, Found, annotated, relations
+from app.service.types import Match, PassageMatch, Query
+
+
+def passage_steps(
+    resolved: Resolved,
+    store: RedisStore,
+    texts: Sequence[PassageQuery],
+    query: Query,
+    mark: Mark | None,
+    cutoff: int | None,
+    stamps: Sequence[int] | None = None,
+) -> Steps[list[list[Found]] | None]:
+    """For each text, the visible stored documents sharing passages with it (None:
+    passages are off): within the retention (``mark``; None: read it first, a round
+    trip), the query's since / until and, with ``stamps`` (new documents' times), the
+    match window of each."""
+    passages = resolved.passages
+    if passages is None:
+        return None
+    if mark is None:
+        mark = NO_RETENTION
+        if resolved.retains:
+            (raw,) = yield store.reads.batch([("HGET", resolved.counters_key(), "mark")])
+            mark = Mark.of(raw, cutoff)
+    window = resolved.config.match_window_us
+    since, until = query.since, query.until
+    held_mark = mark
+
+    def visible(number: int, timestamp: int, seq: int) -> bool:
+        if not held_mark.visible(timestamp, seq):
+            return False
+        if (since is not None and timestamp < since) or (until is not None and timestamp > until):
+            return False
+        if stamps is None or window is None:
+            return True
+        return abs(timestamp - stamps[number]) <= window
+
+    found: list[list[Found]] = yield from passages.find_steps(store.reads, texts, visible)
+    return found
+
+
+def passage_query(resolved: Resolved, text: str, simhash: int, exclude: int = -1) -> PassageQuery:
+    """A text as RedisPassages looks for it (tokens and fingerprints made once)."""
+    assert resolved.passages is not None
+    tokens = tokenize(text)
+    return PassageQuery(text, tokens, resolved.passages.keys(tokens), simhash, exclude)
+
+
+def insert_passages(
+    resolved: Resolved,
+    store: RedisStore,
+    texts: Sequence[str],
+    simhashes: Sequence[int],
+    stamps: Sequence[int],
+    excludes: Sequence[int],
+    query: Query,
+    mark: Mark,
+) -> tuple[list[list[Found]], BatchPassages] | None:
+    """What an insert batch's documents share with the stored ones (two round trips for
+    the batch), and the batch's own documents for the relations between them; None when
+    passages are off."""
+    if resolved.passages is None:
+        return None
+    asked = [
+        passage_query(resolved, text, simhash, exclude)
+        for text, simhash, exclude in zip(texts, simhashes, excludes, strict=True)
+    ]
+    steps = passage_steps(resolved, store, asked, query, mark, None, stamps)
+    found = run(steps, store.wire) or [[] for _ in asked]
+    batch = BatchPassages(
+        resolved.config.passages,
+        CANDIDATES,
+        texts,
+        query,
+        resolved.config.match_window_us,
+        [a.tokens for a in asked],
+    )
+    return found, batch
+
+
+def insert_relations(
+    shared: tuple[list[list[Found]], BatchPassages] | None,
+    number: int,
+    document_id: str,
+    simhash: int,
+    stamp: int,
+    stored: bool,
+    matches: list[Match],
+) -> tuple[list[Match], list[PassageMatch] | None, list[PassageMatch] | None]:
+    """The ``number``-th accepted document of a batch: its matches with their passages,
+    its contains and contained_in (None, None with passages off); a document ``stored``
+    is one the later ones of the batch relate to."""
+    if shared is None:
+        return matches, None, None
+    from_store, batch = shared
+    found = batch.find(number, simhash, stamp) + from_store[number]
+    if stored:
+        batch.stored(number, document_id, simhash, stamp)
+    contains, contained_in = relations(found)
+    return (annotated(matches, found) if found else matches), contains, contained_in

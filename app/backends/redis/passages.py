@@ -1,0 +1,138 @@
+"""The passage index of a Redis collection: each document's winnowed fingerprints
+(app/core/passages.py) as sorted-set entries beside the store's tables (a GramTable with
+set size 0: member = fingerprint | 0 | row, in the shard of the fingerprint's top bits,
+the same hash tags as the store's tables), written and removed as the n-gram index's
+are, from the texts the records keep while passages are on.
+
+A find is two round trips: the entries of the query's fingerprints (at most max_rows + 1
+a fingerprint: one held more often is boilerplate and finds nothing), then the rows of
+the candidates sharing the most (their records hold the texts), verified token by token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.backends.redis.records import Held
+from app.backends.redis.store.grams import GramTable
+from app.backends.redis.store.rows import RowData, RowReads
+from app.backends.redis.store.steps import Steps
+from app.backends.redis.store.wire import Command
+from app.collection_config import PassagesConfig
+from app.core.passages import Tokens, fingerprints, shared_passages, tokenize
+from app.core.types import Rows
+from app.service.passages import Found
+
+# Candidates verified a query, most shared fingerprints first (as the embedded backend).
+CANDIDATES = 32
+_NO_SIZE = 0  # the GramTable's set size field: unused here
+
+
+class RedisPassages:
+    """One collection's passage entries."""
+
+    def __init__(self, config: PassagesConfig, table: GramTable) -> None:
+        self.config = config
+        self.table = table
+
+    def keys(self, tokens: Tokens) -> npt.NDArray[np.uint64]:
+        return fingerprints(tokens, self.config.k, self.config.window)
+
+    def writes(self, command: str, texts: Sequence[str], rows: Rows) -> list[Command]:
+        """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows."""
+        keys = [self.keys(tokenize(text)) for text in texts]
+        return self.writes_of(command, keys, rows)
+
+    def writes_of(
+        self, command: str, keys: Sequence[npt.NDArray[np.uint64]], rows: Rows
+    ) -> list[Command]:
+        counts = [len(k) for k in keys]
+        if not sum(counts):
+            return []
+        flat = np.concatenate(keys)
+        return self.table.writes(
+            command,
+            flat,
+            np.zeros(len(flat), dtype=np.int64),
+            np.repeat(np.asarray(rows, dtype=np.int64), counts),
+        )
+
+    def find_steps(
+        self,
+        reads: RowReads,
+        queries: Sequence[PassageQuery],
+        visible: Callable[[int, int, int], bool],
+    ) -> Steps[list[list[Found]]]:
+        """For each query, the stored documents sharing passages with it whose
+        (timestamp, seq) are ``visible`` to it (its index, timestamp, seq), its
+        ``exclude`` row left out. Two round trips for all of them: every query's
+        fingerprints' entries, then the rows of every query's candidates."""
+        limit = self.config.max_rows + 1
+        lookups = [self.table.lookups(q.keys, _NO_SIZE, _NO_SIZE, limit) for q in queries]
+        commands = [command for per_query in lookups for command in per_query]
+        if not commands:
+            return [[] for _ in queries]
+        replies = iter((yield reads.batch(commands)))
+        shared: list[dict[int, int]] = []
+        for query, per_query in zip(queries, lookups, strict=True):
+            counts: dict[int, int] = {}
+            for _ in per_query:
+                members = next(replies)
+                if len(members) > self.config.max_rows:
+                    continue  # boilerplate
+                for row in GramTable.decode(members)[1].tolist():
+                    if row != query.exclude:
+                        counts[row] = counts.get(row, 0) + 1
+            shared.append(counts)
+        wanted = sorted({row for counts in shared for row in counts})
+        if not wanted:
+            return [[] for _ in queries]
+        data = yield from reads.rows_steps(np.array(wanted, dtype=np.int64))
+        held = Held(data)
+        at_of = {int(row): at for at, row in enumerate(data.rows.tolist())}
+        answers: list[list[Found]] = []
+        for number, (query, counts) in enumerate(zip(queries, shared, strict=True)):
+            candidates = [
+                at_of[row]
+                for row in counts
+                if row in at_of
+                and visible(number, int(data.timestamps[at_of[row]]), held.record(at_of[row]).seq)
+            ]
+            candidates.sort(key=lambda at: (-counts[int(data.rows[at])], held.record(at).seq))
+            answers.append(self._verified(query, candidates[:CANDIDATES], data, held))
+        return answers
+
+    def _verified(
+        self, query: PassageQuery, candidates: list[int], data: RowData, held: Held
+    ) -> list[Found]:
+        found: list[Found] = []
+        for at in candidates:
+            record = held.record(at)
+            if record.text is None:
+                continue
+            passages = shared_passages(
+                query.tokens, tokenize(record.text), self.config.k, self.config.min_tokens
+            )
+            if passages:
+                distance = (query.simhash ^ int(data.simhash[at])).bit_count()
+                length = len(record.text)
+                found.append(
+                    Found(data.ids[at], passages, len(query.text), length, distance, record.seq)
+                )
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class PassageQuery:
+    """A text whose passages are looked for: its tokens, fingerprints and SimHash, and
+    the row it must not find (itself, or the document it replaces; -1: none)."""
+
+    text: str
+    tokens: Tokens
+    keys: npt.NDArray[np.uint64]
+    simhash: int
+    exclude: int = -1
