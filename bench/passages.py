@@ -297,6 +297,65 @@ def service_costs(documents: int, runs: int) -> str:
     )
 
 
+def against_ensemble(corpus: Corpus, setting: Setting, threshold: float = 0.8) -> str:
+    """Containment queries: each story of a roundup, and as many stories in none, asked
+    for the roundups that hold it (containment >= threshold). datasketch's
+    MinHashLSHEnsemble (word 5-gram shingles, 128 permutations, 16 partitions, built once
+    over the roundups) against the passage index over the same roundups (a roundup is
+    found when the story's query_coverage is at least the threshold). Recall and
+    precision of the (story, roundup) pairs, and the median time of a query."""
+    from datasketch import MinHash, MinHashLSHEnsemble
+
+    def shingles(text: str) -> set[bytes]:
+        words = text.lower().split()
+        return {" ".join(words[i : i + 5]).encode() for i in range(len(words) - 4)}
+
+    def sketch(items: set[bytes]) -> MinHash:
+        minhash = MinHash(num_perm=128)
+        minhash.update_batch(list(items))
+        return minhash
+
+    roundups = [text for text, _ in corpus.roundups]
+    inside = {m for _, members in corpus.roundups for m in members}
+    rng = random.Random(SEED)
+    outside = rng.sample([i for i in range(len(corpus.sources)) if i not in inside], len(inside))
+    queries = sorted(inside) + outside
+    truth = {(m, r) for r, (_, members) in enumerate(corpus.roundups) for m in members}
+    ensemble = MinHashLSHEnsemble(threshold=threshold, num_perm=128, num_part=16)
+    sets = [shingles(text) for text in roundups]
+    ensemble.index([(r, sketch(s), len(s)) for r, s in enumerate(sets)])
+    around = Searcher(roundups, setting)
+    found: dict[str, set[tuple[int, int]]] = {"datasketch": set(), "passages": set()}
+    times: dict[str, list[float]] = {"datasketch": [], "passages": []}
+    for story in queries:
+        text = corpus.sources[story]
+        query_set = shingles(text)
+        query_sketch = sketch(query_set)
+        started = time.perf_counter()
+        for r in ensemble.query(query_sketch, len(query_set)):
+            found["datasketch"].add((story, int(r)))
+        times["datasketch"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        tokens = tokenize(text)
+        for r, passages in around.search(tokens).items():
+            if coverage(passages, len(text)) >= threshold:
+                found["passages"].add((story, r))
+        times["passages"].append(time.perf_counter() - started)
+    rows = []
+    for name in ("datasketch", "passages"):
+        hits = len(found[name] & truth)
+        recall = hits / len(truth)
+        precision = hits / len(found[name]) if found[name] else 1.0
+        median_ms = statistics.median(times[name]) * 1e3
+        rows.append([name, f"{recall:.1%}", f"{precision:.1%}", f"{median_ms:.2f}"])
+    return (
+        f"{len(queries)} stories asked for the roundups holding them ({len(truth)} true "
+        f"pairs; {len(roundups)} roundups of {ROUNDUP_STORIES}), containment >= {threshold}:\n\n"
+        + markdown_table(["", "recall", "precision", "median query ms"], rows)
+        + "\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stories", type=int, default=200, help="sources planted per kind")
@@ -309,6 +368,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="instead: the embedded collection's costs with passages off and on",
     )
     parser.add_argument("--runs", type=int, default=3, help="with --service")
+    parser.add_argument(
+        "--ensemble",
+        action="store_true",
+        help="instead: containment queries against datasketch's MinHashLSHEnsemble",
+    )
     arguments = parser.parse_args(argv)
     if arguments.service:
         print(service_costs(arguments.service, arguments.runs))
@@ -317,6 +381,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if stories is None:
         raise SystemExit("Reuters-21578 is not at ../shared/data/reuters21578: nothing to run")
     corpus = build(stories, arguments.stories, random.Random(SEED))
+    if arguments.ensemble:
+        print(against_ensemble(corpus, Setting(DEFAULT_K, DEFAULT_WINDOW, DEFAULT_MINIMUM)))
+        return
     settings = [Setting(DEFAULT_K, DEFAULT_WINDOW, DEFAULT_MINIMUM)]
     if arguments.grid:
         settings = [
