@@ -130,7 +130,7 @@ class _KeptMatcher:
         return self.index.merge(release_below)
 
 
-class _TableMatcher(_KeptMatcher):
+class TableMatcher(_KeptMatcher):
     """A matcher over a TableIndex, which also gives back deleted rows' values."""
 
     index: TableIndex
@@ -139,7 +139,7 @@ class _TableMatcher(_KeptMatcher):
         self.index.release(rows)
 
 
-class ExactMatcher(_TableMatcher):
+class ExactMatcher(TableMatcher):
     """Equal 128-bit hashes of the normalised text."""
 
     name: Method = "exact"
@@ -166,7 +166,7 @@ class ExactMatcher(_TableMatcher):
         return Found(later[same], earlier[same])
 
 
-class SimHashMatcher(_TableMatcher):
+class SimHashMatcher(TableMatcher):
     """SimHash fingerprints within the collection's Hamming distance k."""
 
     name: Method = "simhash"
@@ -197,7 +197,7 @@ class SimHashMatcher(_TableMatcher):
 SMALL_MINHASH_BATCH = 16
 
 
-class MinHashMatcher(_TableMatcher):
+class MinHashMatcher(TableMatcher):
     """MinHash LSH bands, every candidate verified with the signature's estimate. Holds
     the signatures every match is scored with."""
 

@@ -76,6 +76,25 @@ class Found:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PassageQuery:
+    """A text whose passages are looked for: its tokens, fingerprints and SimHash, and
+    the row it must not find (itself, or the document it replaces; -1: none)."""
+
+    text: str
+    tokens: Tokens
+    keys: npt.NDArray[np.uint64]
+    simhash: int
+    exclude: int = -1
+
+    @staticmethod
+    def of(text: str, simhash: int, config: PassagesConfig, exclude: int = -1) -> PassageQuery:
+        """A text's query, its tokens and fingerprints made once. O(text)."""
+        tokens = tokenize(text)
+        keys = fingerprints(tokens, config.k, config.window)
+        return PassageQuery(text, tokens, keys, simhash, exclude)
+
+
 def coverage_similarity(query_coverage: float, match_coverage: float) -> float:
     """The token Jaccard of two texts whose shared part covers these shares of each."""
     if query_coverage <= 0.0 or match_coverage <= 0.0:

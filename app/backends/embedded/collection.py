@@ -45,13 +45,12 @@ from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
-from app.core.passages import Tokens
 from app.core.rule import Pairs
 from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
 from app.service.budget import DocumentBudget
 from app.service.matching import check_query
-from app.service.passages import Found, with_passages
+from app.service.passages import Found, PassageQuery, with_passages
 from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
 from app.service.types import (
     PLAIN_INSERT,
@@ -191,36 +190,34 @@ class Collection:
         fingerprints = self._matcher.fingerprint([text])
         pairs = self.match(fingerprints, query)
         matches = matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
-        found = self.passages_of(text, int(fingerprints.simhash[0]), query)
-        return matches if found is None else with_passages(matches, found, query)
+        return self._with_passages(matches, text, int(fingerprints.simhash[0]), query)
 
     def passages_of(
-        self,
-        text: str,
-        simhash: int,
-        query: Query,
-        exclude: int = -1,
-        stamp: int | None = None,
-        tokens: Tokens | None = None,
-        keys: npt.NDArray[np.uint64] | None = None,
+        self, asked: PassageQuery, query: Query, stamp: int | None = None
     ) -> list[Found] | None:
-        """The visible documents sharing passages with a text (None: passages are off);
-        with ``stamp``, a new document's time, those within its match window."""
+        """The visible documents sharing passages with the asked text (None: passages are
+        off); with ``stamp``, a new document's time, those within its match window."""
         passages = self._matcher.passages
         if passages is None:
             return None
         simhashes = self._rows.simhash.array
         return passages.find(
-            text,
+            asked,
             lambda rows: self.visible_mask(
                 rows, query, None if stamp is None else np.full(len(rows), stamp)
             ),
             self._rows.ids.__getitem__,
-            lambda row: int(np.bitwise_count(np.uint64(simhash) ^ simhashes[row])),
-            exclude,
-            tokens,
-            keys,
+            lambda row: int(np.bitwise_count(np.uint64(asked.simhash) ^ simhashes[row])),
         )
+
+    def _with_passages(
+        self, matches: list[Match], text: str, simhash: int, query: Query, exclude: int = -1
+    ) -> list[Match]:
+        """A search's or similar's matches with the passages the text shares."""
+        if not self.config.passages.enabled:
+            return matches
+        asked = PassageQuery.of(text, simhash, self.config.passages, exclude)
+        return with_passages(matches, self.passages_of(asked, query) or [], query)
 
     async def get_async(self, document_id: str) -> StoredDocument:
         """``get``, on the event loop (as ``search_async``)."""
@@ -244,8 +241,7 @@ class Collection:
         text = self._rows.texts[int(row[0])]
         if text is None:
             return matches
-        found = self.passages_of(text, int(stored.simhash[0]), query, exclude=int(row[0]))
-        return matches if found is None else with_passages(matches, found, query)
+        return self._with_passages(matches, text, int(stored.simhash[0]), query, int(row[0]))
 
     def _validate(self, query: Query) -> None:
         check_query(query, self.config.simhash.max_distance)

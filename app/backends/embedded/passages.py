@@ -11,20 +11,22 @@ import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
 from app.core.passages import PassageIndex, Tokens, fingerprints, shared_passages, tokenize
-from app.core.types import Backlog, Rows
-from app.service.passages import Found
+from app.core.types import Rows
+from app.service.indexes import TableMatcher
+from app.service.passages import Found, PassageQuery
 
 # Candidates verified a query, most shared fingerprints first: a document inside the
 # query, or the query inside it, shares many; a few shared k-grams seldom make a passage.
 CANDIDATES = 32
 
 
-class PassageSearch:
+class PassageSearch(TableMatcher):
     """Rows by their texts' fingerprints; verification reads texts by ``text_of``.
     Costs: an insert O(text) to tokenize and winnow; a search O(f log N) lookups and up
     to CANDIDATES texts tokenized and compared, O(text) each."""
 
     name = "passage"
+    index: PassageIndex
 
     def __init__(self, config: PassagesConfig, text_of: Callable[[int], str | None]) -> None:
         self.config = config
@@ -55,49 +57,30 @@ class PassageSearch:
 
     def find(
         self,
-        text: str,
+        asked: PassageQuery,
         visible: Callable[[Rows], np.ndarray],
         id_of: Callable[[int], str | None],
         distance_of: Callable[[int], int],
-        exclude: int = -1,
-        tokens: Tokens | None = None,
-        keys: npt.NDArray[np.uint64] | None = None,
     ) -> list[Found]:
-        """The stored documents sharing passages with ``text`` (``tokens``: its tokens,
-        when known): candidates by shared fingerprints (the visible ones, ``exclude``
-        left out), verified token by token."""
-        query = tokenize(text) if tokens is None else tokens
-        rows, _ = self.index.candidates(self._fingerprints(query) if keys is None else keys)
-        rows = rows[rows != exclude]
+        """The stored documents sharing passages with the asked text: candidates by
+        shared fingerprints (the visible ones, its ``exclude`` left out), verified token
+        by token."""
+        rows, _ = self.index.candidates(asked.keys)
+        rows = rows[rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]
         found: list[Found] = []
+        k, minimum = self.config.k, self.config.min_tokens
         for row in rows[:CANDIDATES].tolist():
             stored, document_id = self._text_of(row), id_of(row)
             if stored is None or document_id is None:
                 continue
-            passages = shared_passages(
-                query, tokenize(stored), self.config.k, self.config.min_tokens
-            )
+            passages = shared_passages(asked.tokens, tokenize(stored), k, minimum)
             if passages:
                 distance = distance_of(row)
-                found.append(Found(document_id, passages, len(text), len(stored), distance, row))
+                length = len(stored)
+                found.append(Found(document_id, passages, len(asked.text), length, distance, row))
         return found
-
-    def remove(self, rows: Rows) -> None:
-        self.index.delete(rows)
-
-    def backlog(self) -> Backlog:
-        return self.index.backlog()
-
-    def memory_bytes(self) -> int:
-        return self.index.memory_bytes()
-
-    def needs_merge(self) -> bool:
-        return self.index.needs_merge()
-
-    def merge(self, release_below: int = 0) -> bool:
-        return self.index.merge(release_below)
 
 
 _NONE = np.zeros(0, dtype=np.uint64)

@@ -22,14 +22,13 @@ from app.backends.embedded.rows import RowTable
 from app.backends.embedded.states import LIVE
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
-from app.core.passages import Tokens
 from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
 from app.service import decide
 from app.service.budget import DocumentBudget
 from app.service.coalesce import SingleInserts
-from app.service.passages import BatchPassages, Found, annotated, relations
+from app.service.passages import BatchPassages, Found, PassageQuery, annotated, relations
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -79,14 +78,7 @@ class WriteHost(Protocol):
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
 
     def passages_of(
-        self,
-        text: str,
-        simhash: int,
-        query: Query,
-        exclude: int = -1,
-        stamp: int | None = None,
-        tokens: Tokens | None = None,
-        keys: npt.NDArray[np.uint64] | None = None,
+        self, asked: PassageQuery, query: Query, stamp: int | None = None
     ) -> list[Found] | None: ...
 
 
@@ -390,9 +382,8 @@ class Writes:
                 stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
                 in_batch = batch_passages.find(position, simhash, stamp)
                 tokens, keys = batch_passages.tokens[position], batch_passages.keys[position]
-                stored = self._host.passages_of(
-                    document.text, simhash, query, old_row, stamp, tokens, keys
-                )
+                asked = PassageQuery(document.text, tokens, keys, simhash, old_row)
+                stored = self._host.passages_of(asked, query, stamp)
                 found = in_batch + (stored or [])
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)

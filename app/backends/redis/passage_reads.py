@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.backends.redis.passages import CANDIDATES, PassageQuery
+from app.backends.redis.passages import CANDIDATES
 from app.backends.redis.resolved import Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
 from app.backends.redis.store.steps import Steps, run
 from app.backends.redis.store.store import RedisStore
-from app.core.passages import tokenize
-from app.service.passages import BatchPassages, Found, annotated, relations
+from app.service.passages import BatchPassages, Found, PassageQuery, annotated, relations
 from app.service.types import Match, PassageMatch, Query
 
 
@@ -56,9 +55,7 @@ def passage_steps(
 
 def passage_query(resolved: Resolved, text: str, simhash: int, exclude: int = -1) -> PassageQuery:
     """A text as RedisPassages looks for it (tokens and fingerprints made once)."""
-    assert resolved.passages is not None
-    tokens = tokenize(text)
-    return PassageQuery(text, tokens, resolved.passages.keys(tokens), simhash, exclude)
+    return PassageQuery.of(text, simhash, resolved.config.passages, exclude)
 
 
 def insert_passages(

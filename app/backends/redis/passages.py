@@ -12,7 +12,6 @@ the candidates sharing the most (their records hold the texts), verified token b
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +24,7 @@ from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
 from app.core.passages import Tokens, fingerprints, shared_passages, tokenize
 from app.core.types import Rows
-from app.service.passages import Found
+from app.service.passages import Found, PassageQuery
 
 # Candidates verified a query, most shared fingerprints first (as the embedded backend).
 CANDIDATES = 32
@@ -124,15 +123,3 @@ class RedisPassages:
                     Found(data.ids[at], passages, len(query.text), length, distance, record.seq)
                 )
         return found
-
-
-@dataclass(frozen=True, slots=True)
-class PassageQuery:
-    """A text whose passages are looked for: its tokens, fingerprints and SimHash, and
-    the row it must not find (itself, or the document it replaces; -1: none)."""
-
-    text: str
-    tokens: Tokens
-    keys: npt.NDArray[np.uint64]
-    simhash: int
-    exclude: int = -1
