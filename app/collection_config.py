@@ -190,8 +190,8 @@ _HTML_ABSENT = {"extract": "all"}
 @dataclass(frozen=True, slots=True)
 class CollectionConfig:
     """A collection's settings. Those that make fingerprints (shingle, simhash, minhash,
-    ngram, html, passages) and store_text are fixed for its life: fingerprints made otherwise never
-    compare. The time settings (MUTABLE_SETTINGS) may change."""
+    ngram, html, passages) and store_text are fixed for its life: fingerprints made
+    otherwise never compare. The time settings (MUTABLE_SETTINGS) may change."""
 
     shingle: ShingleConfig = field(default_factory=ShingleConfig)
     simhash: SimHashConfig = field(default_factory=SimHashConfig)

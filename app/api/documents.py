@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import AfterValidator, ValidationError
 
 from app.api import limits, pages
@@ -20,7 +20,7 @@ from app.api.deps import (
     settings_of,
 )
 from app.api.errors import describe_validation_errors
-from app.api.parameters import Limit, MaxDistance, MinCoverage, MinSimilarity, search_query
+from app.api.parameters import MatchFilters
 from app.api.schemas import (
     MAX_ID_LENGTH,
     BatchDocument,
@@ -33,7 +33,6 @@ from app.api.schemas import (
     MatchesOut,
     check_document_id,
 )
-from app.api.times import TimeParameter
 from app.config import Settings
 from app.core.page import Extraction, Page
 from app.errors import InvalidBody, NeardupError
@@ -213,18 +212,13 @@ async def similar_documents(
     document_id: DocumentId,
     name: CollectionName,
     request: Request,
-    limit: Limit = 10,
-    min_similarity: MinSimilarity = None,
-    max_distance: MaxDistance = None,
-    since: TimeParameter = None,
-    until: TimeParameter = None,
-    min_coverage: MinCoverage = None,
+    filters: Annotated[MatchFilters, Depends()],
 ) -> Response:
     """Documents near this one, itself excluded, best first; with since / until, only
     those with a timestamp in that range."""
     collection, settings = collection_of(request, name), settings_of(request)
     async with found_first_async(collection):
-        limits.check_limit(settings, limit)
-    query = search_query(limit, max_distance, min_similarity, since, until, min_coverage)
+        limits.check_limit(settings, filters.limit)
+    query = filters.query
     matches = await collection.similar_async(document_id, query)
     return json_response({"matches": matches})

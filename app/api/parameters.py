@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Query
 
+from app.api.times import TimeParameter
 from app.service.types import Query as SearchQuery
 
 Limit = Annotated[int, Query(ge=1)]
@@ -22,6 +23,23 @@ MinCoverage = Annotated[
         "and match_coverage at least this.",
     ),
 ]
+
+
+class MatchFilters:
+    """The query-string filters of the GET routes that match (search, similar): a
+    FastAPI dependency, its parameters declared once."""
+
+    def __init__(
+        self,
+        limit: Limit = 10,
+        min_similarity: MinSimilarity = None,
+        max_distance: MaxDistance = None,
+        since: TimeParameter = None,
+        until: TimeParameter = None,
+        min_coverage: MinCoverage = None,
+    ) -> None:
+        self.limit = limit
+        self.query = search_query(limit, max_distance, min_similarity, since, until, min_coverage)
 
 
 def search_query(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import AfterValidator
 
 from app.api import limits, pages
@@ -17,9 +17,8 @@ from app.api.deps import (
     settings_of,
 )
 from app.api.documents import json_response
-from app.api.parameters import Limit, MaxDistance, MinCoverage, MinSimilarity, search_query
+from app.api.parameters import MatchFilters, search_query
 from app.api.schemas import MatchesOut, SearchIn, check_text
-from app.api.times import TimeParameter
 from app.config import Settings
 from app.service.protocols import ServiceCollection
 
@@ -62,17 +61,12 @@ async def search_get(
     name: CollectionName,
     request: Request,
     text: Annotated[str, Query(min_length=1), AfterValidator(check_text)],
-    limit: Limit = 10,
-    min_similarity: MinSimilarity = None,
-    max_distance: MaxDistance = None,
-    since: TimeParameter = None,
-    until: TimeParameter = None,
-    min_coverage: MinCoverage = None,
+    filters: Annotated[MatchFilters, Depends()],
 ) -> Response:
     """The same as POST, for short texts in the query string."""
     collection, settings = collection_of(request, name), settings_of(request)
     async with found_first_async(collection):
-        limits.check_limit(settings, limit)
+        limits.check_limit(settings, filters.limit)
         limits.check_text(settings, text)
-    query = search_query(limit, max_distance, min_similarity, since, until, min_coverage)
+    query = filters.query
     return json_response({"matches": await collection.search_async(text, query)})

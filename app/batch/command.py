@@ -135,35 +135,28 @@ def dedup(arguments: argparse.Namespace) -> None:
             "html": arguments.html or holds_pages(arguments.inputs, arguments.format),
             "progress": not arguments.quiet,
         }
+        engine: Any
+        options: Any
         if arguments.engine == "spark":
-            import app.batch.spark as spark_engine
+            import app.batch.spark as engine
 
             if arguments.passages or arguments.drop_contained:
                 sys.exit("neardup dedup: --passages is for the local engine so far")
-            summary = spark_engine.run(
-                arguments.inputs,
-                config,
-                spark_engine.SparkOptions(
-                    master=arguments.master,
-                    partitions=arguments.partitions,
-                    conf=tuple(arguments.spark_conf),
-                    **common,
-                ),
+            conf = tuple(arguments.spark_conf)
+            options = engine.SparkOptions(
+                master=arguments.master, partitions=arguments.partitions, conf=conf, **common
             )
         else:
-            import app.batch.local as local_engine
+            import app.batch.local as engine
 
-            summary = local_engine.run(
-                arguments.inputs,
-                config,
-                local_engine.Options(
-                    workers=arguments.workers,
-                    chunk_size=arguments.chunk_size,
-                    passages=arguments.passages or arguments.drop_contained,
-                    drop_contained=arguments.drop_contained,
-                    **common,
-                ),
+            options = engine.Options(
+                workers=arguments.workers,
+                chunk_size=arguments.chunk_size,
+                passages=arguments.passages or arguments.drop_contained,
+                drop_contained=arguments.drop_contained,
+                **common,
             )
+        summary = engine.run(arguments.inputs, config, options)
     except InputError as error:
         sys.exit(f"neardup dedup: {error}")
     (arguments.out / "summary.json").write_bytes(
