@@ -26,7 +26,7 @@ import orjson
 from app.collection_config import PassagesConfig
 from app.core.passages import Tokens, coverage, fingerprints, shared_passages, tokenize
 from app.core.types import Rows
-from app.service.passages import CONTAINED
+from app.service.passages import CONTAINED, shared_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,31 +71,14 @@ def document_fingerprints(
 
 
 def candidate_pairs(keys: Sequence[npt.NDArray[np.uint64]], max_rows: int) -> tuple[Rows, Rows]:
-    """(a, b) with a < b, each pair once: the documents that hold a fingerprint in common
-    that at most ``max_rows`` documents hold. One sort of every fingerprint, then the
-    pairs of each run of equal ones: O(F log F + pairs)."""
-    counts = np.array([len(k) for k in keys], dtype=np.int64)
-    if counts.sum() < 2:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    flat = np.concatenate(keys)
-    owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
-    order = np.lexsort((owner, flat))
-    flat, owner = flat[order], owner[order]
-    starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
-    sizes = np.diff(np.append(starts, len(flat)))
-    firsts: list[int] = []
-    seconds: list[int] = []
-    for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
-        if size < 2 or size > max_rows:
-            continue
-        holders = owner[start : start + size].tolist()
-        for i, later in enumerate(holders):
-            firsts += holders[:i]
-            seconds += [later] * i
-    if not firsts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pairs = np.unique(np.array(firsts, np.int64) << 32 | np.array(seconds, np.int64))
-    return pairs >> 32, pairs & 0xFFFFFFFF
+    """(a, b) with a < b, each pair once, sorted: the documents that hold a fingerprint
+    in common that at most ``max_rows`` documents hold (the service's shared_counts)."""
+    shared = shared_counts(list(keys), max_rows)
+    pairs = np.array(
+        sorted((earlier, later) for later, held in shared.items() for earlier in held),
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
 
 
 def verified_pairs(

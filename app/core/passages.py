@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -193,16 +194,32 @@ class PassageIndex(TableIndex):
 
     def candidates(self, keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
         """(rows, shared fingerprints) of the live rows sharing at least one of ``keys``
-        that fewer than ``max_rows`` entries hold, most shared first (ties by row)."""
-        positions, rows = self._table.lookup_equal_many(0, np.asarray(keys, dtype=np.uint64))
-        if not len(rows):
-            return rows, rows
-        per_key = np.bincount(positions, minlength=len(keys))
-        keep = per_key[positions] <= self.max_rows
-        keep &= ~self._rows.deleted.array[rows]
-        found, shared = np.unique(rows[keep], return_counts=True)
-        order = np.lexsort((found, -shared))
-        return found[order].astype(np.int64), shared[order].astype(np.int64)
+        that at most ``max_rows`` entries hold, most shared first (ties by row)."""
+        return self.candidates_many([keys])[0]
+
+    def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[tuple[Rows, Rows]]:
+        """``candidates`` of several texts' fingerprints in one lookup (an insert batch):
+        O(F log N) for F fingerprints in all, then a sort of what they found."""
+        counts = np.array([len(k) for k in keys], dtype=np.int64)
+        empty = np.zeros(0, dtype=np.int64)
+        if not counts.sum():
+            return [(empty, empty) for _ in keys]
+        flat = np.concatenate(keys).astype(np.uint64)
+        owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+        by_key = np.argsort(flat, kind="stable")  # sorted lookups walk the runs in order
+        flat, owner = flat[by_key], owner[by_key]
+        positions, rows = self._table.lookup_equal_many(0, flat)
+        per_key = np.bincount(positions, minlength=len(flat))
+        keep = (per_key[positions] <= self.max_rows) & ~self._rows.deleted.array[rows]
+        pairs, shared = np.unique(owner[positions[keep]] << 32 | rows[keep], return_counts=True)
+        text, found = pairs >> 32, pairs & 0xFFFFFFFF
+        order = np.lexsort((found, -shared, text))
+        text, found, shared = text[order], found[order], shared[order]
+        bounds = np.searchsorted(text, np.arange(len(keys) + 1))
+        return [
+            (found[start:end].astype(np.int64), shared[start:end].astype(np.int64))
+            for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        ]
 
     def _check(self) -> None:
         self._check_rows()

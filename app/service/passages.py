@@ -164,7 +164,7 @@ class BatchPassages:
         self.texts = list(texts)
         self.tokens = list(tokens) if tokens is not None else [tokenize(t) for t in self.texts]
         self.keys = [fingerprints(t, config.k, config.window) for t in self.tokens]
-        self._shared = _shared_counts(self.keys, config.max_rows)
+        self._shared = shared_counts(self.keys, config.max_rows)
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
 
     def _admits(self, earlier: int, stamp: int) -> bool:
@@ -204,10 +204,12 @@ class BatchPassages:
         self._stored[position] = (document_id, simhash, stamp)
 
 
-def _shared_counts(
+def shared_counts(
     keys: list[npt.NDArray[np.uint64]], max_holders: int
 ) -> dict[int, dict[int, int]]:
-    """Later position -> earlier position -> fingerprints they share."""
+    """Later position -> earlier position -> fingerprints they share, for the texts of
+    ``keys`` (their fingerprints): one sort of all of them; a fingerprint more than
+    ``max_holders`` texts hold is boilerplate and counts for none. O(F log F + pairs)."""
     counts = np.array([len(k) for k in keys], dtype=np.int64)
     if counts.sum() < 2:
         return {}
@@ -216,12 +218,12 @@ def _shared_counts(
     order = np.lexsort((owner, flat))
     flat, owner = flat[order], owner[order]
     starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
-    ends = np.append(starts[1:], len(flat))
+    sizes = np.diff(np.append(starts, len(flat)))
     shared: dict[int, dict[int, int]] = {}
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        if end - start < 2 or end - start > max_holders:
-            continue
-        holders = owner[start:end].tolist()
+    # Only the fingerprints two documents or more hold (most hold one): a loop over those.
+    held = (sizes >= 2) & (sizes <= max_holders)
+    for start, size in zip(starts[held].tolist(), sizes[held].tolist(), strict=True):
+        holders = owner[start : start + size].tolist()
         for i, later in enumerate(holders):
             for earlier in holders[:i]:
                 pairs = shared.setdefault(later, {})

@@ -193,7 +193,11 @@ class Collection:
         return self._with_passages(matches, text, int(fingerprints.simhash[0]), query)
 
     def passages_of(
-        self, asked: PassageQuery, query: Query, stamp: int | None = None
+        self,
+        asked: PassageQuery,
+        query: Query,
+        stamp: int | None = None,
+        candidates: Rows | None = None,
     ) -> list[Found] | None:
         """The visible documents sharing passages with the asked text (None: passages are
         off); with ``stamp``, a new document's time, those within its match window."""
@@ -208,6 +212,7 @@ class Collection:
             ),
             self._rows.ids.__getitem__,
             lambda row: int(np.bitwise_count(np.uint64(asked.simhash) ^ simhashes[row])),
+            candidates,
         )
 
     def _with_passages(

@@ -52,6 +52,10 @@ class PassageSearch(TableMatcher):
         self._prepared.clear()
         self.index.insert_many(keys, rows)
 
+    def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Rows]:
+        """The candidate rows of several texts (an insert batch), in one lookup."""
+        return [rows for rows, _ in self.index.candidates_many(keys)]
+
     def _fingerprints(self, tokens: Tokens) -> np.ndarray:
         return fingerprints(tokens, self.config.k, self.config.window)
 
@@ -61,11 +65,12 @@ class PassageSearch(TableMatcher):
         visible: Callable[[Rows], np.ndarray],
         id_of: Callable[[int], str | None],
         distance_of: Callable[[int], int],
+        candidates: Rows | None = None,
     ) -> list[Found]:
         """The stored documents sharing passages with the asked text: candidates by
-        shared fingerprints (the visible ones, its ``exclude`` left out), verified token
-        by token."""
-        rows, _ = self.index.candidates(asked.keys)
+        shared fingerprints (``candidates``, when looked up already: ``candidates_many``;
+        the visible ones, its ``exclude`` left out), verified token by token."""
+        rows = self.index.candidates(asked.keys)[0] if candidates is None else candidates
         rows = rows[rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]

@@ -78,7 +78,11 @@ class WriteHost(Protocol):
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
 
     def passages_of(
-        self, asked: PassageQuery, query: Query, stamp: int | None = None
+        self,
+        asked: PassageQuery,
+        query: Query,
+        stamp: int | None = None,
+        candidates: Rows | None = None,
     ) -> list[Found] | None: ...
 
 
@@ -340,6 +344,11 @@ class Writes:
             if config.passages.enabled
             else None
         )
+        stored_candidates = (
+            self._matcher.passages.candidates_many(batch_passages.keys)
+            if batch_passages is not None and self._matcher.passages is not None
+            else []
+        )
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
@@ -383,7 +392,7 @@ class Writes:
                 in_batch = batch_passages.find(position, simhash, stamp)
                 tokens, keys = batch_passages.tokens[position], batch_passages.keys[position]
                 asked = PassageQuery(document.text, tokens, keys, simhash, old_row)
-                stored = self._host.passages_of(asked, query, stamp)
+                stored = self._host.passages_of(asked, query, stamp, stored_candidates[position])
                 found = in_batch + (stored or [])
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
