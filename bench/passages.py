@@ -300,6 +300,53 @@ def service_costs(documents: int, runs: int) -> str:
     )
 
 
+def http_inserts(documents: int, runs: int) -> str:
+    """Batch inserts through the HTTP application (in process: TestClient, SQLite in a
+    temporary data directory, every commit as the service makes it), passages off and on
+    in turn, ``runs`` times: documents a second and their ratio."""
+    import tempfile
+    from pathlib import Path
+
+    from fastapi.testclient import TestClient
+
+    from app.config import Settings
+    from app.main import create_app
+
+    rng = random.Random(SEED)
+    texts = [english_like_text(rng, 3000) for _ in range(documents)]
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):
+        for enabled in (False, True):
+            with tempfile.TemporaryDirectory() as data:
+                app = create_app(Settings(data_dir=Path(data)))
+                with TestClient(app) as client:
+                    if not app.state.ready.wait(120):
+                        raise SystemExit(f"the app did not start: {app.state.startup_error}")
+                    client.put("/v1/collections/c", json={"passages": {"enabled": enabled}})
+                    started = time.perf_counter()
+                    for at in range(0, documents, 256):
+                        batch = [
+                            {"id": f"d{at + i}", "text": text}
+                            for i, text in enumerate(texts[at : at + 256])
+                        ]
+                        answer = client.post(
+                            "/v1/collections/c/documents/batch", json={"documents": batch}
+                        )
+                        if answer.status_code != 200:
+                            raise SystemExit(f"batch refused: {answer.text}")
+                    rates[enabled].append(documents / (time.perf_counter() - started))
+    off, on = statistics.median(rates[False]), statistics.median(rates[True])
+    runs_text = ", ".join(
+        f"{a:,.0f} / {b:,.0f}" for a, b in zip(rates[False], rates[True], strict=True)
+    )
+    return (
+        f"{documents:,} documents of 3,000 characters in batches of 256 through the HTTP "
+        f"application (TestClient, SQLite), {runs} runs (off / on: {runs_text}): "
+        f"{off:,.0f} documents/s with passages off, {on:,.0f} with them on, "
+        f"{on / off:.2f}x.\n"
+    )
+
+
 def against_ensemble(corpus: Corpus, setting: Setting, threshold: float = 0.8) -> str:
     """Containment queries: each story of a roundup, and as many stories in none, asked
     for the roundups that hold it (containment >= threshold). datasketch's
@@ -372,6 +419,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--runs", type=int, default=3, help="with --service")
     parser.add_argument(
+        "--http",
+        type=int,
+        metavar="DOCUMENTS",
+        help="instead: batch inserts through the HTTP application, passages off and on",
+    )
+    parser.add_argument(
         "--ensemble",
         action="store_true",
         help="instead: containment queries against datasketch's MinHashLSHEnsemble",
@@ -379,6 +432,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     arguments = parser.parse_args(argv)
     if arguments.service:
         print(service_costs(arguments.service, arguments.runs))
+        return
+    if arguments.http:
+        print(http_inserts(arguments.http, arguments.runs))
         return
     stories = load_reuters()
     if stories is None:
