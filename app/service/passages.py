@@ -157,13 +157,18 @@ class BatchPassages:
         query: Query,
         window: int | None,
         tokens: Sequence[Tokens] | None = None,
+        keys: Sequence[npt.NDArray[np.uint64]] | None = None,
     ) -> None:
         self._config = config
         self._candidates = candidates
         self._since, self._until, self._window = query.since, query.until, window
         self.texts = list(texts)
         self.tokens = list(tokens) if tokens is not None else [tokenize(t) for t in self.texts]
-        self.keys = [fingerprints(t, config.k, config.window) for t in self.tokens]
+        self.keys = (
+            list(keys)
+            if keys is not None
+            else [fingerprints(t, config.k, config.window) for t in self.tokens]
+        )
         self._shared = shared_counts(self.keys, config.max_rows)
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
 

@@ -332,23 +332,13 @@ class Writes:
         # Already expired when it arrives: matched, answered, not stored.
         expired = self._retention.expired_on_arrival(stamps, now)
         granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
-        config = self._host.config
-        batch_passages = (
-            BatchPassages(
-                config.passages,
-                CANDIDATES,
-                [d.text for d in documents],
-                query,
-                config.match_window_us,
-            )
-            if config.passages.enabled
-            else None
-        )
-        stored_candidates = (
-            self._matcher.passages.candidates_many(batch_passages.keys)
-            if batch_passages is not None and self._matcher.passages is not None
-            else []
-        )
+        passages = self._matcher.passages  # None: the collection has passages off
+        batch_passages: BatchPassages | None = None
+        stored_candidates: list[Rows] = []
+        if passages is not None:
+            texts, window = [d.text for d in documents], self._host.config.match_window_us
+            batch_passages = BatchPassages(passages.config, CANDIDATES, texts, query, window)
+            stored_candidates = passages.candidates_many(batch_passages.keys)
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
@@ -387,7 +377,7 @@ class Writes:
                 cluster_row = row if cluster_row is None else cluster_row
             assert cluster_row is not None or skipped
             found: list[Found] | None = None
-            if batch_passages is not None and self._matcher.passages is not None:
+            if passages is not None and batch_passages is not None:
                 stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
                 in_batch = batch_passages.find(position, simhash, stamp)
                 tokens, keys = batch_passages.tokens[position], batch_passages.keys[position]
@@ -396,7 +386,7 @@ class Writes:
                 found = in_batch + (stored or [])
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
-                    self._matcher.passages.prepare(int(row_at[position]), keys)
+                    passages.prepare(int(row_at[position]), keys)
             contains, contained_in = (None, None) if found is None else relations(found)
             if found:
                 matches = annotated(matches, found)

@@ -4,13 +4,15 @@ match window) over RedisPassages' find."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from app.backends.redis.passages import CANDIDATES
 from app.backends.redis.resolved import Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
 from app.backends.redis.store.steps import Steps, run
 from app.backends.redis.store.store import RedisStore
+from app.backends.redis.store.wire import Command
 from app.service.passages import BatchPassages, Found, PassageQuery, annotated, relations
 from app.service.types import Match, PassageMatch, Query
 
@@ -25,37 +27,35 @@ def passage_steps(
     stamps: Sequence[int] | None = None,
 ) -> Steps[list[list[Found]] | None]:
     """For each text, the visible stored documents sharing passages with it (None:
-    passages are off): within the retention (``mark``; None: read it first, a round
-    trip), the query's since / until and, with ``stamps`` (new documents' times), the
+    passages are off): within the retention (``mark``; None: read beside the first
+    lookups), the query's since / until and, with ``stamps`` (new documents' times), the
     match window of each."""
     passages = resolved.passages
     if passages is None:
         return None
-    if mark is None:
-        mark = NO_RETENTION
-        if resolved.retains:
-            (raw,) = yield store.reads.batch([("HGET", resolved.counters_key(), "mark")])
-            mark = Mark.of(raw, cutoff)
+    reading = mark is None and resolved.retains
+    also: list[Command] = [("HGET", resolved.counters_key(), "mark")] if reading else []
     window = resolved.config.match_window_us
     since, until = query.since, query.until
-    held_mark = mark
 
-    def visible(number: int, timestamp: int, seq: int) -> bool:
-        if not held_mark.visible(timestamp, seq):
-            return False
-        if (since is not None and timestamp < since) or (until is not None and timestamp > until):
-            return False
-        if stamps is None or window is None:
-            return True
-        return abs(timestamp - stamps[number]) <= window
+    def visible_by(replies: list[Any]) -> Callable[[int, int, int], bool]:
+        held = Mark.of(replies[0], cutoff) if reading else mark or NO_RETENTION
 
-    found: list[list[Found]] = yield from passages.find_steps(store.reads, texts, visible)
+        def visible(number: int, timestamp: int, seq: int) -> bool:
+            if not held.visible(timestamp, seq):
+                return False
+            if (since is not None and timestamp < since) or (
+                until is not None and timestamp > until
+            ):
+                return False
+            if stamps is None or window is None:
+                return True
+            return abs(timestamp - stamps[number]) <= window
+
+        return visible
+
+    found: list[list[Found]] = yield from passages.find_steps(store.reads, texts, visible_by, also)
     return found
-
-
-def passage_query(resolved: Resolved, text: str, simhash: int, exclude: int = -1) -> PassageQuery:
-    """A text as RedisPassages looks for it (tokens and fingerprints made once)."""
-    return PassageQuery.of(text, simhash, resolved.config.passages, exclude)
 
 
 def insert_passages(
@@ -73,8 +73,9 @@ def insert_passages(
     passages are off."""
     if resolved.passages is None:
         return None
+    config = resolved.config.passages
     asked = [
-        passage_query(resolved, text, simhash, exclude)
+        PassageQuery.of(text, simhash, config, exclude)
         for text, simhash, exclude in zip(texts, simhashes, excludes, strict=True)
     ]
     steps = passage_steps(resolved, store, asked, query, mark, None, stamps)
@@ -86,6 +87,7 @@ def insert_passages(
         query,
         resolved.config.match_window_us,
         [a.tokens for a in asked],
+        [a.keys for a in asked],
     )
     return found, batch
 

@@ -12,9 +12,9 @@ the candidates sharing the most (their records hold the texts), verified token b
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from app.backends.redis.records import Held
 from app.backends.redis.store.grams import GramTable
@@ -22,7 +22,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.passages import Tokens, fingerprints, shared_passages, tokenize
+from app.core.passages import fingerprints, shared_passages, tokenize
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
 
@@ -38,17 +38,10 @@ class RedisPassages:
         self.config = config
         self.table = table
 
-    def keys(self, tokens: Tokens) -> npt.NDArray[np.uint64]:
-        return fingerprints(tokens, self.config.k, self.config.window)
-
     def writes(self, command: str, texts: Sequence[str], rows: Rows) -> list[Command]:
         """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows."""
-        keys = [self.keys(tokenize(text)) for text in texts]
-        return self.writes_of(command, keys, rows)
-
-    def writes_of(
-        self, command: str, keys: Sequence[npt.NDArray[np.uint64]], rows: Rows
-    ) -> list[Command]:
+        config = self.config
+        keys = [fingerprints(tokenize(text), config.k, config.window) for text in texts]
         counts = [len(k) for k in keys]
         if not sum(counts):
             return []
@@ -64,18 +57,22 @@ class RedisPassages:
         self,
         reads: RowReads,
         queries: Sequence[PassageQuery],
-        visible: Callable[[int, int, int], bool],
+        visible_by: Callable[[list[Any]], Callable[[int, int, int], bool]],
+        also: Sequence[Command] = (),
     ) -> Steps[list[list[Found]]]:
-        """For each query, the stored documents sharing passages with it whose
-        (timestamp, seq) are ``visible`` to it (its index, timestamp, seq), its
-        ``exclude`` row left out. Two round trips for all of them: every query's
-        fingerprints' entries, then the rows of every query's candidates."""
+        """For each query, the stored documents sharing passages with it that are
+        visible to it (``visible_by(replies to also)`` says, for its index, a timestamp
+        and a seq), its ``exclude`` row left out. Two round trips for all of them: every
+        query's fingerprints' entries (``also``, the caller's reads, beside them), then
+        the rows of every query's candidates."""
         limit = self.config.max_rows + 1
         lookups = [self.table.lookups(q.keys, _NO_SIZE, _NO_SIZE, limit) for q in queries]
         commands = [command for per_query in lookups for command in per_query]
         if not commands:
             return [[] for _ in queries]
-        replies = iter((yield reads.batch(commands)))
+        answered = yield reads.batch([*also, *commands])
+        visible = visible_by(answered[: len(also)])
+        replies = iter(answered[len(also) :])
         shared: list[dict[int, int]] = []
         for query, per_query in zip(queries, lookups, strict=True):
             counts: dict[int, int] = {}

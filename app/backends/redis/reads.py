@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from app.backends.redis.failures import storage_errors
-from app.backends.redis.passage_reads import passage_query, passage_steps
+from app.backends.redis.passage_reads import passage_steps
 from app.backends.redis.records import Held
 from app.backends.redis.resolved import Backend, ReadHost, Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
@@ -29,7 +29,7 @@ from app.core.rule import METHODS_OF_BITS, Pairs
 from app.core.types import Rows
 from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
 from app.service.matching import check_query
-from app.service.passages import with_passages
+from app.service.passages import PassageQuery, with_passages
 from app.service.times import iso_time_us
 from app.service.types import Match, Query, StoredDocument, iso_time
 
@@ -192,7 +192,9 @@ class Reads:
         the collection has passages on: two round trips more (three to read the mark)."""
         if resolved.passages is None:
             return matches
-        asked = passage_query(resolved, text, int(fingerprints.simhash[0]), exclude)
+        asked = PassageQuery.of(
+            text, int(fingerprints.simhash[0]), resolved.config.passages, exclude
+        )
         cutoff = self.collection.cutoff(resolved)
         found = yield from passage_steps(resolved, store, [asked], query, mark, cutoff)
         return matches if found is None else with_passages(matches, found[0], query)

@@ -529,9 +529,12 @@ def _timed_operations(seed: int, count: int) -> Iterator[tuple[str, str, str, di
         yield operation
 
 
-@pytest.mark.parametrize(("seed", "budget"), [(7, None), (8, None), (9, 18)])
+@pytest.mark.parametrize(
+    ("seed", "budget", "passages"),
+    [(7, None, False), (8, None, False), (9, 18, False), (10, None, True)],
+)
 def test_a_stream_with_retention_answers_as_the_embedded_service(
-    redis_server: RedisServer, tmp_path: Path, seed: int, budget: int | None
+    redis_server: RedisServer, tmp_path: Path, seed: int, budget: int | None, passages: bool
 ) -> None:
     """Retention by age and by count (changed on the way), a clock that moves, documents
     expired on arrival, ids of expired documents used again: every answer as the
@@ -553,6 +556,8 @@ def test_a_stream_with_retention_answers_as_the_embedded_service(
             "limits": {"max_documents": 20},
             "match_window": "2d",
         }
+        if passages:  # their visibility: the retention's mark, read beside their lookups
+            created_with["passages"] = {"enabled": True}
         for made in (embedded, over_redis):
             assert made.put("/v1/collections/stream", json=created_with).status_code == 201
         seen: Counter[tuple[str, int]] = Counter()
