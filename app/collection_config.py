@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -115,6 +116,11 @@ class PassagesConfig:
             )
         if self.max_rows < 1:
             raise ValueError(f"passages.max_rows is at least 1, not {self.max_rows}")
+
+    def fingerprints(self, texts: Sequence[str]) -> list[npt.NDArray[np.uint64]]:
+        """Each text's winnowed fingerprints with these settings, in one compiled call:
+        what every backend and ``neardup dedup`` index and look up. O(total length)."""
+        return passages.fingerprints_many(texts, self.k, self.window)
 
 
 # Durations ("48h", "30m", "7d"): one whole number of one unit, nothing else.

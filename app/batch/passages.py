@@ -15,6 +15,7 @@ the texts of the documents in candidate pairs while they are verified.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +25,11 @@ import numpy.typing as npt
 import orjson
 
 from app.collection_config import PassagesConfig
-from app.core.passages import Tokens, coverage, fingerprints, shared_passages, tokenize
+from app.core.passages import Tokens, coverage, shared_passages, tokenize
 from app.core.types import Rows
 from app.service.passages import CONTAINED, shared_counts
+
+CHUNK = 1024  # texts fingerprinted a compiled call
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +69,13 @@ class PassagePair:
 def document_fingerprints(
     texts: Iterable[str], config: PassagesConfig
 ) -> list[npt.NDArray[np.uint64]]:
-    """Each text's winnowed fingerprints, in order. O(text) each."""
-    return [fingerprints(tokenize(text), config.k, config.window) for text in texts]
+    """Each text's winnowed fingerprints, in order, CHUNK texts a compiled call.
+    O(text) each."""
+    keys: list[npt.NDArray[np.uint64]] = []
+    remaining = iter(texts)
+    while chunk := list(itertools.islice(remaining, CHUNK)):
+        keys.extend(config.fingerprints(chunk))
+    return keys
 
 
 def candidate_pairs(keys: Sequence[npt.NDArray[np.uint64]], max_rows: int) -> tuple[Rows, Rows]:

@@ -133,6 +133,28 @@ def directed_bounds(
     return first, start
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _gallop(keys: np.ndarray, start: int, key: np.uint64) -> int:
+    """The first index at or after ``start`` whose key is >= ``key`` (every key before
+    ``start`` is smaller): steps of 1, 2, 4, ... then a binary search of the last one, so
+    ascending lookups cost O(log distance) from the previous one."""
+    size = keys.shape[0]
+    low, step = start, 1
+    high = start
+    while high < size and keys[high] < key:
+        low = high + 1
+        high = start + step
+        step <<= 1
+    high = min(high, size)
+    while low < high:
+        middle = (low + high) >> 1
+        if keys[middle] < key:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 @njit(cache=True, nogil=True)
 def merge_sorted_lanes(
     first_keys: np.ndarray,
@@ -142,6 +164,8 @@ def merge_sorted_lanes(
     dropped: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge two runs lane by lane, leaving out rows marked in ``dropped``. O(L (n + m))."""
+    if dropped.shape[0] == 0:
+        return _merge_blocks(first_keys, first_rows, second_keys, second_rows)
     lanes = first_keys.shape[0]
     kept = 0
     for i in range(first_rows.shape[1]):
@@ -167,6 +191,39 @@ def merge_sorted_lanes(
                 out_keys[lane, out] = key
                 out_rows[lane, out] = row
                 out += 1
+    return out_keys, out_rows
+
+
+_LAST_KEY = _U64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _merge_blocks(
+    first_keys: np.ndarray, first_rows: np.ndarray, second_keys: np.ndarray, second_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``merge_sorted_lanes`` with nothing dropped: for each entry of the second run, the
+    entries of the first up to it (equal keys first) are found by galloping and copied
+    as one block, so merging a small run into a large one is a few block copies, not a
+    branch an entry. O(L (n + m log(n / m)))."""
+    lanes, n, m = first_keys.shape[0], first_keys.shape[1], second_keys.shape[1]
+    out_keys = np.empty((lanes, n + m), dtype=np.uint64)
+    out_rows = np.empty((lanes, n + m), dtype=np.int32)
+    for lane in range(lanes):
+        keys, rows = first_keys[lane], first_rows[lane]
+        merged_keys, merged_rows = out_keys[lane], out_rows[lane]
+        i = out = 0
+        for j in range(m):
+            key = second_keys[lane, j]
+            # Past the first run's keys <= key (equal keys: the first run's go first).
+            end = _gallop(keys, i, key + _U64(1)) if key < _LAST_KEY else n
+            merged_keys[out : out + end - i] = keys[i:end]
+            merged_rows[out : out + end - i] = rows[i:end]
+            out += end - i
+            i = end
+            merged_keys[out], merged_rows[out] = key, second_rows[lane, j]
+            out += 1
+        merged_keys[out:] = keys[i:]
+        merged_rows[out:] = rows[i:]
     return out_keys, out_rows
 
 
@@ -639,3 +696,72 @@ def merge_found(
         merged_bits[:size].copy(),
         merged_known[:size].copy(),
     )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _equal_run(keys: np.ndarray, start: int, key: np.uint64, most: int) -> int:
+    """The end of the run of ``key`` that begins at ``start``, looked at no further than
+    ``most`` entries (a run that long is over the cap anyway)."""
+    end = start
+    limit = min(keys.shape[0], start + most)
+    while end < limit and keys[end] == key:
+        end += 1
+    return end
+
+
+@njit(cache=True, nogil=True)
+def equal_rows_many(
+    main_keys: np.ndarray,
+    main_rows: np.ndarray,
+    frozen_keys: np.ndarray,
+    frozen_rows: np.ndarray,
+    buffer_keys: np.ndarray,
+    buffer_rows: np.ndarray,
+    tail_keys: np.ndarray,
+    tail_rows: np.ndarray,
+    tail_count: int,
+    lane: int,
+    keys: np.ndarray,
+    order: np.ndarray,
+    max_rows: int,
+    deleted: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query positions, rows): the live rows whose key in ``lane`` equals ``keys[i]``,
+    for every key held by at most ``max_rows`` entries (tombstoned ones counted: a key
+    held more often finds nothing). The keys are looked up in ascending order (``order``
+    sorts them: numpy's sort is several times numba's), each galloping from where the
+    last one ended (a batch's keys land close together), and a run is followed no
+    further than the cap. One call for a batch's keys: O(q log(N / q) + q tail + found)."""
+    positions = np.empty(64, dtype=np.int64)
+    rows = np.empty(64, dtype=np.int64)
+    count = 0
+    most = min(max_rows, (1 << 62) - 1) + 1
+    bounds = np.zeros(6, dtype=np.int64)  # start, end in main, frozen, buffer
+    for query in order:
+        key = keys[query]
+        for part in range(3):
+            part_keys = main_keys if part == 0 else frozen_keys if part == 1 else buffer_keys
+            start = _gallop(part_keys[lane], bounds[2 * part], key)
+            bounds[2 * part] = start
+            bounds[2 * part + 1] = _equal_run(part_keys[lane], start, key, most)
+        held = bounds[1] - bounds[0] + bounds[3] - bounds[2] + bounds[5] - bounds[4]
+        for at in range(tail_count):
+            if tail_keys[lane, at] == key:
+                held += 1
+        if held == 0 or held > max_rows:
+            continue
+        while count + held > positions.shape[0]:
+            positions, rows = _grow(positions), _grow(rows)
+        for part in range(3):
+            part_rows = main_rows if part == 0 else frozen_rows if part == 1 else buffer_rows
+            for at in range(bounds[2 * part], bounds[2 * part + 1]):
+                row = np.int64(part_rows[lane, at])
+                if not is_deleted(row, deleted):
+                    positions[count], rows[count] = query, row
+                    count += 1
+        for at in range(tail_count):
+            row = np.int64(tail_rows[at])
+            if tail_keys[lane, at] == key and not is_deleted(row, deleted):
+                positions[count], rows[count] = query, row
+                count += 1
+    return positions[:count], rows[:count]

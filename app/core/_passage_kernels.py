@@ -74,18 +74,24 @@ def winnow(hashes: np.ndarray, window: int, positions: np.ndarray) -> int:
     consecutive hashes the smallest is chosen, the rightmost on a tie, and recorded once
     per run of windows that chose it. Any run of ``window`` hashes equal in two texts
     shares a chosen one. Fewer hashes than a window: the smallest of them. Positions
-    into ``positions``; returns the count. O(n window)."""
+    into ``positions``; returns the count. The window is scanned again only when its
+    smallest leaves it: O(n) expected for random hashes, O(n window) at worst."""
     n = hashes.shape[0]
     if n == 0:
         return 0
     width = min(window, n)
     count = 0
     last = -1
+    best = -1
     for start in range(n - width + 1):
-        best = start
-        for at in range(start + 1, start + width):
-            if hashes[at] <= hashes[best]:
-                best = at
+        end = start + width - 1  # the hash that entered the window
+        if best < start:  # the smallest left: scan the whole window
+            best = start
+            for at in range(start + 1, end + 1):
+                if hashes[at] <= hashes[best]:
+                    best = at
+        elif hashes[end] <= hashes[best]:  # the rightmost smallest: a tie moves right
+            best = end
         if best != last:
             positions[count] = best
             count += 1
@@ -199,3 +205,34 @@ def passage_runs(
     )
     runs = runs[:count]
     return runs[np.argsort(runs[:, 0] * (m + k + 1) + runs[:, 2], kind="mergesort")]
+
+
+@njit(cache=True, nogil=True)
+def fingerprint_texts(
+    code_points: np.ndarray,
+    bounds: np.ndarray,
+    classes: np.ndarray,
+    folded: np.ndarray,
+    k: int,
+    window: int,
+    keys: np.ndarray,
+    key_bounds: np.ndarray,
+) -> None:
+    """``fingerprint_keys`` of several texts in one call: text i is code points
+    ``[bounds[i], bounds[i + 1])``; its keys go to ``keys[key_bounds[i]:key_bounds[i + 1]]``
+    (``keys`` as long as the code points, ``key_bounds`` one longer than the texts).
+    No token offsets are kept: an insert needs them only for the few texts with
+    candidates. O(length (k + window))."""
+    longest = 0
+    for text in range(bounds.shape[0] - 1):
+        longest = max(longest, bounds[text + 1] - bounds[text])
+    starts = np.empty(longest, dtype=np.int64)
+    ends = np.empty(longest, dtype=np.int64)
+    hashes = np.empty(longest, dtype=np.uint64)
+    key_bounds[0] = 0
+    for text in range(bounds.shape[0] - 1):
+        count = token_spans(
+            code_points[bounds[text] : bounds[text + 1]], classes, folded, starts, ends, hashes
+        )
+        at = key_bounds[text]
+        key_bounds[text + 1] = at + fingerprint_keys(hashes[:count], k, window, keys[at:])

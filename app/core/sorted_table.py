@@ -24,6 +24,7 @@ a full tail still holds a few hundred single inserts.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -42,6 +43,12 @@ TAIL_CAPACITY = 256
 # over its life, while the buffer stays small enough for binary search to be cheap.
 MERGE_MIN_ENTRIES = 65_536
 MERGE_FRACTION = 8
+# ... or, in a table past some 8M entries (the passage index: ~110 entries a 3 KB text),
+# sqrt(MERGE_BALANCE * main): each insert batch copies the buffer, each merge copies main,
+# and a buffer of sqrt(2 * batch entries * main) balances the two (MERGE_BALANCE is twice
+# a 256-document batch of the passage index): at 110M entries each entry is then copied
+# ~100 times over its life instead of ~260 (mostly by buffer merges).
+MERGE_BALANCE = 1 << 17
 
 # Main runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top DIRECTORY_BITS
 # bits of each key: 16 bits cost 0.5 MB per lane and turn the ~20 cache misses of a
@@ -49,6 +56,8 @@ MERGE_FRACTION = 8
 DIRECTORY_BITS = 16
 MIN_DIRECTORY_ENTRIES = 1 << DIRECTORY_BITS
 _NO_DIRECTORY = np.zeros((0, 0), dtype=np.int64)
+_NO_CAP = 1 << 62  # lookup_equal_many without a cap on the rows a key may hold
+_NO_DELETED = np.zeros(0, dtype=np.bool_)
 assert kernels.DIRECTORY_SHIFT == 64 - DIRECTORY_BITS
 
 KeyMatrix = npt.NDArray[np.uint64]
@@ -230,7 +239,9 @@ class SortedTable:
         """True when the buffer has grown enough that a merge pays for itself."""
         state = self._snapshot
         pending = len(state.buffer) + state.tail_count
-        return pending >= max(MERGE_MIN_ENTRIES, len(state.main) // MERGE_FRACTION)
+        main = len(state.main)
+        due = min(main // MERGE_FRACTION, math.isqrt(MERGE_BALANCE * main))
+        return pending >= max(MERGE_MIN_ENTRIES, due)
 
     def merge(self, dropped: npt.NDArray[np.bool_] | None = None) -> bool:
         """Fold buffer and tail into main, leaving out rows marked in ``dropped``.
@@ -298,32 +309,34 @@ class SortedTable:
         )
 
     def lookup_equal_many(
-        self, lane: int, keys: npt.NDArray[np.uint64]
+        self,
+        lane: int,
+        keys: npt.NDArray[np.uint64],
+        max_rows: int = _NO_CAP,
+        deleted: npt.NDArray[np.bool_] = _NO_DELETED,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query positions, rows): every row whose key in ``lane`` equals ``keys[i]``,
-        for all queries at once (one searchsorted per run, not one call per key)."""
+        for all queries in one compiled call (in ascending order, each galloping from the
+        last: a batch's keys land close together). A key held by
+        more than ``max_rows`` entries finds nothing; rows marked in ``deleted`` are left
+        out. O(q (log N + tail) + found)."""
         state = self._snapshot
-        keys = np.asarray(keys, dtype=np.uint64)
-        positions: list[npt.NDArray[np.int64]] = []
-        rows: list[npt.NDArray[np.integer]] = []
-        for run in (state.main, state.frozen, state.buffer):
-            run_keys = run.keys[lane]
-            first = np.searchsorted(run_keys, keys, "left")
-            counts = np.searchsorted(run_keys, keys, "right") - first
-            total = int(counts.sum())
-            if total == 0:
-                continue
-            # Each query's range [first, first + count) laid end to end.
-            starts = np.repeat(first - (np.cumsum(counts) - counts), counts)
-            positions.append(np.repeat(np.arange(len(keys)), counts))
-            rows.append(run.rows[lane, starts + np.arange(total)])
-        tail_keys = state.tail_keys[lane, : state.tail_count]
-        query, column = np.nonzero(keys[:, None] == tail_keys[None, :])
-        positions.append(query)
-        rows.append(state.tail_rows[: state.tail_count][column])
-        return (
-            np.concatenate(positions).astype(np.int64),
-            np.concatenate(rows).astype(np.int64),
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        return kernels.equal_rows_many(
+            state.main.keys,
+            state.main.rows,
+            state.frozen.keys,
+            state.frozen.rows,
+            state.buffer.keys,
+            state.buffer.rows,
+            state.tail_keys,
+            state.tail_rows,
+            state.tail_count,
+            lane,
+            keys,
+            np.argsort(keys),
+            max_rows,
+            deleted,
         )
 
     def lookup_prefix(self, lane: int, key: int, prefix_bits: int) -> RowVector:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
-from app.core.passages import Passage, Tokens, coverage, fingerprints, shared_passages, tokenize
+from app.core.passages import Passage, Tokens, coverage, shared_passages, tokenize
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.service.types import Match, PassageMatch, Query, SharedPassage
 
@@ -76,23 +76,49 @@ class Found:
         )
 
 
-@dataclass(frozen=True, slots=True)
 class PassageQuery:
-    """A text whose passages are looked for: its tokens, fingerprints and SimHash, and
-    the row it must not find (itself, or the document it replaces; -1: none)."""
+    """A text whose passages are looked for: its fingerprints and SimHash, the row it
+    must not find (itself, or the document it replaces; -1: none), and its tokens, made
+    when first asked for (only a text with candidates needs them)."""
 
-    text: str
-    tokens: Tokens
-    keys: npt.NDArray[np.uint64]
-    simhash: int
-    exclude: int = -1
+    __slots__ = ("_tokens", "exclude", "keys", "simhash", "text")
+
+    def __init__(
+        self, text: str, keys: npt.NDArray[np.uint64], simhash: int, exclude: int = -1
+    ) -> None:
+        self.text = text
+        self.keys = keys
+        self.simhash = simhash
+        self.exclude = exclude
+        self._tokens: Tokens | None = None
+
+    @property
+    def tokens(self) -> Tokens:
+        """The text's tokens, made once. O(text) the first time."""
+        if self._tokens is None:
+            self._tokens = tokenize(self.text)
+        return self._tokens
 
     @staticmethod
     def of(text: str, simhash: int, config: PassagesConfig, exclude: int = -1) -> PassageQuery:
-        """A text's query, its tokens and fingerprints made once. O(text)."""
-        tokens = tokenize(text)
-        keys = fingerprints(tokens, config.k, config.window)
-        return PassageQuery(text, tokens, keys, simhash, exclude)
+        """A text's query. O(text)."""
+        return PassageQuery(text, config.fingerprints([text])[0], simhash, exclude)
+
+    @staticmethod
+    def batch(
+        texts: Sequence[str],
+        simhashes: Sequence[int],
+        excludes: Sequence[int],
+        config: PassagesConfig,
+    ) -> list[PassageQuery]:
+        """An insert batch's queries, fingerprinted in one call. O(total length)."""
+        keys = config.fingerprints(texts)
+        return [
+            PassageQuery(text, text_keys, simhash, exclude)
+            for text, text_keys, simhash, exclude in zip(
+                texts, keys, simhashes, excludes, strict=True
+            )
+        ]
 
 
 def coverage_similarity(query_coverage: float, match_coverage: float) -> float:
@@ -133,6 +159,8 @@ def with_passages(matches: list[Match], found: list[Found], query: Query) -> lis
 def relations(found: list[Found]) -> tuple[list[PassageMatch], list[PassageMatch]]:
     """(contains, contained_in) of a new document: the earlier documents it holds, and
     those that hold it, at least CONTAINED, best covered first."""
+    if not found:
+        return [], []
     matches = [f.match() for f in sorted(found, key=lambda f: f.age)]  # older first on ties
     contains = [m for m in matches if m.match_coverage >= CONTAINED]
     contained_in = [m for m in matches if m.query_coverage >= CONTAINED]
@@ -153,23 +181,15 @@ class BatchPassages:
         self,
         config: PassagesConfig,
         candidates: int,
-        texts: Sequence[str],
+        queries: Sequence[PassageQuery],
         query: Query,
         window: int | None,
-        tokens: Sequence[Tokens] | None = None,
-        keys: Sequence[npt.NDArray[np.uint64]] | None = None,
     ) -> None:
         self._config = config
         self._candidates = candidates
         self._since, self._until, self._window = query.since, query.until, window
-        self.texts = list(texts)
-        self.tokens = list(tokens) if tokens is not None else [tokenize(t) for t in self.texts]
-        self.keys = (
-            list(keys)
-            if keys is not None
-            else [fingerprints(t, config.k, config.window) for t in self.tokens]
-        )
-        self._shared = shared_counts(self.keys, config.max_rows)
+        self.queries = list(queries)
+        self._shared = shared_counts([q.keys for q in self.queries], config.max_rows)
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
 
     def _admits(self, earlier: int, stamp: int) -> bool:
@@ -191,12 +211,14 @@ class BatchPassages:
         held.sort(key=lambda q: (-shared[q], q))
         found: list[Found] = []
         k, minimum = self._config.k, self._config.min_tokens
+        asked = self.queries[position]
         for earlier in held[: self._candidates]:
-            passages = shared_passages(self.tokens[position], self.tokens[earlier], k, minimum)
+            stored_query = self.queries[earlier]
+            passages = shared_passages(asked.tokens, stored_query.tokens, k, minimum)
             if passages:
                 document_id, stored_simhash, _ = self._stored[earlier]
                 distance = (simhash ^ stored_simhash).bit_count()
-                text, stored = self.texts[position], self.texts[earlier]
+                text, stored = asked.text, stored_query.text
                 found.append(
                     Found(
                         document_id, passages, len(text), len(stored), distance, BATCH_AGE + earlier
@@ -220,7 +242,7 @@ def shared_counts(
         return {}
     flat = np.concatenate(keys)
     owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
-    order = np.lexsort((owner, flat))
+    order = np.argsort(flat, kind="stable")  # a radix sort; holders stay in owner order
     flat, owner = flat[order], owner[order]
     starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
     sizes = np.diff(np.append(starts, len(flat)))

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
-from app.core.passages import PassageIndex, Tokens, fingerprints, shared_passages, tokenize
+from app.core.passages import PassageIndex, shared_passages, tokenize
 from app.core.types import Rows
 from app.service.indexes import TableMatcher
 from app.service.passages import Found, PassageQuery
@@ -43,21 +43,22 @@ class PassageSearch(TableMatcher):
         """Texts (None: not kept, nothing indexed) under their rows; the fingerprints
         an insert prepared are used, then forgotten (a batch is published at once)."""
         keys: list[npt.NDArray[np.uint64]] = []
-        for text, row in zip(texts, rows.tolist(), strict=True):
+        unprepared: list[tuple[int, str]] = []  # (position, text): a restart's rows
+        for position, (text, row) in enumerate(zip(texts, rows.tolist(), strict=True)):
             prepared = self._prepared.get(row)
-            if prepared is not None:
-                keys.append(prepared)
-            else:
-                keys.append(_NONE if text is None else self._fingerprints(tokenize(text)))
+            keys.append(_NONE if prepared is None else prepared)
+            if prepared is None and text is not None:
+                unprepared.append((position, text))
+        if unprepared:
+            made = self.config.fingerprints([text for _, text in unprepared])
+            for (position, _), text_keys in zip(unprepared, made, strict=True):
+                keys[position] = text_keys
         self._prepared.clear()
         self.index.insert_many(keys, rows)
 
     def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Rows]:
         """The candidate rows of several texts (an insert batch), in one lookup."""
         return [rows for rows, _ in self.index.candidates_many(keys)]
-
-    def _fingerprints(self, tokens: Tokens) -> np.ndarray:
-        return fingerprints(tokens, self.config.k, self.config.window)
 
     def find(
         self,

@@ -336,9 +336,15 @@ class Writes:
         batch_passages: BatchPassages | None = None
         stored_candidates: list[Rows] = []
         if passages is not None:
-            texts, window = [d.text for d in documents], self._host.config.match_window_us
-            batch_passages = BatchPassages(passages.config, CANDIDATES, texts, query, window)
-            stored_candidates = passages.candidates_many(batch_passages.keys)
+            asked_all = PassageQuery.batch(
+                [d.text for d in documents],
+                fingerprints.simhash.tolist(),
+                old_rows.tolist(),
+                passages.config,
+            )
+            window = self._host.config.match_window_us
+            batch_passages = BatchPassages(passages.config, CANDIDATES, asked_all, query, window)
+            stored_candidates = passages.candidates_many([a.keys for a in asked_all])
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
@@ -379,14 +385,14 @@ class Writes:
             found: list[Found] | None = None
             if passages is not None and batch_passages is not None:
                 stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
-                in_batch = batch_passages.find(position, simhash, stamp)
-                tokens, keys = batch_passages.tokens[position], batch_passages.keys[position]
-                asked = PassageQuery(document.text, tokens, keys, simhash, old_row)
-                stored = self._host.passages_of(asked, query, stamp, stored_candidates[position])
-                found = in_batch + (stored or [])
+                found = batch_passages.find(position, simhash, stamp)
+                asked = batch_passages.queries[position]
+                if len(stored_candidates[position]):
+                    candidates = stored_candidates[position]
+                    found += self._host.passages_of(asked, query, stamp, candidates) or []
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
-                    passages.prepare(int(row_at[position]), keys)
+                    passages.prepare(int(row_at[position]), asked.keys)
             contains, contained_in = (None, None) if found is None else relations(found)
             if found:
                 matches = annotated(matches, found)

@@ -74,21 +74,11 @@ def insert_passages(
     if resolved.passages is None:
         return None
     config = resolved.config.passages
-    asked = [
-        PassageQuery.of(text, simhash, config, exclude)
-        for text, simhash, exclude in zip(texts, simhashes, excludes, strict=True)
-    ]
+    asked = PassageQuery.batch(texts, simhashes, excludes, config)
     steps = passage_steps(resolved, store, asked, query, mark, None, stamps)
     found = run(steps, store.wire) or [[] for _ in asked]
-    batch = BatchPassages(
-        resolved.config.passages,
-        CANDIDATES,
-        texts,
-        query,
-        resolved.config.match_window_us,
-        [a.tokens for a in asked],
-        [a.keys for a in asked],
-    )
+    window = resolved.config.match_window_us
+    batch = BatchPassages(config, CANDIDATES, asked, query, window)
     return found, batch
 
 

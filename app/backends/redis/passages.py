@@ -22,7 +22,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.passages import fingerprints, shared_passages, tokenize
+from app.core.passages import shared_passages, tokenize
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
 
@@ -40,8 +40,7 @@ class RedisPassages:
 
     def writes(self, command: str, texts: Sequence[str], rows: Rows) -> list[Command]:
         """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows."""
-        config = self.config
-        keys = [fingerprints(tokenize(text), config.k, config.window) for text in texts]
+        keys = self.config.fingerprints(texts)
         counts = [len(k) for k in keys]
         if not sum(counts):
             return []
