@@ -98,7 +98,7 @@ class PassagesConfig:
     The collection keeps its documents' texts while it is on (what verification and
     offsets need). Measured defaults: bench/passages.py, docs/evaluation-passages.md."""
 
-    enabled: bool = False
+    enabled: bool = True
     k: int = passages.DEFAULT_K
     window: int = passages.DEFAULT_WINDOW
     min_tokens: int = passages.DEFAULT_MINIMUM
@@ -191,6 +191,9 @@ _NGRAM_ABSENT = {"enabled": False, "cjk_size": None}
 _NGRAM_BEFORE_CJK_SIZE = {"cjk_size": None}
 # Collections created before html.extract existed read pages as their visible text.
 _HTML_ABSENT = {"extract": "all"}
+# Collections created before the passage index existed keep none (their texts were not
+# kept, so nothing could be verified).
+_PASSAGES_ABSENT = {"enabled": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +292,7 @@ class CollectionConfig:
             minhash=MinHashConfig(**data.get("minhash", {})),
             ngram=NgramConfig(**{**_NGRAM_BEFORE_CJK_SIZE, **data.get("ngram", _NGRAM_ABSENT)}),
             html=HtmlConfig(**data.get("html", _HTML_ABSENT)),
-            passages=PassagesConfig(**data.get("passages", {})),
+            passages=PassagesConfig(**data.get("passages", _PASSAGES_ABSENT)),
             store_text=bool(data.get("store_text", False)),
             match_window=data.get("match_window"),
             retention=RetentionConfig(**(data.get("retention") or {})),

@@ -54,7 +54,7 @@ from app.core.passages import (
 )
 from app.service import NewDocument, Query
 from app.storage import MemoryStore
-from devkit.corpus import english_like_text, mutate_words
+from devkit.corpus import english_like_text, english_like_texts, mutate_words
 from devkit.harness import REPO_ROOT, load_reuters, markdown_table, percentile, reuters_text
 
 MIN_WORDS = 120
@@ -255,7 +255,7 @@ def service_costs(documents: int, runs: int) -> str:
     """The embedded collection with passages off and on, in one run: index bytes and kept
     text per document, batch inserts a second, search latency; ``runs`` times, medians."""
     rng = random.Random(SEED)
-    texts = [english_like_text(rng, 3000) for _ in range(documents)]
+    texts = english_like_texts(SEED, documents, 3000)
     queries = [mutate_words(rng, texts[rng.randrange(documents)], 0.05) for _ in range(300)]
     figures: dict[bool, dict[str, list[float]]] = {False: {}, True: {}}
     for _ in range(runs):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
 _VOCABULARY = (
     "the of and to in a said for on that is was with by it at from as be its has he have "
     "will are were but which would an this had year pct mln billion dlrs company bank "
@@ -37,6 +39,29 @@ def english_like_text(rng: random.Random, length: int) -> str:
         size += len(word) + 1
     sentences = " ".join(words)
     return sentences[:length].strip() or "x"
+
+
+def english_like_texts(seed: int, count: int, length: int) -> list[str]:
+    """``count`` texts drawn as ``english_like_text`` draws one (half common words, half
+    the long tail, one word in twenty a number), with numpy: some 15 us a 3 KB text
+    against 350, for benchmarks of millions of documents."""
+    generator = np.random.default_rng(seed)
+    numbers = [str(number) for number in range(1, 10_000)]
+    words = np.array(_VOCABULARY + _RARE_WORDS + numbers, dtype=object)
+    rare_start, number_start = len(_VOCABULARY), len(_VOCABULARY) + len(_RARE_WORDS)
+    per_text = length // 5 + 16  # words of 3 to 11 letters: never fewer than needed
+    texts: list[str] = []
+    for start in range(0, count, 4096):
+        size = min(4096, count - start)
+        shape = (size, per_text)
+        common = generator.integers(0, rare_start, shape)
+        rare = generator.integers(rare_start, number_start, shape)
+        drawn = np.where(generator.random(shape) < 0.5, common, rare)
+        number = generator.random(shape) < 0.05
+        drawn[number] = generator.integers(number_start, len(words), int(number.sum()))
+        for row in words[drawn]:
+            texts.append(" ".join(row.tolist())[:length].strip())
+    return texts
 
 
 def mutate_words(rng: random.Random, text: str, fraction: float) -> str:

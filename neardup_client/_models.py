@@ -271,11 +271,11 @@ class NgramSettings:
 
 @dataclass(frozen=True, slots=True)
 class PassageSettings:
-    """Shared passages (a document inside another, with offsets): off unless
-    ``enabled``; k-grams of ``k`` tokens, a winnowing ``window``, passages of at least
-    ``min_tokens`` tokens, fingerprints of more than ``max_rows`` documents ignored."""
+    """Shared passages (a document inside another, with offsets): on unless
+    ``enabled`` is False; k-grams of ``k`` tokens, a winnowing ``window``, passages of at
+    least ``min_tokens`` tokens, fingerprints of more than ``max_rows`` documents ignored."""
 
-    enabled: bool = False
+    enabled: bool = True
     k: int = 5
     window: int = 8
     min_tokens: int = 10
@@ -353,8 +353,9 @@ class CollectionSettings:
                 "store_text": self.store_text,
             }
             | (
-                # Sent only when on, so that a service from before the setting takes the rest.
-                {"passages": asdict(self.passages)} if self.passages.enabled else {}
+                # Sent only when not the defaults: a service from before the setting takes
+                # the rest.
+                {"passages": asdict(self.passages)} if self.passages != PassageSettings() else {}
             )
             | _set(
                 {

@@ -7,6 +7,7 @@ share only the documented definitions (docs/design.md) with app/core, not its co
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 MASK = (1 << 64) - 1
 MULTIPLIER = 0x100000001B3
@@ -149,3 +150,18 @@ def as_windows_1252(text: str) -> str:
             char = " "
         repaired.append(char)
     return "".join(repaired)
+
+
+def whole_document_matches(matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An answer's matches as the whole-document rule alone makes them (collections have
+    shared passages on by default): those found by passages alone left out, "passage"
+    and the passages' fields taken from the others. Passages have their own references
+    (tests/core/test_passages.py, tests/api/test_passages_api.py)."""
+    passage_fields = {"passages", "query_coverage", "match_coverage"}
+    kept = []
+    for match in matches:
+        methods = [method for method in match["methods"] if method != "passage"]
+        if methods:
+            whole = {key: value for key, value in match.items() if key not in passage_fields}
+            kept.append(whole | {"methods": methods})
+    return kept

@@ -156,14 +156,19 @@ def with_passages(matches: list[Match], found: list[Found], query: Query) -> lis
     return answer[: query.limit]
 
 
-def relations(found: list[Found]) -> tuple[list[PassageMatch], list[PassageMatch]]:
+def relations(
+    found: list[Found], matches: list[Match]
+) -> tuple[list[PassageMatch], list[PassageMatch]]:
     """(contains, contained_in) of a new document: the earlier documents it holds, and
-    those that hold it, at least CONTAINED, best covered first."""
+    those that hold it, at least CONTAINED, best covered first. Its near-duplicate
+    ``matches`` are not repeated there: they answer with their passages already."""
+    near = {m.id for m in matches}
+    found = [f for f in found if f.document_id not in near]
     if not found:
         return [], []
-    matches = [f.match() for f in sorted(found, key=lambda f: f.age)]  # older first on ties
-    contains = [m for m in matches if m.match_coverage >= CONTAINED]
-    contained_in = [m for m in matches if m.query_coverage >= CONTAINED]
+    alone = [f.match() for f in sorted(found, key=lambda f: f.age)]  # older first on ties
+    contains = [m for m in alone if m.match_coverage >= CONTAINED]
+    contained_in = [m for m in alone if m.query_coverage >= CONTAINED]
     contains.sort(key=lambda m: -m.match_coverage)
     contained_in.sort(key=lambda m: -m.query_coverage)
     return contains, contained_in

@@ -88,13 +88,15 @@ def test_insert_get_and_duplicate_answers(client: TestClient) -> None:
         "duplicate_of": None,
         "cluster_id": "a",
         "matches": [],
+        "contains": [],
+        "contained_in": [],
     }
     edited = mutate_words(random.Random(2), original, 0.005)
     second = client.post(DOCS, json={"id": "b", "text": edited}).json()
     assert second["inserted"] and second["duplicate_of"] == "a" and second["cluster_id"] == "a"
     [match] = second["matches"]
     assert match["id"] == "a" and match["similarity"] > 0.8
-    assert set(match["methods"]) <= {"exact", "simhash", "minhash"}
+    assert set(match["methods"]) <= {"exact", "simhash", "minhash", "passage"}
 
     stored = client.get(f"{DOCS}/a").json()
     assert stored["metadata"] == {"src": "x"} and stored["cluster_id"] == "a"
@@ -279,6 +281,7 @@ def test_search_results_follow_the_match_rule_against_a_reference(client: TestCl
     fingerprints = [reference.simhash(h) for h in hashes]
     for query in range(0, 30, 3):
         answer = client.get(f"{DOCS}/r{query}/similar", params={"limit": 100}).json()["matches"]
+        answer = reference.whole_document_matches(answer)
         for match in answer:
             other = int(match["id"][1:])
             agree = sum(a == b for a, b in zip(signatures[query], signatures[other], strict=True))
@@ -415,7 +418,7 @@ def test_either_method_can_be_switched_off(client: TestClient) -> None:
         documents = f"/v1/collections/{name}/documents"
         client.post(documents, json={"id": "base", "text": base})
         answer = client.post(documents, json={"id": "near", "text": near}).json()
-        [match] = answer["matches"]
+        [match] = reference.whole_document_matches(answer["matches"])
         assert match["id"] == "base"
         if name == "simhash-only":
             assert match["methods"] == ["simhash"]

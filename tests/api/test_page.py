@@ -225,7 +225,8 @@ def test_insert_two_near_duplicates_search_and_see_the_shared_passages(
     assert not any("decrease" in passage for passage in left)
     assert not any("reduction" in passage for passage in right)
     assert sum(len(passage) for passage in right) > 0.8 * len(STORY)
-    assert "% of your text's words" in text_of(browser, "compare-summary")
+    # The default collection finds passages: the page marks those the service found.
+    assert "passage(s) the service found" in text_of(browser, "compare-summary")
 
     until(browser, lambda d: "documents\n2" in text_of(d, "stats"), "the stats after the inserts")
     until(browser, lambda d: text_of(d, "health-note").startswith("2 documents"), "health")
@@ -233,7 +234,7 @@ def test_insert_two_near_duplicates_search_and_see_the_shared_passages(
         row.get_attribute("data-index"): row.text
         for row in browser.find_elements(By.CSS_SELECTOR, "#health tbody tr")
     }
-    assert set(indexes) == {"exact", "simhash", "minhash", "ngram"}
+    assert set(indexes) == {"exact", "simhash", "minhash", "ngram", "passage"}
 
     desktop = screenshot(browser, "desktop")
     # At 360 px wide: one column, nothing wider than the screen.
@@ -275,7 +276,10 @@ def test_errors_are_shown_as_the_contract_states_them(browser: Any, server: Serv
 
 def test_a_collection_without_texts_says_so(browser: Any, server: Server) -> None:
     with Client(server.url) as client:
-        client.create_collection("bare")
+        # Passages off as well: they keep the texts (without giving them out).
+        client.create_collection(
+            "bare", CollectionSettings(passages=PassageSettings(enabled=False))
+        )
         client.insert("bare", text=STORY, id="kept-as-fingerprints")
     open_page(browser, server)
     Select(by_id(browser, "collection")).select_by_value("bare")

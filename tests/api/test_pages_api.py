@@ -19,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from devkit.pages import SITES, long_pages, sample_pages, site_page, teasers_from
+from tests import reference
 from tests.conftest import Backend, make_client
 
 COLLECTIONS = "/v1/collections"
@@ -47,10 +48,19 @@ def insert(client: TestClient, body: dict[str, Any], collection: str = "default"
     return response.json()
 
 
-def search(client: TestClient, body: dict[str, Any], collection: str = "default") -> list[str]:
+def search_matches(
+    client: TestClient, body: dict[str, Any], collection: str = "default"
+) -> list[dict[str, Any]]:
     response = client.post(f"{COLLECTIONS}/{collection}/search", json=body)
     assert response.status_code == 200, response.text
-    return [match["id"] for match in response.json()["matches"]]
+    matches: list[dict[str, Any]] = response.json()["matches"]
+    return matches
+
+
+def search(client: TestClient, body: dict[str, Any], collection: str = "default") -> list[str]:
+    """The ids of the whole-document matches (not those found by shared passages alone)."""
+    matches = reference.whole_document_matches(search_matches(client, body, collection))
+    return [match["id"] for match in matches]
 
 
 def test_a_real_page_finds_its_clean_article_and_the_other_way_round(client: TestClient) -> None:
@@ -98,6 +108,10 @@ def test_extract_all_matches_the_visible_text_and_is_fixed_at_creation(
         assert answer["extracted"] == ("all" if collection == "visible" else "main")
     # The whole visible text holds the site's chrome: the clean article no longer finds it.
     assert search(client, {"text": page.article}, "visible") == []
+    # ... but it lies inside the page: the shared passages find it.
+    [inside] = search_matches(client, {"text": page.article, "min_coverage": 0.8}, "visible")
+    assert inside["id"] == "p" and inside["methods"] == ["passage"]
+    assert inside["query_coverage"] >= 0.8
     assert search(client, {"text": page.article}, "default") == ["p"]
     assert search(client, {"text": page.html, "html": True}, "visible") == ["p"]
     changed = client.patch(f"{COLLECTIONS}/visible", json={"html": {"extract": "main"}})

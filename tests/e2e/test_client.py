@@ -121,7 +121,7 @@ def test_documents_search_and_similar(client: Client) -> None:
     client.create_collection("c-docs", {"store_text": True})
     original = story(1)
     first = client.insert("c-docs", text=original, id="a", metadata={"source": "wire"})
-    assert first == InsertResult("a", True, None, "a", ())
+    assert first == InsertResult("a", True, None, "a", (), contains=(), contained_in=())
     copy = near_copy(original, 2)
     second = client.insert("c-docs", text=copy, id="b")
     assert second.inserted and second.duplicate_of == "a" and second.cluster_id == "a"
@@ -149,7 +149,11 @@ def test_documents_search_and_similar(client: Client) -> None:
     assert [m.id for m in found][:2] == ["a", "b"] and found[0].similarity == 1.0
     assert set(found[0].methods) >= {"exact", "simhash", "minhash"}
     assert client.search("c-docs", text=original, limit=1) == found[:1]
-    assert client.search("c-docs", text=original, min_similarity=0.99) == found[:1]
+    strict = client.search("c-docs", text=original, min_similarity=0.99)
+    # b is no near-duplicate at 0.99, but its passages cover 99% of both texts.
+    assert strict[0] == found[0] and [(m.id, m.methods) for m in strict[1:]] == [
+        ("b", ("passage",))
+    ]
     client.insert("c-docs", text="Breaking: quake hits Tokyo", id="t1")
     by_get = client.search("c-docs", text="Breaking: quake hits Tokyo, 5 dead", method="GET")
     assert [(m.id, m.methods) for m in by_get] == [("t1", ("ngram",))]
@@ -191,7 +195,7 @@ def test_operations(client: Client) -> None:
     client.insert_batch("c-ops", [NewDocument(story(seed)) for seed in range(10, 13)])
     health = client.index_health("c-ops")
     assert health.collection == "c-ops" and health.documents == 3
-    assert set(health.unmerged_entries) == {"exact", "simhash", "minhash", "ngram"}
+    assert set(health.unmerged_entries) == {"exact", "simhash", "minhash", "ngram", "passage"}
     assert sum(health.unmerged_entries.values()) + health.merges > 0
     assert all(count == 0 for count in health.tombstones.values())
     assert "neardup_requests_total" in client.metrics_text()
@@ -926,5 +930,5 @@ def test_passages_through_the_client(client: Client) -> None:
             stories[1][passage.start : passage.end]
             == (roundup[passage.match_start : passage.match_end])
         )
-    client.create_collection("c-plain")
+    client.create_collection("c-plain", CollectionSettings(passages=PassageSettings(enabled=False)))
     assert client.insert("c-plain", text=stories[0]).contains is None  # passages off

@@ -393,7 +393,7 @@ class Writes:
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
                     passages.prepare(int(row_at[position]), asked.keys)
-            contains, contained_in = (None, None) if found is None else relations(found)
+            contains, contained_in = (None, None) if found is None else relations(found, matches)
             if found:
                 matches = annotated(matches, found)
             results.append(

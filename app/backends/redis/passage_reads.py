@@ -100,5 +100,5 @@ def insert_relations(
     found = batch.find(number, simhash, stamp) + from_store[number]
     if stored:
         batch.stored(number, document_id, simhash, stamp)
-    contains, contained_in = relations(found)
+    contains, contained_in = relations(found, matches)
     return (annotated(matches, found) if found else matches), contains, contained_in

@@ -83,7 +83,7 @@ def test_acknowledged_documents_survive_a_primarys_death(tmp_path: Path) -> None
                     "matches"
                 ]
                 assert [(m["id"], m["methods"]) for m in found] == [
-                    (document_id, ["exact", "simhash", "minhash"])
+                    (document_id, ["exact", "simhash", "minhash", "passage"])
                 ]
     finally:
         cluster.stop()

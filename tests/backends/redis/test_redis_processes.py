@@ -50,7 +50,7 @@ def test_what_one_process_writes_the_other_reads_at_once(two: tuple[Server, Serv
         assert second.get(f"{DOCS}/one").json()["cluster_id"] == "one"
         found = second.post("/v1/collections/default/search", json={"text": text}).json()
         assert [(m["id"], m["methods"]) for m in found["matches"]] == [
-            ("one", ["exact", "simhash", "minhash"])
+            ("one", ["exact", "simhash", "minhash", "passage"])
         ]
         # A near copy through the second joins the first's cluster; each sees the other.
         joined = second.post(DOCS, json={"id": "two", "text": near}).json()
@@ -133,7 +133,7 @@ def test_a_process_killed_during_inserts_loses_nothing_it_acknowledged(
             assert other.get(f"{DOCS}/{document_id}").status_code == 200, document_id
             found = other.post("/v1/collections/default/search", json={"text": text}).json()
             assert [m["id"] for m in found["matches"]] == [document_id]
-            assert found["matches"][0]["methods"] == ["exact", "simhash", "minhash"]
+            assert found["matches"][0]["methods"] == ["exact", "simhash", "minhash", "passage"]
         # What was sent but not answered: sent again, every document is then stored
         # once, inserted now or a retry of a first attempt the kill cut short.
         retried = [d for documents in unanswered for d in documents]
