@@ -624,48 +624,6 @@ def lsh_search(
 
 
 @njit(cache=True, nogil=True)
-def equal_rows(
-    main_keys: np.ndarray,
-    main_rows: np.ndarray,
-    frozen_keys: np.ndarray,
-    frozen_rows: np.ndarray,
-    buffer_keys: np.ndarray,
-    buffer_rows: np.ndarray,
-    tail_keys: np.ndarray,
-    tail_rows: np.ndarray,
-    tail_count: int,
-    lane: int,
-    key: np.uint64,
-) -> np.ndarray:
-    """Rows whose key in ``lane`` equals ``key``, in main, frozen, buffer and tail: one
-    compiled call for the single lookup of an exact hash (four numpy searchsorted calls
-    and a concatenate cost ~15 us in Python overhead). O(log N + tail)."""
-    found = np.empty(8, dtype=np.int64)
-    count = 0
-    for part in range(3):
-        if part == 0:
-            keys, rows = main_keys[lane], main_rows[lane]
-        elif part == 1:
-            keys, rows = frozen_keys[lane], frozen_rows[lane]
-        else:
-            keys, rows = buffer_keys[lane], buffer_rows[lane]
-        at = lower_bound(keys, key)
-        while at < keys.shape[0] and keys[at] == key:
-            if count == found.shape[0]:
-                found = np.concatenate((found, np.empty(count, dtype=np.int64)))
-            found[count] = rows[at]
-            count += 1
-            at += 1
-    for at in range(tail_count):
-        if tail_keys[lane, at] == key:
-            if count == found.shape[0]:
-                found = np.concatenate((found, np.empty(count, dtype=np.int64)))
-            found[count] = tail_rows[at]
-            count += 1
-    return found[:count]
-
-
-@njit(cache=True, nogil=True)
 def merge_found(
     positions: np.ndarray, rows: np.ndarray, bits: np.ndarray, known: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

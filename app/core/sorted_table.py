@@ -58,6 +58,7 @@ MIN_DIRECTORY_ENTRIES = 1 << DIRECTORY_BITS
 _NO_DIRECTORY = np.zeros((0, 0), dtype=np.int64)
 _NO_CAP = 1 << 62  # lookup_equal_many without a cap on the rows a key may hold
 _NO_DELETED = np.zeros(0, dtype=np.bool_)
+_ONE_KEY = np.zeros(1, dtype=np.int64)  # the order of a single key
 assert kernels.DIRECTORY_SHIFT == 64 - DIRECTORY_BITS
 
 KeyMatrix = npt.NDArray[np.uint64]
@@ -293,20 +294,7 @@ class SortedTable:
 
     def lookup_equal(self, lane: int, key: int) -> npt.NDArray[np.int64]:
         """Rows whose key in ``lane`` equals ``key``. One compiled call. O(log N + tail)."""
-        state = self._snapshot
-        return kernels.equal_rows(
-            state.main.keys,
-            state.main.rows,
-            state.frozen.keys,
-            state.frozen.rows,
-            state.buffer.keys,
-            state.buffer.rows,
-            state.tail_keys,
-            state.tail_rows,
-            state.tail_count,
-            lane,
-            np.uint64(key),
-        )
+        return self.lookup_equal_many(lane, np.array([key], dtype=np.uint64))[1]
 
     def lookup_equal_many(
         self,
@@ -322,6 +310,7 @@ class SortedTable:
         out. O(q (log N + tail) + found)."""
         state = self._snapshot
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        order = np.argsort(keys) if len(keys) > 1 else _ONE_KEY
         return kernels.equal_rows_many(
             state.main.keys,
             state.main.rows,
@@ -334,7 +323,7 @@ class SortedTable:
             state.tail_count,
             lane,
             keys,
-            np.argsort(keys),
+            order,
             max_rows,
             deleted,
         )
