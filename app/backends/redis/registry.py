@@ -142,6 +142,16 @@ class RedisRegistry:
                 self.create(DEFAULT_COLLECTION, CollectionConfig())
         warm_up()
 
+    def stop_background(self) -> None:
+        """Stop the evictor, waiting for its chunk in flight (evictions then happen only
+        when ``evict`` is called: what a consistency check needs)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._evictor is not None:
+            self._evictor.join()
+        self._evictor = None
+        self._stopping.clear()
+
     def close(self) -> None:
         self._stopping.set()
         self._wake.set()
