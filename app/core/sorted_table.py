@@ -305,9 +305,9 @@ class SortedTable:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query positions, rows): every row whose key in ``lane`` equals ``keys[i]``,
         for all queries in one compiled call (in ascending order, each galloping from the
-        last: a batch's keys land close together). A key held by
-        more than ``max_rows`` entries finds nothing; rows marked in ``deleted`` are left
-        out. O(q (log N + tail) + found)."""
+        last: a batch's keys land close together). A key held by more than ``max_rows``
+        entries finds nothing; rows marked in ``deleted`` are left out.
+        O(q (log N + tail) + found)."""
         state = self._snapshot
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
         order = np.argsort(keys) if len(keys) > 1 else _ONE_KEY

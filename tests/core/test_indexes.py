@@ -69,6 +69,23 @@ def test_sorted_table_matches_a_dictionary(seed: int) -> None:
             assert set(found) == expected
             equal = {r for r, key in zip(rows.tolist(), keys, strict=True) if key == probe}
             assert set(table.lookup_equal(lane, probe).tolist()) == equal
+            # Many probes at once (repeated, unsorted), a cap on the rows a key may hold
+            # and some rows marked deleted: by the dictionary.
+            probes = [int(rng.integers(0, 64)) << 58 | int(rng.integers(0, 4)) for _ in range(9)]
+            cap = int(rng.integers(1, 6))
+            deleted = rng.random(next_row + 1) < 0.2
+            holders = {p: [r for r in stored if int(stored[r][lane]) == p] for p in probes}
+            wanted = sorted(
+                (at, r)
+                for at, p in enumerate(probes)
+                if len(holders[p]) <= cap
+                for r in holders[p]
+                if not deleted[r]
+            )
+            positions, found_rows = table.lookup_equal_many(
+                lane, np.array(probes, dtype=np.uint64), cap, deleted
+            )
+            assert sorted(zip(positions.tolist(), found_rows.tolist(), strict=True)) == wanted
         table._check()
     assert len(table) == len(stored)
 

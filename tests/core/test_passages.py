@@ -14,6 +14,7 @@ from app.core.passages import (
     PassageIndex,
     coverage,
     fingerprints,
+    fingerprints_many,
     kgrams,
     shared_passages,
     tokenize,
@@ -117,6 +118,21 @@ def test_winnowing_is_the_definition(seed: int) -> None:
     window = rng.randint(1, 10)
     chosen = reference_winnow(hashes.tolist(), window) if len(hashes) else set()
     assert set(fingerprints(tokens, 3, window).tolist()) == {int(hashes[i]) for i in chosen}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_batch_is_fingerprinted_as_each_text_alone(seed: int) -> None:
+    """fingerprints_many (one compiled call, no offsets) against each text's tokens and
+    fingerprints made alone: empty, short, Chinese, non-ASCII and lone-surrogate texts."""
+    rng = random.Random(seed)
+    texts = [random_text(rng, rng.randint(0, 150)) for _ in range(40)]
+    texts += ["", "two words", CHINESE, "Straße STRASSE naïve \ud800 café " * 5, "x" * 300]
+    rng.shuffle(texts)
+    k, window = rng.randint(2, 6), rng.randint(1, 10)
+    made = fingerprints_many(texts, k, window)
+    assert len(made) == len(texts)
+    for text, keys in zip(texts, made, strict=True):
+        assert keys.tolist() == fingerprints(tokenize(text), k, window).tolist()
 
 
 @pytest.mark.parametrize("seed", range(20))

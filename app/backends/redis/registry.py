@@ -153,10 +153,7 @@ class RedisRegistry:
         self._stopping.clear()
 
     def close(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-        if self._evictor is not None:
-            self._evictor.join()
+        self.stop_background()
         close_loop_links()  # called from the app's lifespan, on its loop
         if self._client is not None:
             self._client.close()
