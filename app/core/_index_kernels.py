@@ -103,6 +103,7 @@ def upper_bound(keys: np.ndarray, value: np.uint64) -> int:
 
 
 DIRECTORY_SHIFT = 64 - 16  # app.core.sorted_table.DIRECTORY_BITS
+_NO_BUCKETS = np.zeros(0, dtype=np.int64)  # a lane without a directory
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -146,6 +147,40 @@ def _gallop(keys: np.ndarray, start: int, key: np.uint64) -> int:
         high = start + step
         step <<= 1
     high = min(high, size)
+    while low < high:
+        middle = (low + high) >> 1
+        if keys[middle] < key:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit(cache=True, nogil=True, inline="always")
+def interpolated_lower_bound(keys: np.ndarray, directory: np.ndarray, key: np.uint64) -> int:
+    """The first index whose key is >= ``key``, in a lane with a directory: the key's
+    bucket, a guess inside it by the key's next 32 bits (hash keys are uniform), then a
+    gallop out from the guess: about one cache miss past the directory's (44M uniform
+    keys, 28k ascending probes: 177 ns a probe, against 527 galloping from the last)."""
+    bucket = np.int64(key >> _U64(DIRECTORY_SHIFT))
+    low, high = int(directory[bucket]), int(directory[bucket + 1])
+    if low == high:
+        return low
+    fraction = (key << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)
+    guess = low + int((_U64(high - low) * fraction) >> _U64(32))
+    step = 1
+    if keys[guess] < key:  # the bound is in (guess, high]
+        low = guess + 1
+        while low + step - 1 < high and keys[low + step - 1] < key:
+            low += step
+            step <<= 1
+        high = min(low + step - 1, high)
+    else:  # the bound is in [low, guess]
+        high = guess
+        while high - step >= low and keys[high - step] >= key:
+            high -= step
+            step <<= 1
+        low = max(high - step + 1, low)
     while low < high:
         middle = (low + high) >> 1
         if keys[middle] < key:
@@ -671,6 +706,7 @@ def _equal_run(keys: np.ndarray, start: int, key: np.uint64, most: int) -> int:
 def equal_rows_many(
     main_keys: np.ndarray,
     main_rows: np.ndarray,
+    main_directory: np.ndarray,
     frozen_keys: np.ndarray,
     frozen_rows: np.ndarray,
     buffer_keys: np.ndarray,
@@ -687,39 +723,52 @@ def equal_rows_many(
     """(query positions, rows): the live rows whose key in ``lane`` equals ``keys[i]``,
     for every key held by at most ``max_rows`` entries (tombstoned ones counted: a key
     held more often finds nothing). The keys are looked up in ascending order (``order``
-    sorts them: numpy's sort is several times numba's), each galloping from where the
-    last one ended (a batch's keys land close together), and a run is followed no
+    sorts them: numpy's sort is several times numba's): in main through its directory
+    when it has one (``interpolated_lower_bound``), in the smaller runs galloping from
+    where the last key ended (a batch's keys land close together); a run is followed no
     further than the cap. One call for a batch's keys: O(q log(N / q) + q tail + found)."""
     positions = np.empty(64, dtype=np.int64)
     rows = np.empty(64, dtype=np.int64)
     count = 0
     most = min(max_rows, (1 << 62) - 1) + 1
-    bounds = np.zeros(6, dtype=np.int64)  # start, end in main, frozen, buffer
+    # The lanes taken once: a view made per key and run costs reference counting that
+    # was most of a lookup's time (115 of ~180 ns a key in a 1.4M-entry run).
+    main, frozen, buffer = main_keys[lane], frozen_keys[lane], buffer_keys[lane]
+    tail = tail_keys[lane]
+    directory = main_directory[lane] if main_directory.shape[0] > 0 else _NO_BUCKETS
+    main_start = main_end = frozen_start = frozen_end = buffer_start = buffer_end = 0
     for query in order:
         key = keys[query]
-        for part in range(3):
-            part_keys = main_keys if part == 0 else frozen_keys if part == 1 else buffer_keys
-            start = _gallop(part_keys[lane], bounds[2 * part], key)
-            bounds[2 * part] = start
-            bounds[2 * part + 1] = _equal_run(part_keys[lane], start, key, most)
-        held = bounds[1] - bounds[0] + bounds[3] - bounds[2] + bounds[5] - bounds[4]
+        if directory.shape[0] > 0:
+            main_start = interpolated_lower_bound(main, directory, key)
+        else:
+            main_start = _gallop(main, main_start, key)
+        main_end = _equal_run(main, main_start, key, most)
+        frozen_start = _gallop(frozen, frozen_start, key)
+        frozen_end = _equal_run(frozen, frozen_start, key, most)
+        buffer_start = _gallop(buffer, buffer_start, key)
+        buffer_end = _equal_run(buffer, buffer_start, key, most)
+        held = main_end - main_start + frozen_end - frozen_start + buffer_end - buffer_start
         for at in range(tail_count):
-            if tail_keys[lane, at] == key:
+            if tail[at] == key:
                 held += 1
         if held == 0 or held > max_rows:
             continue
         while count + held > positions.shape[0]:
             positions, rows = _grow(positions), _grow(rows)
-        for part in range(3):
-            part_rows = main_rows if part == 0 else frozen_rows if part == 1 else buffer_rows
-            for at in range(bounds[2 * part], bounds[2 * part + 1]):
+        for part_rows, first, last in (
+            (main_rows, main_start, main_end),
+            (frozen_rows, frozen_start, frozen_end),
+            (buffer_rows, buffer_start, buffer_end),
+        ):
+            for at in range(first, last):
                 row = np.int64(part_rows[lane, at])
                 if not is_deleted(row, deleted):
                     positions[count], rows[count] = query, row
                     count += 1
         for at in range(tail_count):
             row = np.int64(tail_rows[at])
-            if tail_keys[lane, at] == key and not is_deleted(row, deleted):
+            if tail[at] == key and not is_deleted(row, deleted):
                 positions[count], rows[count] = query, row
                 count += 1
     return positions[:count], rows[:count]

@@ -304,9 +304,10 @@ class SortedTable:
         deleted: npt.NDArray[np.bool_] = _NO_DELETED,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query positions, rows): every row whose key in ``lane`` equals ``keys[i]``,
-        for all queries in one compiled call (in ascending order, each galloping from the
-        last: a batch's keys land close together). A key held by more than ``max_rows``
-        entries finds nothing; rows marked in ``deleted`` are left out.
+        for all queries in one compiled call (in ascending order: through main's
+        directory, and in the smaller runs galloping from the last key). A key held by
+        more than ``max_rows`` entries finds nothing; rows marked in ``deleted`` are left
+        out.
         O(q (log N + tail) + found)."""
         state = self._snapshot
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
@@ -314,6 +315,7 @@ class SortedTable:
         return kernels.equal_rows_many(
             state.main.keys,
             state.main.rows,
+            state.main.directory,
             state.frozen.keys,
             state.frozen.rows,
             state.buffer.keys,

@@ -90,6 +90,46 @@ def test_sorted_table_matches_a_dictionary(seed: int) -> None:
     assert len(table) == len(stored)
 
 
+@pytest.mark.parametrize("spread", ["uniform", "clustered"])
+def test_lookup_equal_many_through_a_directory_agrees_with_sorting(spread: str) -> None:
+    """A main run large enough for a directory is searched by interpolation inside each
+    key's bucket: keys on bucket edges, in long runs, in empty and crowded buckets, and
+    probes between and outside them find what numpy's searchsorted finds."""
+    rng = np.random.default_rng(11)
+    count = 200_000
+    if spread == "uniform":
+        keys = rng.integers(0, 2**63, count, dtype=np.uint64) * np.uint64(2)
+    else:  # a few crowded buckets, most empty: the interpolation's guesses are poor
+        tops = rng.integers(0, 40, count, dtype=np.uint64) << np.uint64(48)
+        keys = tops | (rng.integers(0, 2**16, count, dtype=np.uint64) ** np.uint64(2))
+    keys[:500] = np.uint64(7 << 48)  # a long run on a bucket's first key
+    keys[500:600] = np.uint64((9 << 48) - 1)  # and one on a bucket's last key
+    table = SortedTable(lanes=1)
+    table.insert(keys.reshape(-1, 1), np.arange(count))
+    table.merge()
+    assert table.snapshot().main.directory.shape[0] == 1  # the directed path is tested
+    probes = np.concatenate(
+        [
+            keys[rng.integers(0, count, 3000)],
+            keys[rng.integers(0, count, 1000)] + np.uint64(1),
+            keys[rng.integers(0, count, 1000)] - np.uint64(1),
+            rng.integers(0, 2**63, 1000, dtype=np.uint64),
+            np.array([0, 2**64 - 1, 7 << 48, (9 << 48) - 1, 9 << 48], dtype=np.uint64),
+        ]
+    )
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    cap = 120
+    expected = []
+    for at, probe in enumerate(probes.tolist()):
+        start = int(np.searchsorted(ordered, np.uint64(probe), "left"))
+        end = int(np.searchsorted(ordered, np.uint64(probe), "right"))
+        if end - start <= cap:
+            expected.extend((at, int(row)) for row in order[start:end])
+    positions, rows = table.lookup_equal_many(0, probes, cap)
+    assert sorted(zip(positions.tolist(), rows.tolist(), strict=True)) == sorted(expected)
+
+
 def test_sorted_table_merge_drops_marked_rows() -> None:
     table = SortedTable(lanes=2)
     keys = np.arange(20, dtype=np.uint64).reshape(10, 2)
