@@ -65,14 +65,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--passages",
         action="store_true",
-        help="local engine: also DIR/passages.jsonl, the pairs of documents that share "
+        help="also DIR/passages.jsonl, the pairs of documents that share "
         "passages (runs of the settings' passages.min_tokens equal words), with offsets and "
         "coverages",
     )
     parser.add_argument(
         "--drop-contained",
         action="store_true",
-        help="local engine: leave out of kept.jsonl the documents at least 80%% inside "
+        help="leave out of kept.jsonl the documents at least 80%% inside "
         "another kept one (a story inside a roundup); implies --passages",
     )
     parser.add_argument("--engine", choices=ENGINES, default="local", help="default local")
@@ -134,14 +134,14 @@ def dedup(arguments: argparse.Namespace) -> None:
             "format": arguments.format,
             "html": arguments.html or holds_pages(arguments.inputs, arguments.format),
             "progress": not arguments.quiet,
+            "passages": arguments.passages or arguments.drop_contained,
+            "drop_contained": arguments.drop_contained,
         }
         engine: Any
         options: Any
         if arguments.engine == "spark":
             import app.batch.spark as engine
 
-            if arguments.passages or arguments.drop_contained:
-                sys.exit("neardup dedup: --passages is for the local engine so far")
             conf = tuple(arguments.spark_conf)
             options = engine.SparkOptions(
                 master=arguments.master, partitions=arguments.partitions, conf=conf, **common
@@ -152,8 +152,6 @@ def dedup(arguments: argparse.Namespace) -> None:
             options = engine.Options(
                 workers=arguments.workers,
                 chunk_size=arguments.chunk_size,
-                passages=arguments.passages or arguments.drop_contained,
-                drop_contained=arguments.drop_contained,
                 **common,
             )
         summary = engine.run(arguments.inputs, config, options)

@@ -56,10 +56,16 @@ from app.batch.readers import (
     read_timed_documents,
     timestamp_us,
 )
-from app.batch.rules import MatchRule, Summary, check_batch_settings, cluster_line, pair_line
+from app.batch.rules import (
+    MatchRule,
+    Summary,
+    check_batch_settings,
+    cluster_line,
+    document_text,
+    pair_line,
+)
 from app.collection_config import CollectionConfig
 from app.core.ngram import NgramIndex
-from app.core.page import read_page
 from app.core.rule import positions_of
 
 Rows = npt.NDArray[np.int64]
@@ -76,8 +82,6 @@ class Options(JobOptions):
     """How to run on this machine: how much to use."""
 
     workers: int = 0  # 0: every core for inputs of WORKER_BYTES or more, fewer below
-    passages: bool = False  # passages.jsonl: the pairs that share passages
-    drop_contained: bool = False  # kept.jsonl without documents inside another
     chunk_size: int = DEFAULT_CHUNK_SIZE
     temp_dir: Path | None = None  # where the signature file goes (default: out)
 
@@ -110,7 +114,7 @@ def fingerprint_chunk(texts: list[str], config: CollectionConfig, html: bool) ->
     the service reads a document sent with ``"html": true``."""
     rule = MatchRule(config)
     if html:
-        texts = [read_page(text, config.html.extract).text if text else "" for text in texts]
+        texts = [document_text(text, config, html) for text in texts]
     fingerprints, kept = config.fingerprints(texts)
     signatures = fingerprints.minhash
     shorts = fingerprints.shorts or []
@@ -678,8 +682,6 @@ def find_passages(
 
     def texts() -> Iterator[str]:
         for _, chunk, _ in _chunks(splits, options.fields, options.chunk_size, []):
-            if options.html:
-                chunk = [read_page(t, config.html.extract).text if t else "" for t in chunk]
-            yield from chunk
+            yield from (document_text(text, config, options.html) for text in chunk)
 
     return shared_passages_of(texts, config.passages, ids, options.out / "passages.jsonl")

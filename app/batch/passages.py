@@ -89,6 +89,28 @@ def candidate_pairs(keys: Sequence[npt.NDArray[np.uint64]], max_rows: int) -> tu
     return pairs[:, 0], pairs[:, 1]
 
 
+def verified_pair(
+    first: int,
+    second: int,
+    texts: tuple[str, str],
+    tokens: tuple[Tokens, Tokens],
+    config: PassagesConfig,
+) -> PassagePair | None:
+    """The candidate pair (``first`` < ``second``, input positions) verified token by
+    token: its passages and coverages, or None when it shares no passage. Both engines'
+    one rule."""
+    passages = shared_passages(tokens[0], tokens[1], config.k, config.min_tokens)
+    if not passages:
+        return None
+    return PassagePair(
+        first,
+        second,
+        [(p.start, p.end, p.match_start, p.match_end) for p in passages],
+        round(coverage(passages, len(texts[0])), 6),
+        round(coverage(passages, len(texts[1]), of_match=True), 6),
+    )
+
+
 def verified_pairs(
     a: Rows, b: Rows, text_of: Callable[[int], str], config: PassagesConfig
 ) -> list[PassagePair]:
@@ -102,17 +124,15 @@ def verified_pairs(
 
     found: list[PassagePair] = []
     for first, second in zip(a.tolist(), b.tolist(), strict=True):
-        passages = shared_passages(tokens_of(first), tokens_of(second), config.k, config.min_tokens)
-        if passages:
-            found.append(
-                PassagePair(
-                    first,
-                    second,
-                    [(p.start, p.end, p.match_start, p.match_end) for p in passages],
-                    round(coverage(passages, len(text_of(first))), 6),
-                    round(coverage(passages, len(text_of(second)), of_match=True), 6),
-                )
-            )
+        pair = verified_pair(
+            first,
+            second,
+            (text_of(first), text_of(second)),
+            (tokens_of(first), tokens_of(second)),
+            config,
+        )
+        if pair is not None:
+            found.append(pair)
     return found
 
 

@@ -84,6 +84,8 @@ class JobOptions:
     html: bool = False  # the text field holds pages (main content read from each)
     progress: bool = True
     simhash_blocks: int | None = None
+    passages: bool = False  # passages.jsonl: the pairs that share passages
+    drop_contained: bool = False  # kept.jsonl without documents inside another
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from app.collection_config import CollectionConfig
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import CJK_RANGES
+from app.core.page import read_page
 from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, similarity_of
 from app.core.types import MinHashes, SimHashes
 
@@ -273,3 +274,12 @@ class Summary:
             + (f"contained  {self.contained:,}\n" if self.contained is not None else "")
             + f"time       {self.seconds:.1f} s ({rate:,.0f} documents/s, {self.engine})"
         )
+
+
+def document_text(text: str | None, config: CollectionConfig, html: bool) -> str:
+    """The text a document is fingerprinted and its passages found in, by both engines:
+    with ``html``, the text the page is read as (``read_page`` by the settings'
+    html.extract, as the service reads a document sent with ``"html": true``)."""
+    if not text:
+        return ""
+    return read_page(text, config.html.extract).text if html else text

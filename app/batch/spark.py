@@ -28,6 +28,9 @@ so both write the same files for the same input and settings:
 7. The output is sorted by a range shuffle and streamed to the driver partition by
    partition (``toLocalIterator``), which writes DIR/pairs.jsonl, clusters.jsonl and
    kept.jsonl (the kept records read again from their splits by the executors).
+8. With ``--passages``: passages.jsonl by app/batch/spark_passages.py (fingerprints, a
+   shuffle on them, the candidate pairs verified by the local engine's rule); with
+   ``--drop-contained``, the kept documents inside another left out of kept.jsonl.
 
 Run it with ``neardup dedup --engine spark --master local[2] ...``, or submit this
 module: ``spark-submit app/batch/spark_submit.py INPUT... --out DIR`` (the master then comes
@@ -52,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xxhash
 
+from app.batch import spark_passages
 from app.batch.local import fingerprint_chunk
 from app.batch.readers import (
     DEFAULT_SPLIT_BYTES,
@@ -604,11 +608,29 @@ def _run(
     )
     steps.done("clusters.jsonl")
 
+    kept = clusters.filter(lambda kv: kv[0] == kv[1][1][0])
+    passage_pairs = contained = None
+    if options.passages or options.drop_contained:
+        shared = spark_passages.shared_passages(texts, config, options.html, partitions)
+        shared = shared.persist(StorageLevel.MEMORY_AND_DISK)
+        passage_pairs = _write_lines(
+            options.out / "passages.jsonl", shared.map(lambda kv: kv[1][2].line(*kv[1][:2]))
+        )
+        steps.done("passages.jsonl")
+        if options.drop_contained:  # the kept documents inside another (PassagePair.contained)
+            inside = (
+                shared.map(lambda kv: (kv[1][2].contained(), None))
+                .filter(lambda kv: kv[0] is not None)
+                .distinct(partitions)
+            )
+            remaining = kept.subtractByKey(inside, partitions).persist()
+            contained = kept.count() - remaining.count()
+            kept = remaining
+        shared.unpersist()
     # Partition i holds the kept records of split i, read by one task in file order:
     # the output is in input order without a sort, a split's records at a time.
     kept_lines = (
-        clusters.filter(lambda kv: kv[0] == kv[1][1][0])
-        .map(partial(_split_of, firsts))
+        kept.map(partial(_split_of, firsts))
         .groupByKey(max(1, len(splits)), partitionFunc=_split_number)
         .flatMap(partial(_kept_records, splits))
     )
@@ -622,8 +644,10 @@ def _run(
         documents=documents_total,
         empty=empty,
         pairs=pair_count,
-        clusters=cluster_count,
+        clusters=cluster_count + (contained or 0),
         seconds=time.perf_counter() - started,
+        passage_pairs=passage_pairs,
+        contained=contained,
     )
 
 

@@ -9,17 +9,19 @@ of the job's shuffles a fraction of a second.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.batch.readers import Fields, InputError
-from app.collection_config import CollectionConfig
+from app.collection_config import CollectionConfig, PassagesConfig
 from tests.batch.test_dedup import (
     WINDOW,
     _write_parquet,
@@ -184,3 +186,55 @@ def test_spark_engine_applies_a_match_window_as_the_local_engine(
     for name, content in local_output.raw.items():
         assert spark_output.raw[name] == content, name
     assert (summary.pairs, summary.clusters) == (local_summary.pairs, local_summary.clusters)
+
+
+@pytest.mark.parametrize("html", [False, True])
+def test_spark_engine_finds_the_passages_the_local_engine_finds(
+    tmp_path: Path, spark_session: object, html: bool
+) -> None:
+    """--passages and --drop-contained on Spark write the local engine's passages.jsonl
+    and kept.jsonl (the local engine's passages are checked against a brute-force DP in
+    test_dedup_passages.py); a footer more documents share than max_rows pairs nothing."""
+    from app.batch import spark
+    from tests.batch.test_dedup_passages import _corpus
+
+    records = _corpus()
+    footer = " ".join(f"footer{i}" for i in range(30))
+    for record in records[-5:]:  # five documents share a footer; max_rows is 3
+        record["text"] += "\n" + footer
+    if html:  # the passages of pages are found in their main content
+        for record in records:
+            record["text"] = (
+                "<html><body><nav>home news sport</nav><article><p>"
+                + record["text"]
+                + "</p></article></body></html>"
+            )
+    first = write_jsonl(tmp_path / "a.jsonl", records[:9])
+    second = write_jsonl(tmp_path / "b.jsonl", records[9:])
+    config = CollectionConfig(passages=PassagesConfig(min_tokens=10, max_rows=3))
+    fields = Fields("id", ("text",))
+    options: dict[str, Any] = {"fields": fields, "html": html, "drop_contained": True}
+    _, local_summary = run_local(
+        [first, second], tmp_path / "local", config, passages=True, **options
+    )
+    summary = spark.run(
+        [str(first), str(second)],
+        config,
+        spark.SparkOptions(
+            out=tmp_path / "spark", progress=False, split_bytes=4 << 10, passages=True, **options
+        ),
+        spark_session,  # type: ignore[arg-type]
+    )
+    for name in ("pairs.jsonl", "clusters.jsonl", "kept.jsonl", "passages.jsonl"):
+        local_bytes = (tmp_path / "local" / name).read_bytes()
+        assert (tmp_path / "spark" / name).read_bytes() == local_bytes, name
+    passages = (tmp_path / "local" / "passages.jsonl").read_text().splitlines()
+    found = {(line["a"], line["b"]) for line in map(json.loads, passages)}
+    assert {("s0", "r1"), ("s5", "r2"), ("zh", "zh-digest")} <= found
+    assert not any(a.startswith("u") and b.startswith("u") for a, b in found)  # the footer
+    assert local_summary.contained > 0
+    assert (summary.passage_pairs, summary.contained, summary.clusters) == (
+        local_summary.passage_pairs,
+        local_summary.contained,
+        local_summary.clusters,
+    )
