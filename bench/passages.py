@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig, PassagesConfig
@@ -54,7 +55,7 @@ from app.core.passages import (
 )
 from app.service import NewDocument, Query
 from app.storage import MemoryStore
-from devkit.corpus import english_like_text, english_like_texts, mutate_words
+from devkit.corpus import english_like_texts, mutate_words
 from devkit.harness import REPO_ROOT, load_reuters, markdown_table, percentile, reuters_text
 
 MIN_WORDS = 120
@@ -300,6 +301,55 @@ def service_costs(documents: int, runs: int) -> str:
     )
 
 
+def lookup_costs(entries: int, runs: int) -> str:
+    """A batch's passage lookups against a main run of ``entries`` (one kernel call for
+    28,000 keys, an insert batch of 256 3 KB texts), three ways: galloping from the
+    last key (no directory), through main's directory with an interpolated guess, and
+    the same with the keys spread (``spread``: winnowed keys crowd the low end, drawn
+    here as the least of ``DEFAULT_WINDOW`` uniform values). Nanoseconds a key, medians
+    of ``runs`` batches after one untimed one."""
+    from app.core import _index_kernels as kernels
+    from app.core.passages import spread
+    from app.core.sorted_table import Run, with_directory
+
+    rng = np.random.default_rng(SEED)
+
+    def winnowed(count: int) -> npt.NDArray[np.uint64]:
+        least = 1 - (1 - rng.random(count)) ** (1 / DEFAULT_WINDOW)
+        return (least * 2.0**63).astype(np.uint64) * np.uint64(2)
+
+    stored = np.sort(winnowed(entries))
+    rows = rng.integers(0, entries // 110, entries).astype(np.int32).reshape(1, -1)
+    none = np.zeros((1, 0), np.uint64), np.zeros((1, 0), np.int32)
+    tail = np.zeros((1, 256), np.uint64), np.zeros(256, np.int32)
+    no_directory = np.zeros((0, 0), np.int64)
+    plain = with_directory(Run(stored.reshape(1, -1), rows))
+    spread_run = with_directory(Run(np.sort(spread(stored)).reshape(1, -1), rows))
+    ways = {
+        "galloping": (plain, no_directory, False),
+        "directory": (plain, plain.directory, False),
+        "directory, keys spread": (spread_run, spread_run.directory, True),
+    }
+    table = []
+    for name, (run, directory, spread_keys) in ways.items():
+        times = []
+        for _ in range(runs + 1):
+            keys = winnowed(28_000)
+            keys = spread(keys) if spread_keys else keys
+            order = np.argsort(keys)
+            started = time.perf_counter()
+            kernels.equal_rows_many(
+                run.keys, run.rows, directory, *none, *none, *tail, 0, 0, keys, order, 64,
+                np.zeros(0, np.bool_),
+            )  # fmt: skip
+            times.append((time.perf_counter() - started) / len(keys) * 1e9)
+        table.append([name, f"{statistics.median(times[1:]):,.0f}"])
+    return (
+        f"Passage lookups, {entries:,} entries in main, batches of 28,000 keys, {runs} "
+        f"batches, medians:\n\n" + markdown_table(["", "ns a key"], table) + "\n"
+    )
+
+
 def http_inserts(documents: int, runs: int) -> str:
     """Batch inserts through the HTTP application (in process: TestClient, SQLite in a
     temporary data directory, every commit as the service makes it), passages off and on
@@ -312,8 +362,7 @@ def http_inserts(documents: int, runs: int) -> str:
     from app.config import Settings
     from app.main import create_app
 
-    rng = random.Random(SEED)
-    texts = [english_like_text(rng, 3000) for _ in range(documents)]
+    texts = english_like_texts(SEED, documents, 3000)
     rates: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(runs):
         for enabled in (False, True):
@@ -425,6 +474,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="instead: batch inserts through the HTTP application, passages off and on",
     )
     parser.add_argument(
+        "--lookups",
+        type=int,
+        metavar="ENTRIES",
+        help="instead: a batch's passage lookups in a main run of ENTRIES, three ways",
+    )
+    parser.add_argument(
         "--ensemble",
         action="store_true",
         help="instead: containment queries against datasketch's MinHashLSHEnsemble",
@@ -435,6 +490,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if arguments.http:
         print(http_inserts(arguments.http, arguments.runs))
+        return
+    if arguments.lookups:
+        print(lookup_costs(arguments.lookups, max(arguments.runs, 5)))
         return
     stories = load_reuters()
     if stories is None:

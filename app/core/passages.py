@@ -186,6 +186,21 @@ def coverage(passages: list[Passage], length: int, *, of_match: bool = False) ->
     return covered / length
 
 
+def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Fingerprints as the table holds them: through MurmurHash3's finaliser, a bijection.
+    Winnowing keeps the smallest hash of each window, so fingerprints crowd the low end
+    of the key space (the median near 0.12 of it), where a directory bucket then holds
+    ten times its share; spread evenly, every lookup's bucket is small and its
+    interpolated guess close (``bench.passages --lookups``: 204 against 228 ns a key)."""
+    spread_keys = np.array(keys, dtype=np.uint64)  # a copy: the caller's keys unchanged
+    spread_keys ^= spread_keys >> np.uint64(33)
+    spread_keys *= np.uint64(0xFF51AFD7ED558CCD)
+    spread_keys ^= spread_keys >> np.uint64(33)
+    spread_keys *= np.uint64(0xC4CEB93F40A6BEC5)
+    spread_keys ^= spread_keys >> np.uint64(33)
+    return spread_keys
+
+
 class PassageIndex(TableIndex):
     """Rows by the winnowed fingerprints of their texts.
 
@@ -211,7 +226,7 @@ class PassageIndex(TableIndex):
         if not held.any():
             return
         claimed = self._rows.claim(np.asarray(rows, dtype=np.int64)[held])
-        entries = np.concatenate(keys).astype(np.uint64).reshape(-1, 1)
+        entries = spread(np.concatenate(keys)).reshape(-1, 1)
         self._table.insert(entries, np.repeat(claimed, counts[held]))
 
     def candidates(self, keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
@@ -226,7 +241,7 @@ class PassageIndex(TableIndex):
         empty = np.zeros(0, dtype=np.int64)
         if not counts.sum():
             return [(empty, empty) for _ in keys]
-        flat = np.concatenate(keys).astype(np.uint64)
+        flat = spread(np.concatenate(keys))
         owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
         positions, rows = self._table.lookup_equal_many(
             0, flat, self.max_rows, self._rows.deleted.array

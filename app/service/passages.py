@@ -247,7 +247,9 @@ def shared_counts(
         return {}
     flat = np.concatenate(keys)
     owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
-    order = np.argsort(flat, kind="stable")  # a radix sort; holders stay in owner order
+    # The unstable sort (a stable one costs 4x on a batch's ~28k keys); the holders of
+    # the few fingerprints held twice or more are put in owner order below.
+    order = np.argsort(flat)
     flat, owner = flat[order], owner[order]
     starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
     sizes = np.diff(np.append(starts, len(flat)))
@@ -255,7 +257,7 @@ def shared_counts(
     # Only the fingerprints two documents or more hold (most hold one): a loop over those.
     held = (sizes >= 2) & (sizes <= max_holders)
     for start, size in zip(starts[held].tolist(), sizes[held].tolist(), strict=True):
-        holders = owner[start : start + size].tolist()
+        holders = sorted(owner[start : start + size].tolist())
         for i, later in enumerate(holders):
             for earlier in holders[:i]:
                 pairs = shared.setdefault(later, {})

@@ -17,6 +17,7 @@ from app.core.passages import (
     fingerprints_many,
     kgrams,
     shared_passages,
+    spread,
     tokenize,
 )
 from app.core.text import is_no_space_script, normalize
@@ -230,3 +231,30 @@ def test_boilerplate_seeds_nothing() -> None:
         index.insert_row(fingerprints(tokenize(text), 5, 4), row)
     rows, _ = index.candidates(fingerprints(tokenize("Other words. " + footer), 5, 4))
     assert not len(rows)
+
+
+def test_spread_is_a_bijection_that_can_be_undone() -> None:
+    """The passage table holds spread keys: each is undone by the inverse steps (an
+    xorshift by 33 is its own inverse, an odd multiplier has one mod 2^64), so two
+    fingerprints are equal in the table exactly when they are equal."""
+    mask = (1 << 64) - 1
+    inverses = [pow(m, -1, 1 << 64) for m in (0xC4CEB93F40A6BEC5, 0xFF51AFD7ED558CCD)]
+    rng = np.random.default_rng(5)
+    keys = np.concatenate(
+        [
+            rng.integers(0, 2**63, 2000, dtype=np.uint64) * np.uint64(2),
+            np.array([0, 1, mask], np.uint64),
+        ]
+    )
+    spread_keys = spread(keys)
+    assert spread_keys.dtype == np.uint64 and not np.shares_memory(spread_keys, keys)
+    for original, value in zip(keys.tolist(), spread_keys.tolist(), strict=True):
+        for inverse in inverses:
+            value ^= value >> 33
+            value = (value * inverse) & mask
+        value ^= value >> 33
+        assert value == original
+    # Winnowed keys crowd the low end; spread, a quarter of them lies in each quarter.
+    low = (rng.random(40_000) * 0.05 * 2**64).astype(np.uint64)
+    quarters = np.bincount((spread(low) >> np.uint64(62)).astype(np.int64), minlength=4)
+    assert quarters.min() > 9_000
