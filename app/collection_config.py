@@ -67,13 +67,17 @@ class NgramConfig:
     """The exact n-gram index of short texts: character q-grams of ``size`` (``cjk_size``
     for the grams that start at a CJK character; None: ``size`` for all, as collections
     created before the setting have it), Jaccard at least ``threshold``, for texts of at
-    most ``max_chars`` normalised characters."""
+    most ``max_chars`` normalised characters; with ``same_numbers``, only texts stating the
+    same numbers match."""
 
     enabled: bool = True
     max_chars: int = DEFAULT_NGRAM_MAX_CHARS
     size: int = DEFAULT_NGRAM_SIZE
     threshold: float = DEFAULT_NGRAM_THRESHOLD
     cjk_size: int | None = DEFAULT_NGRAM_CJK_SIZE
+    # Two short texts match only when they state the same numbers (app/core/template.py):
+    # two price reports of one template are not duplicates.
+    same_numbers: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,6 +185,12 @@ class NgramSettings(Input):
         description="q of the grams that start at a CJK character (Han, kana, Hangul); "
         "null: size (collections created before this setting).",
     )
+    same_numbers: bool = Field(
+        True,
+        description="Two short texts match only when they state the same numbers, as values "
+        '("3" and "three" are one; "1222" and "1627", "six-day" and "two-day" are not): two '
+        "reports of one template are not duplicates.",
+    )
 
 
 class HtmlSettings(Input):

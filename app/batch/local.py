@@ -382,7 +382,12 @@ def ngram_pairs(
     """(earlier, later, Jaccard) of the short texts matching each other: the service's
     n-gram index holding all of them, searched with each."""
     config = rule.config.ngram
-    index = NgramIndex(threshold=config.threshold, size=config.size, cjk_size=config.cjk_size)
+    index = NgramIndex(
+        threshold=config.threshold,
+        size=config.size,
+        cjk_size=config.cjk_size,
+        same_numbers=config.same_numbers,
+    )
     index.insert(texts, np.arange(len(texts)))
     index.merge()
 

@@ -32,12 +32,13 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.collection_config import CollectionConfig
+from app.collection_config import CollectionConfig, NgramConfig
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import CJK_RANGES
 from app.core.page import read_page
 from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, similarity_of
+from app.core.template import differing_numbers
 from app.core.types import MinHashes, SimHashes
 
 Bits = npt.NDArray[np.uint8]
@@ -199,6 +200,20 @@ def qgram_jaccard(a: set[str], b: set[str]) -> float:
     """Exact Jaccard of two q-gram sets, computed as the n-gram index compares it."""
     common = len(a & b)
     return common / (len(a) + len(b) - common)
+
+
+def ngram_similarity(short_a: str, short_b: str, ngram: NgramConfig) -> float:
+    """The q-gram Jaccard of two short texts where the n-gram method matches them (at
+    least the threshold; with ``same_numbers``, not two reports of one template, as the
+    n-gram index checks: app/core/template.py), else NaN."""
+    value = qgram_jaccard(
+        qgrams(short_a, ngram.size, ngram.cjk_size), qgrams(short_b, ngram.size, ngram.cjk_size)
+    )
+    if value < ngram.threshold:
+        return math.nan
+    if ngram.same_numbers and differing_numbers(short_a, short_b) is not None:
+        return math.nan
+    return value
 
 
 def prefix_length(size: int, threshold: float) -> int:

@@ -76,6 +76,7 @@ from app.batch.rules import (
     Summary,
     check_batch_settings,
     cluster_line,
+    ngram_similarity,
     pair_line,
     prefix_length,
     qgram_jaccard,
@@ -292,12 +293,7 @@ def _verify_partition(
             for i, (f, s) in enumerate(zip(first, second, strict=True)):
                 short_a, short_b = f[1][5], s[1][5]
                 if short_a is not None and short_b is not None:
-                    value = qgram_jaccard(
-                        qgrams(short_a, ngram.size, ngram.cjk_size),
-                        qgrams(short_b, ngram.size, ngram.cjk_size),
-                    )
-                    if value >= ngram.threshold:
-                        jaccard[i] = value
+                    jaccard[i] = ngram_similarity(short_a, short_b, ngram)
         bits, similarity = rule.evaluate(
             np.zeros(len(chunk), np.bool_), simhash_a, simhash_b, agree, shared, jaccard
         )

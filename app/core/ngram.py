@@ -117,6 +117,7 @@ import numpy.typing as npt
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
+from app.core.template import differing_numbers
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
@@ -285,6 +286,7 @@ class NgramIndex:
         learn_order: bool = True,
         prefix_matches: int = DEFAULT_PREFIX_MATCHES,
         cjk_size: int | None = None,
+        same_numbers: bool = False,
     ) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be above 0 and at most 1, not {threshold}")
@@ -302,6 +304,7 @@ class NgramIndex:
         self.cjk_size = size if cjk_size is None else cjk_size
         self.prefix_matches = prefix_matches
         self.learn_order = learn_order
+        self.same_numbers = same_numbers  # matches stating other numbers are dropped
         self._state = _State(QgramOrder.by_hash(), SortedTable(lanes=1, tail_capacity=TAIL_ENTRIES))
         self._rows = RowBook()
         # The packed texts, and per row where its text starts, its characters, its bytes
@@ -485,7 +488,29 @@ class NgramIndex:
             *snapshot.kernel_arrays(),
             self._rows.deleted.array,
         )
+        if self.same_numbers and len(result[1]):
+            return self._same_numbers_only(points, offsets, result)
         return result
+
+    def _same_numbers_only(
+        self,
+        points: CodePoints,
+        offsets: Offsets,
+        found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
+    ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
+        """The matches of ``found`` that are not another report of the query's template
+        (``differing_numbers``). O(characters of the matches)."""
+        ends, rows, similarities, counts = found
+        owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+        keep = np.ones(len(rows), dtype=np.bool_)
+        asked: dict[int, str] = {}
+        for at, (owner, row) in enumerate(zip(owners.tolist(), rows.tolist(), strict=True)):
+            if owner not in asked:
+                text = points[offsets[owner] : offsets[owner + 1]]
+                asked[owner] = text.tobytes().decode("utf-32-le", "surrogatepass")
+            keep[at] = differing_numbers(asked[owner], self.text(row)) is None
+        ends = np.cumsum(np.bincount(owners[keep], minlength=len(ends)))
+        return ends.astype(np.int64), rows[keep], similarities[keep], counts
 
     def text(self, row: int) -> str:
         """The stored text of a row (deleted ones included)."""

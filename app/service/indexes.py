@@ -253,9 +253,17 @@ class NgramMatcher(_KeptMatcher):
 
     index: NgramIndex
 
-    def __init__(self, threshold: float, size: int, cjk_size: int | None = None) -> None:
+    def __init__(
+        self,
+        threshold: float,
+        size: int,
+        cjk_size: int | None = None,
+        same_numbers: bool = False,
+    ) -> None:
         self.threshold = threshold
-        self.index = NgramIndex(threshold=threshold, size=size, cjk_size=cjk_size)
+        self.index = NgramIndex(
+            threshold=threshold, size=size, cjk_size=cjk_size, same_numbers=same_numbers
+        )
 
     def insert(self, documents: Documents, rows: Rows) -> None:
         short, texts = _shorts(documents)
@@ -292,6 +300,7 @@ class NgramMatcher(_KeptMatcher):
             size=self.index.size,
             learn_order=False,
             cjk_size=self.index.cjk_size,
+            same_numbers=self.index.same_numbers,
         )
         batch.insert(texts, np.arange(len(texts)))
         ends, others, similarity = batch.search_many(texts, self.threshold)
@@ -329,5 +338,7 @@ def build_indexes(config: CollectionConfig) -> list[DocumentIndex]:
         indexes.append(SimHashMatcher(config.simhash.max_distance))
     if config.ngram.enabled:
         ngram = config.ngram
-        indexes.append(NgramMatcher(ngram.threshold, ngram.size, ngram.cjk_size))
+        indexes.append(
+            NgramMatcher(ngram.threshold, ngram.size, ngram.cjk_size, ngram.same_numbers)
+        )
     return indexes

@@ -25,6 +25,7 @@ from app.backends.redis.store.grams import GramTable, ordered
 from app.backends.redis.store.wire import Command
 from app.collection_config import NgramConfig
 from app.core.ngram import DEFAULT_PREFIX_MATCHES, gram_sets
+from app.core.template import differing_numbers
 from app.core.types import Rows
 
 Codes = npt.NDArray[np.uint64]
@@ -63,6 +64,7 @@ class Probes:
     positions: list[int]
     sizes: dict[int, int]  # position -> the query's set size
     sets: dict[int, Codes]  # position -> the query's set
+    texts: dict[int, str]  # position -> the query's short text (the template rule)
 
 
 class RedisNgram:
@@ -72,6 +74,7 @@ class RedisNgram:
         self.threshold = config.threshold
         self.size = config.size
         self.cjk_size = config.cjk_size
+        self.same_numbers = config.same_numbers
         self.table = table
 
     def sets(self, texts: list[str]) -> list[Codes]:
@@ -100,7 +103,7 @@ class RedisNgram:
 
     def probes(self, shorts: list[str | None] | None) -> Probes:
         """The lookups of each short query's prefix tokens."""
-        probes = Probes([], [], {}, {})
+        probes = Probes([], [], {}, {}, {})
         if shorts is None:
             return probes
         positions = [p for p, text in enumerate(shorts) if text is not None]
@@ -111,6 +114,7 @@ class RedisNgram:
                 continue  # an empty text matches nothing
             probes.sizes[position] = m
             probes.sets[position] = codes
+            probes.texts[position] = shorts[position] or ""
             commands = self.table.lookups(
                 self._prefix(codes), at_least(self.threshold * m), at_most(m / self.threshold)
             )
@@ -146,7 +150,8 @@ class RedisNgram:
     ) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
         """The candidates (``texts[i]`` the stored short text of ``rows[i]``, None for a
         row that has none) whose exact Jaccard with the query is at least ``threshold``,
-        and that Jaccard."""
+        and that Jaccard; with same_numbers, not those that are another report of the
+        query's template."""
         held = [i for i, text in enumerate(texts) if text is not None]
         stored = self.sets([texts[i] or "" for i in held])
         keep: list[int] = []
@@ -156,8 +161,12 @@ class RedisNgram:
             inter = len(np.intersect1d(query, codes, assume_unique=True))
             union = len(query) + len(codes) - inter
             jaccard = inter / union if union else 0.0
-            if jaccard >= threshold:
-                keep.append(i)
-                similarity.append(jaccard)
+            if jaccard < threshold:
+                continue
+            asked = probes.texts[int(positions[i])]
+            if self.same_numbers and differing_numbers(asked, texts[i] or "") is not None:
+                continue  # another report of the query's template (app/core/template.py)
+            keep.append(i)
+            similarity.append(jaccard)
         at = np.array(keep, dtype=np.int64)
         return positions[at], rows[at], np.array(similarity, dtype=np.float64)

@@ -79,7 +79,11 @@ class Resolved:
         ngram = None
         if config.ngram.enabled:
             settings = config.ngram
-            matchers.append(NgramMatcher(settings.threshold, settings.size, settings.cjk_size))
+            matchers.append(
+                NgramMatcher(
+                    settings.threshold, settings.size, settings.cjk_size, settings.same_numbers
+                )
+            )
             # Beside the store's tables: the same hash tags, so the same slots.
             table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits)
             ngram = RedisNgram(settings, table)
