@@ -117,7 +117,7 @@ import numpy.typing as npt
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.template import differing_numbers
+from app.core.template import NO_FIGURES, differing_numbers, figures_key
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
@@ -314,6 +314,8 @@ class NgramIndex:
         self._chars = RowArray(np.int32)
         self._widths = RowArray(np.uint8)
         self._sizes = RowArray(np.int32)
+        # Per row, its text's figures_key once a search has needed it (0: not yet).
+        self._figures = RowArray(np.uint64)
         self._write_lock = threading.Lock()  # insert against a rebuild's swap
         self._merge_lock = threading.Lock()
         self._rebuild_log: list[Rows] | None = None  # rows inserted during a rebuild
@@ -358,7 +360,7 @@ class NgramIndex:
             self._data.ensure(used + len(data))
             self._data.array[used : used + len(data)] = data
             end = self._rows.present.size
-            for array in (self._starts, self._chars, self._widths, self._sizes):
+            for array in (self._starts, self._chars, self._widths, self._sizes, self._figures):
                 array.ensure(end)
             self._starts.array[claimed] = starts + used
             self._chars.array[claimed] = chars
@@ -499,16 +501,28 @@ class NgramIndex:
         found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
     ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
         """The matches of ``found`` that are not another report of the query's template
-        (``differing_numbers``). O(characters of the matches)."""
+        (``differing_numbers``). A query's figures are read once, a stored row's once in
+        its life (kept in ``_figures``); the texts are compared only where those differ.
+        O(characters of the queries with matches)."""
         ends, rows, similarities, counts = found
         owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
         keep = np.ones(len(rows), dtype=np.bool_)
-        asked: dict[int, str] = {}
+        keys = self._figures.array  # a reader may fill it: a row's key never changes
+        asked: dict[int, tuple[str, int]] = {}
         for at, (owner, row) in enumerate(zip(owners.tolist(), rows.tolist(), strict=True)):
             if owner not in asked:
-                text = points[offsets[owner] : offsets[owner + 1]]
-                asked[owner] = text.tobytes().decode("utf-32-le", "surrogatepass")
-            keep[at] = differing_numbers(asked[owner], self.text(row)) is None
+                points_of = points[offsets[owner] : offsets[owner + 1]]
+                text = points_of.tobytes().decode("utf-32-le", "surrogatepass")
+                asked[owner] = text, figures_key(text)
+            text, key = asked[owner]
+            stored = int(keys[row]) if row < len(keys) else 0
+            if stored == 0:
+                stored = figures_key(self.text(row))
+                if row < len(keys):
+                    keys[row] = stored
+            if key == stored or NO_FIGURES in (key, stored):
+                continue
+            keep[at] = differing_numbers(text, self.text(row)) is None
         ends = np.cumsum(np.bincount(owners[keep], minlength=len(ends)))
         return ends.astype(np.int64), rows[keep], similarities[keep], counts
 
@@ -614,7 +628,8 @@ class NgramIndex:
         """Bytes of the entries, the packed texts, the per-row arrays and the order."""
         state = self._state
         per_row = sum(
-            array.nbytes for array in (self._starts, self._chars, self._widths, self._sizes)
+            array.nbytes
+            for array in (self._starts, self._chars, self._widths, self._sizes, self._figures)
         )
         return int(
             state.table.memory_bytes()
@@ -650,3 +665,6 @@ class NgramIndex:
             np.int64
         ) * self._widths.array[present].astype(np.int64)
         assert bool(np.all(ends <= self._data.size)), "a text lies outside the store"
+        figures = self._figures.array[: self._figures.size]
+        for row in np.flatnonzero(figures).tolist():  # the figures read so far are the text's
+            assert int(figures[row]) == figures_key(self.text(row)), "a figures key is stale"

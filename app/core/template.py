@@ -10,7 +10,7 @@ figures, though it may spell one out ("Record April 3" and "Record April Three")
 run (with its decimals; thousands separators dropped; an ordinal such as "1st" is its
 number), every English number word up to the tens and ordinals up to "tenth", and every
 run of Chinese numerals (六, 两, 二十三) is one value. Two texts are compared by the
-digits of their values, each counted (``digits``: "10.5" and "105", a line moved, agree),
+digits of their values, sorted (``figures``: "10.5" and "105", a line moved, agree),
 and match only when they hold the same digits, or one holds none (a text that only
 adds figures to one without, "quake hits Tokyo, 5 dead", is an update of it). A
 one-character edit is a typo, not another report ("APR 7" / "APR 8" in an otherwise
@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from typing import Final
+
+import xxhash
 
 _UNITS: Final = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
@@ -106,15 +108,36 @@ def within_one_edit(first: str, second: str) -> bool:
     return len(left) == len(right) == 2 and left == right[::-1]
 
 
-def digits(values: Counter[str]) -> Counter[str]:
-    """The digits of the values, each counted: what two texts' figures are compared by.
-    Separators and order do not count, so that "10.5" and "105" (punctuation stripped)
-    and a reordered line agree, while any figure changed, added to or dropped differs."""
-    counted: Counter[str] = Counter()
-    for value, times in values.items():
-        for digit in value.replace(".", ""):
-            counted[digit] += times
-    return counted
+# Digits one by one, and runs of letters (looked up among the number words).
+_DIGITS_AND_WORDS: Final = re.compile(r"\d|[^\W\d_]+")
+
+
+def figures(text: str) -> str:
+    """The digits of the numbers ``text`` states, sorted: what two texts' figures are
+    compared by. Separators and order do not count, so that "10.5" and "105"
+    (punctuation stripped) and a reordered line agree, while a figure changed, added or
+    dropped differs. One regular expression pass: O(length)."""
+    found = []
+    for token in _DIGITS_AND_WORDS.findall(text.casefold()):
+        if token.isdigit():
+            found.append(token)
+        elif token in NUMBER_WORDS:
+            found.extend(NUMBER_WORDS[token])
+        elif not token.isascii():  # Chinese is written without spaces: runs inside words
+            for run in _CHINESE_RUN.findall(token):
+                found.extend(str(chinese_value(run)))
+    return "".join(sorted(found))
+
+
+NO_FIGURES = 1  # the figures_key of a text that states no number
+
+
+def figures_key(text: str) -> int:
+    """``figures`` as a 64-bit key, never 0 (free for "not known yet"): NO_FIGURES for
+    a text without numbers. Two texts with the same key state the same figures (to a
+    hash collision, which keeps a match)."""
+    found = figures(text)
+    return max(xxhash.xxh64_intdigest(found.encode()), 2) if found else NO_FIGURES
 
 
 def differing_numbers(first: str, second: str) -> str | None:
@@ -123,11 +146,9 @@ def differing_numbers(first: str, second: str) -> str | None:
     is not a report that "..., 5 dead" replaces), shown as "numbers differ: 1222 /
     1627" (the least value of each that the other does not state, "-" for none). Texts
     one character edit apart are a typo, not two reports."""
-    held, other = numbers(first), numbers(second)
-    held_digits, other_digits = digits(held), digits(other)
-    if held_digits == other_digits:
+    held, other = figures(first), figures(second)
+    if held == other or not held or not other or within_one_edit(first, second):
         return None
-    if not held_digits or not other_digits or within_one_edit(first, second):
-        return None
-    shown = [min(values) if values else "-" for values in (held - other, other - held)]
+    values = numbers(first), numbers(second)
+    shown = [min(v) if v else "-" for v in (values[0] - values[1], values[1] - values[0])]
     return f"numbers differ: {shown[0]} / {shown[1]}"
