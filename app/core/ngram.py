@@ -505,26 +505,30 @@ class NgramIndex:
         its life (kept in ``_figures``); the texts are compared only where those differ.
         O(characters of the queries with matches)."""
         ends, rows, similarities, counts = found
-        owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
-        keep = np.ones(len(rows), dtype=np.bool_)
         keys = self._figures.array  # a reader may fill it: a row's key never changes
-        asked: dict[int, tuple[str, int]] = {}
-        for at, (owner, row) in enumerate(zip(owners.tolist(), rows.tolist(), strict=True)):
-            if owner not in asked:
-                points_of = points[offsets[owner] : offsets[owner + 1]]
-                text = points_of.tobytes().decode("utf-32-le", "surrogatepass")
-                asked[owner] = text, figures_key(text)
-            text, key = asked[owner]
-            stored = int(keys[row]) if row < len(keys) else 0
-            if stored == 0:
-                stored = figures_key(self.text(row))
-                if row < len(keys):
-                    keys[row] = stored
-            if key == stored or NO_FIGURES in (key, stored):
+        keep: list[bool] = []
+        start = 0
+        for owner, end in enumerate(ends.tolist()):
+            if end == start:
                 continue
-            keep[at] = differing_numbers(text, self.text(row)) is None
-        ends = np.cumsum(np.bincount(owners[keep], minlength=len(ends)))
-        return ends.astype(np.int64), rows[keep], similarities[keep], counts
+            points_of = points[offsets[owner] : offsets[owner + 1]]
+            text = points_of.tobytes().decode("utf-32-le", "surrogatepass")
+            key = figures_key(text)
+            for row in rows[start:end].tolist():
+                stored = int(keys[row]) if row < len(keys) else 0
+                if stored == 0:
+                    stored = figures_key(self.text(row))
+                    if row < len(keys):
+                        keys[row] = stored
+                agree = key == stored or NO_FIGURES in (key, stored)
+                keep.append(agree or differing_numbers(text, self.text(row)) is None)
+            start = end
+        if all(keep):
+            return found
+        kept = np.array(keep, dtype=np.bool_)
+        owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+        ends = np.cumsum(np.bincount(owners[kept], minlength=len(ends)))
+        return ends.astype(np.int64), rows[kept], similarities[kept], counts
 
     def text(self, row: int) -> str:
         """The stored text of a row (deleted ones included)."""

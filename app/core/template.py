@@ -108,24 +108,23 @@ def within_one_edit(first: str, second: str) -> bool:
     return len(left) == len(right) == 2 and left == right[::-1]
 
 
-# Digits one by one, and runs of letters (looked up among the number words).
-_DIGITS_AND_WORDS: Final = re.compile(r"\d|[^\W\d_]+")
+_NOT_DIGIT: Final = re.compile(r"\D+")
+_LETTERS: Final = re.compile(r"[^\W\d_]+")  # words, looked up among the number words
 
 
 def figures(text: str) -> str:
     """The digits of the numbers ``text`` states, sorted: what two texts' figures are
     compared by. Separators and order do not count, so that "10.5" and "105"
     (punctuation stripped) and a reordered line agree, while a figure changed, added or
-    dropped differs. One regular expression pass: O(length)."""
-    found = []
-    for token in _DIGITS_AND_WORDS.findall(text.casefold()):
-        if token.isdigit():
-            found.append(token)
-        elif token in NUMBER_WORDS:
-            found.extend(NUMBER_WORDS[token])
-        elif not token.isascii():  # Chinese is written without spaces: runs inside words
-            for run in _CHINESE_RUN.findall(token):
-                found.extend(str(chinese_value(run)))
+    dropped differs. O(length)."""
+    found = _NOT_DIGIT.sub("", text)  # C-speed passes: ~5 us a title
+    for word in _LETTERS.findall(text.casefold()):
+        value = NUMBER_WORDS.get(word)
+        if value is not None:
+            found += value
+        elif not word.isascii():  # Chinese is written without spaces: runs inside words
+            for run in _CHINESE_RUN.findall(word):
+                found += str(chinese_value(run))
     return "".join(sorted(found))
 
 
