@@ -491,44 +491,8 @@ class NgramIndex:
             self._rows.deleted.array,
         )
         if self.same_numbers and len(result[1]):
-            return self._same_numbers_only(points, offsets, result)
+            return _same_figures_only(self, points, offsets, result)
         return result
-
-    def _same_numbers_only(
-        self,
-        points: CodePoints,
-        offsets: Offsets,
-        found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
-    ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
-        """The matches of ``found`` that are not another report of the query's template
-        (``differing_numbers``). A query's figures are read once, a stored row's once in
-        its life (kept in ``_figures``); the texts are compared only where those differ.
-        O(characters of the queries with matches)."""
-        ends, rows, similarities, counts = found
-        keys = self._figures.array  # a reader may fill it: a row's key never changes
-        keep: list[bool] = []
-        start = 0
-        for owner, end in enumerate(ends.tolist()):
-            if end == start:
-                continue
-            points_of = points[offsets[owner] : offsets[owner + 1]]
-            text = points_of.tobytes().decode("utf-32-le", "surrogatepass")
-            key = figures_key(text)
-            for row in rows[start:end].tolist():
-                stored = int(keys[row]) if row < len(keys) else 0
-                if stored == 0:
-                    stored = figures_key(self.text(row))
-                    if row < len(keys):
-                        keys[row] = stored
-                agree = key == stored or NO_FIGURES in (key, stored)
-                keep.append(agree or differing_numbers(text, self.text(row)) is None)
-            start = end
-        if all(keep):
-            return found
-        kept = np.array(keep, dtype=np.bool_)
-        owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
-        ends = np.cumsum(np.bincount(owners[kept], minlength=len(ends)))
-        return ends.astype(np.int64), rows[kept], similarities[kept], counts
 
     def text(self, row: int) -> str:
         """The stored text of a row (deleted ones included)."""
@@ -672,3 +636,41 @@ class NgramIndex:
         figures = self._figures.array[: self._figures.size]
         for row in np.flatnonzero(figures).tolist():  # the figures read so far are the text's
             assert int(figures[row]) == figures_key(self.text(row)), "a figures key is stale"
+
+
+def _same_figures_only(
+    index: NgramIndex,
+    points: CodePoints,
+    offsets: Offsets,
+    found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
+) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
+    """The matches of ``found`` (``index``'s search of the texts ``points``, ``offsets``)
+    that are not another report of the query's template
+    (``differing_numbers``). A query's figures are read once, a stored row's once in
+    its life (kept in ``_figures``); the texts are compared only where those differ.
+    O(characters of the queries with matches)."""
+    ends, rows, similarities, counts = found
+    keys = index._figures.array  # a reader may fill it: a row's key never changes
+    keep: list[bool] = []
+    start = 0
+    for owner, end in enumerate(ends.tolist()):
+        if end == start:
+            continue
+        points_of = points[offsets[owner] : offsets[owner + 1]]
+        text = points_of.tobytes().decode("utf-32-le", "surrogatepass")
+        key = figures_key(text)
+        for row in rows[start:end].tolist():
+            stored = int(keys[row]) if row < len(keys) else 0
+            if stored == 0:
+                stored = figures_key(index.text(row))
+                if row < len(keys):
+                    keys[row] = stored
+            agree = key == stored or NO_FIGURES in (key, stored)
+            keep.append(agree or differing_numbers(text, index.text(row)) is None)
+        start = end
+    if all(keep):
+        return found
+    kept = np.array(keep, dtype=np.bool_)
+    owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+    ends = np.cumsum(np.bincount(owners[kept], minlength=len(ends)))
+    return ends.astype(np.int64), rows[kept], similarities[kept], counts
