@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
+from app.core.mix import fmix64_array
 from app.core.table_index import TableIndex
 from app.core.types import Rows
 
@@ -192,13 +193,7 @@ def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     of the key space (the median near 0.12 of it), where a directory bucket then holds
     ten times its share; spread evenly, every lookup's bucket is small and its
     interpolated guess close (``bench.passages --lookups``: 204 against 228 ns a key)."""
-    spread_keys = np.array(keys, dtype=np.uint64)  # a copy: the caller's keys unchanged
-    spread_keys ^= spread_keys >> np.uint64(33)
-    spread_keys *= np.uint64(0xFF51AFD7ED558CCD)
-    spread_keys ^= spread_keys >> np.uint64(33)
-    spread_keys *= np.uint64(0xC4CEB93F40A6BEC5)
-    spread_keys ^= spread_keys >> np.uint64(33)
-    return spread_keys
+    return fmix64_array(keys)
 
 
 class PassageIndex(TableIndex):

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.backends.redis.store.wire import Command
+from app.core.mix import fmix64_array
 from app.core.types import Rows
 
 U64 = npt.NDArray[np.uint64]
@@ -38,13 +39,7 @@ _TOP = b"\xff" * 5  # above every row after a size
 
 def order_keys(codes: U64) -> U64:
     """``fmix64`` of each code (MurmurHash3's finaliser, as the kernels compute it)."""
-    value = np.asarray(codes, dtype=np.uint64).copy()
-    value ^= value >> np.uint64(33)
-    value *= np.uint64(0xFF51AFD7ED558CCD)
-    value ^= value >> np.uint64(33)
-    value *= np.uint64(0xC4CEB93F40A6BEC5)
-    value ^= value >> np.uint64(33)
-    return value
+    return fmix64_array(codes)
 
 
 def ordered(codes: U64) -> U64:
