@@ -27,12 +27,12 @@ HELD_OUT = 300
 # of planted variants whose original was found (by any method). The subset's own shares
 # differ by sampling (1.0, 0.975, 1.0 and 0.917), within the tolerance.
 MEASURED_ONE_EDIT = 1.0
-MEASURED_TWO_EDITS = 0.983
+MEASURED_TWO_EDITS = 0.956
 MEASURED_PUNCTUATION = 1.0
-MEASURED_STRIPPED = 0.883
+MEASURED_STRIPPED = 0.882
 TOLERANCE = 0.03
 # Re-issued stories whose title changed, matched by title alone (of 225).
-MEASURED_REISSUED = 107
+MEASURED_REISSUED = 92
 
 
 @pytest.mark.data
@@ -48,12 +48,14 @@ def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
         "size": 3,
         "threshold": 0.7,
         "cjk_size": 2,
+        "same_numbers": True,
     }
     planted = evaluation.planted
     assert {p.kind for p in planted} == set(reuters_titles.KINDS)
 
     # Exact: a variant is found by ngram if and only if its q-gram Jaccard to its original
-    # reaches the threshold, and every search's n-gram matches are the brute-force set.
+    # reaches the threshold and the template rule lets it through, and every search's
+    # n-gram matches are the brute-force set.
     wrong = [p for p in planted if p.found_by("ngram") != p.reachable]
     assert not wrong, wrong[:5]
     searches = len(planted) + len(evaluation.held_out) + len(evaluation.reissued)
@@ -76,6 +78,6 @@ def test_planted_title_edits_are_found_exactly_and_as_measured() -> None:
 
     # Re-issued stories (every labelled pair, not a subset): every title at J >= 0.7 found.
     changed = [r for r in evaluation.reissued if not r.same_title]
-    assert all(r.found_by("ngram") == (r.title_j >= 0.7) for r in changed)
+    assert all(r.found_by("ngram") == r.reachable for r in changed)
     assert sum(r.match is not None for r in changed) >= MEASURED_REISSUED
     assert all(r.match is not None for r in evaluation.reissued if r.same_title)
