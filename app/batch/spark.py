@@ -633,7 +633,7 @@ def _run(
     cluster_count = _write_lines(options.out / "kept.jsonl", kept_lines)
     steps.done("kept.jsonl")
     empty = documents.filter(lambda d: d[2] is None).count()
-    for rdd in (documents, identical, multi, verified, document_pairs, clusters, labels):
+    for rdd in (documents, identical, multi, verified, document_pairs, clusters, labels, kept):
         rdd.unpersist()
     return Summary(
         engine=f"spark {sc.master}",

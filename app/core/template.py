@@ -150,4 +150,6 @@ def differing_numbers(first: str, second: str) -> str | None:
         return None
     values = numbers(first), numbers(second)
     shown = [min(v) if v else "-" for v in (values[0] - values[1], values[1] - values[0])]
+    if shown == ["-", "-"]:  # the same values written otherwise ("007" / "7"): the digits
+        shown = [held, other]
     return f"numbers differ: {shown[0]} / {shown[1]}"
