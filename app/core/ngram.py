@@ -117,7 +117,7 @@ import numpy.typing as npt
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.template import NO_FIGURES, differing_numbers, figures_key
+from app.core.template import differing_numbers, disagreeing_matches, figures_key, figures_keys
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
@@ -314,7 +314,7 @@ class NgramIndex:
         self._chars = RowArray(np.int32)
         self._widths = RowArray(np.uint8)
         self._sizes = RowArray(np.int32)
-        # Per row, its text's figures_key once a search has needed it (0: not yet).
+        # Per row, its text's figures_key, with same_numbers (made at insert, compiled).
         self._figures = RowArray(np.uint64)
         self._write_lock = threading.Lock()  # insert against a rebuild's swap
         self._merge_lock = threading.Lock()
@@ -365,6 +365,8 @@ class NgramIndex:
             self._starts.array[claimed] = starts + used
             self._chars.array[claimed] = chars
             self._widths.array[claimed] = widths
+            if self.same_numbers:
+                self._figures.array[claimed] = figures_keys(points, offsets)
             state = self._state
             if self._should_learn_from_batch(state, len(claimed)):
                 state = _State(self._learn(claimed, len(claimed)), state.table)
@@ -633,9 +635,9 @@ class NgramIndex:
             np.int64
         ) * self._widths.array[present].astype(np.int64)
         assert bool(np.all(ends <= self._data.size)), "a text lies outside the store"
-        figures = self._figures.array[: self._figures.size]
-        for row in np.flatnonzero(figures).tolist():  # the figures read so far are the text's
-            assert int(figures[row]) == figures_key(self.text(row)), "a figures key is stale"
+        if self.same_numbers:  # every row's figures key is its text's
+            for row in present.tolist():
+                assert int(self._figures.array[row]) == figures_key(self.text(row)), "figures"
 
 
 def _same_figures_only(
@@ -645,32 +647,22 @@ def _same_figures_only(
     found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
 ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
     """The matches of ``found`` (``index``'s search of the texts ``points``, ``offsets``)
-    that are not another report of the query's template
-    (``differing_numbers``). A query's figures are read once, a stored row's once in
-    its life (kept in ``_figures``); the texts are compared only where those differ.
-    O(characters of the queries with matches)."""
+    that are not another report of the query's template (``differing_numbers``). The
+    figures keys of the queries with matches are compared with the rows' (made at
+    insert) in one compiled call; only the matches whose keys differ, both stating
+    figures, are compared text by text. O(characters of the queries with matches)."""
     ends, rows, similarities, counts = found
-    keys = index._figures.array  # a reader may fill it: a row's key never changes
-    keep: list[bool] = []
-    start = 0
-    for owner, end in enumerate(ends.tolist()):
-        if end == start:
-            continue
-        points_of = points[offsets[owner] : offsets[owner + 1]]
-        text = points_of.tobytes().decode("utf-32-le", "surrogatepass")
-        key = figures_key(text)
-        for row in rows[start:end].tolist():
-            stored = int(keys[row]) if row < len(keys) else 0
-            if stored == 0:
-                stored = figures_key(index.text(row))
-                if row < len(keys):
-                    keys[row] = stored
-            agree = key == stored or NO_FIGURES in (key, stored)
-            keep.append(agree or differing_numbers(text, index.text(row)) is None)
-        start = end
-    if all(keep):
-        return found
-    kept = np.array(keep, dtype=np.bool_)
+    suspects = disagreeing_matches(points, offsets, ends, rows, index._figures.array)
+    if len(suspects) == 0:
+        return found  # the usual answer: the same figures, or none on one side
     owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+    kept = np.ones(len(rows), dtype=np.bool_)
+    for at in suspects.tolist():
+        owner = int(owners[at])
+        query = points[offsets[owner] : offsets[owner + 1]]
+        text = query.tobytes().decode("utf-32-le", "surrogatepass")
+        kept[at] = differing_numbers(text, index.text(int(rows[at]))) is None
+    if kept.all():
+        return found
     ends = np.cumsum(np.bincount(owners[kept], minlength=len(ends)))
     return ends.astype(np.int64), rows[kept], similarities[kept], counts

@@ -10,18 +10,37 @@ matches it (so the test can fail)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
+import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.collection_config import NgramConfig
-from app.core.template import chinese_value, differing_numbers, numbers, within_one_edit
+from app.core._template_kernels import figure_counts
+from app.core.ngram import code_points
+from app.core.template import (
+    CHINESE_DIGITS,
+    CHINESE_UNITS,
+    NO_FIGURES,
+    NUMBER_WORDS,
+    chinese_value,
+    differing_numbers,
+    figure_tables,
+    figures,
+    figures_key,
+    figures_keys,
+    numbers,
+    within_one_edit,
+)
 from app.core.text import normalize
 from tests.conftest import LIMITS, make_client
 from tests.redis_servers import RedisServer, emptied
 
+CHINESE_NUMERALS = set(CHINESE_DIGITS) | set(CHINESE_UNITS)
 # (first report, other reports of the template with other figures, re-issues of the first)
 FAMILIES: list[tuple[str, list[str], list[str]]] = [
     (
@@ -220,3 +239,43 @@ def test_within_one_edit_agrees_with_the_edit_distance() -> None:
         edited = "".join(second)
         assert within_one_edit(first, edited) == (_edit_distance(first, edited) <= 1)
     assert within_one_edit("housing", "hosuing") and not within_one_edit("1st", "2nd")
+
+
+def _plain_figures(text: str) -> Counter[str]:
+    """The digits of the numbers of a text, counted character by character: a digit of
+    any script by its value, a whole run of ASCII letters that is a number word, a run of
+    Chinese numerals by its value (``chinese_value``, checked above)."""
+    found: Counter[str] = Counter()
+    for is_word, group in itertools.groupby(text, lambda c: c.isascii() and c.isalpha()):
+        run = "".join(group)
+        if is_word:
+            found.update(NUMBER_WORDS.get(run.lower(), ""))
+            continue
+        for is_numeral, characters in itertools.groupby(run, lambda c: c in CHINESE_NUMERALS):
+            part = "".join(characters)
+            if is_numeral:
+                found.update(str(chinese_value(part)))
+            else:
+                found.update(str(unicodedata.decimal(c)) for c in part if c.isdecimal())
+    return found
+
+
+def test_the_compiled_figures_keys_agree_with_a_plain_count() -> None:
+    pieces = ["three", "Three", "THIRTEEN", "xthree", "seventeen", "seventeens", "1,222", "10.5"]
+    pieces += ["٣", "٤٥", "二十三", "两百零五", "三万五千", "二〇二四", "〇〇", "十", "万", "first"]
+    pieces += ["tenth", "ſix", " ", "-", "abc", "é", "threé", "中", "3rd", "007", "zero", "１２"]
+    rng = random.Random(5)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(13))) for _ in range(3000)]
+    points, offsets = code_points(texts)
+    counts = figure_counts(points, offsets, *figure_tables())
+    keys = figures_keys(points, offsets).tolist()
+    key_of: dict[str, int] = {}
+    for text, row, key in zip(texts, counts.tolist(), keys, strict=True):
+        plain = _plain_figures(text)
+        assert {str(d): n for d, n in enumerate(row) if n} == dict(plain), text
+        assert Counter(figures(text)) == plain, text
+        assert (key == NO_FIGURES) == (not plain) and key != 0
+        digits = "".join(sorted(plain.elements()))
+        assert key_of.setdefault(digits, key) == key, text  # one key per figures
+        assert figures_key(text) == key
+    assert len(set(key_of.values())) == len(key_of)  # and other figures, other keys

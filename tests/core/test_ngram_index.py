@@ -10,6 +10,7 @@ empty texts; ``_check()`` runs after every step.
 from __future__ import annotations
 
 import dataclasses
+import random
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from app.core import _ngram_kernels as kernels
 from app.core import ngram
 from app.core.ngram import NgramIndex
 from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, Run, SortedTable
+from app.core.template import differing_numbers
 
 # ---------------------------------------------------------------- brute force
 
@@ -54,13 +56,18 @@ def brute_force(
     size: int,
     threshold: float,
     cjk_size: int | None = None,
+    same_numbers: bool = False,
 ) -> list[tuple[int, float]]:
-    """(row, Jaccard) of every live text at or above the threshold, best first, ties by row."""
+    """(row, Jaccard) of every live text at or above the threshold, best first, ties by row;
+    with ``same_numbers``, not those ``differing_numbers`` refuses (tested against plain
+    references in tests/api/test_short_templates.py)."""
     wanted = qgrams(query, size, cjk_size)
     found = []
     for row, text in texts.items():
         grams = qgrams(text, size, cjk_size)
         if row in deleted or not grams or not wanted:
+            continue
+        if same_numbers and differing_numbers(query, text) is not None:
             continue
         shared = len(grams & wanted)
         similarity = shared / (len(grams) + len(wanted) - shared)
@@ -96,6 +103,7 @@ ALPHABETS = {
     "chinese": "的一是不了人我在有他这中大来上国",  # two bytes per character
     "mixed": "ab 中国。é😀",  # an astral character: four bytes per character
     "scripts": "ab 中国かな한글",  # Latin, Han, kana and Hangul side by side
+    "figures": "a 12٣十三",  # digits, another script's digit, Chinese numerals
 }
 
 # Thresholds a / b with small b hit similarities exactly (2/3 is both a threshold and a
@@ -138,11 +146,12 @@ def scenarios(draw: st.DrawFn) -> tuple[int, int | None, float, list[tuple[objec
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.booleans(), st.integers(1, 4))
+@given(scenarios(), st.booleans(), st.integers(1, 4), st.booleans())
 def test_search_equals_brute_force_jaccard(
     scenario: tuple[int, int | None, float, list[tuple[object, ...]]],
     learn_order: bool,
     prefix_matches: int,
+    same_numbers: bool,
 ) -> None:
     size, cjk_size, build, operations = scenario
     with small_order_constants():
@@ -152,6 +161,7 @@ def test_search_equals_brute_force_jaccard(
             learn_order=learn_order,
             prefix_matches=prefix_matches,
             cjk_size=cjk_size,
+            same_numbers=same_numbers,
         )
         texts: dict[int, str] = {}
         deleted: set[int] = set()
@@ -171,7 +181,7 @@ def test_search_equals_brute_force_jaccard(
             else:
                 query, threshold = str(operation[1]), float(operation[2])  # type: ignore[arg-type]
                 assert answer(index, query, threshold) == brute_force(
-                    texts, deleted, query, size, threshold, cjk_size
+                    texts, deleted, query, size, threshold, cjk_size, same_numbers
                 ), (size, cjk_size, build, index.order.learned_rows, texts, deleted, query)
             index._check()
         assert len(index) == len(set(texts) - deleted)
@@ -183,7 +193,7 @@ def test_search_equals_brute_force_jaccard(
             found = list(
                 zip(rows[start:end].tolist(), similarities[start:end].tolist(), strict=True)
             )
-            assert found == brute_force(texts, deleted, query, size, build, cjk_size)
+            assert found == brute_force(texts, deleted, query, size, build, cjk_size, same_numbers)
             start = end
 
 
@@ -517,3 +527,36 @@ def test_a_table_with_its_own_tail_capacity_flushes_when_that_is_full() -> None:
     assert sorted(table.lookup_range(0, 0, 24).tolist()) == list(range(25))
     with pytest.raises(ValueError):
         SortedTable(lanes=1, tail_capacity=0)
+
+
+def test_same_numbers_drops_exactly_what_the_rule_refuses() -> None:
+    """Templated reports (one line, other figures) against brute force with the rule:
+    the index refuses exactly the pairs ``differing_numbers`` refuses, through inserts,
+    deletes and merges, and refuses some (the test can fail)."""
+    rng = random.Random(11)
+    figures_pool = ["1222", "1627", "7", "8", "three", "3", "六", "十二", "٣", "205.81", ""]
+
+    def report() -> str:
+        return f"lme nickel ring {rng.choice(figures_pool)} - apr {rng.choice(figures_pool)}"
+
+    index = NgramIndex(threshold=0.5, size=3, same_numbers=True)
+    texts: dict[int, str] = {}
+    deleted: set[int] = set()
+    refused = 0
+    for step in range(12):
+        batch = [report() for _ in range(20)]
+        rows = list(range(len(texts), len(texts) + len(batch)))
+        index.insert(batch, rows)
+        texts.update(zip(rows, batch, strict=True))
+        if step % 3 == 2:
+            victims = rng.sample(sorted(texts), 5)
+            index.delete(victims)
+            deleted.update(victims)
+        if step % 4 == 3:
+            index.merge()
+        index._check()
+        for query in [report() for _ in range(10)]:
+            expected = brute_force(texts, deleted, query, 3, 0.5, None, same_numbers=True)
+            assert answer(index, query, 0.5) == expected
+            refused += len(brute_force(texts, deleted, query, 3, 0.5)) - len(expected)
+    assert refused > 100

@@ -28,7 +28,7 @@ from app.backends.redis.collection import RedisCollection
 from app.backends.redis.failures import Failures, storage_errors
 from app.backends.redis.resolved import Resolved
 from app.backends.redis.store import functions
-from app.backends.redis.store.connect import connect
+from app.backends.redis.store.connect import connect, replicas_lacking
 from app.backends.redis.store.layout import DEFAULT_SHARD_BITS
 from app.backends.redis.store.loop_links import close_loop_links
 from app.backends.redis.store.store import RedisStore
@@ -159,8 +159,17 @@ class RedisRegistry:
             self._client.close()
 
     def ping(self) -> None:
+        """Redis answers; with wait_replicas, every primary has that many replicas online.
+        A write WAITs for them, so until they have attached (and again once they are
+        lost) a write is refused: not ready, and the body says which primary lacks them."""
         with storage_errors(self.failures):
             self.client.ping()
+            lacking = replicas_lacking(self.client, self._wait_replicas)
+        if lacking:
+            raise StorageUnavailable(
+                f"Redis primaries without the {self._wait_replicas} replicas writes wait for: "
+                + "; ".join(lacking)
+            )
 
     def start_background(self, observer: BackgroundObserver | None = None) -> None:
         """Start the evictor, reporting each chunk to ``observer`` (nothing to merge:

@@ -54,6 +54,7 @@ def test_acknowledged_documents_survive_a_primarys_death(tmp_path: Path) -> None
                 assert answer.status_code == 200
                 assert all(r["inserted"] for r in answer.json()["results"])
                 acknowledged.update((d["id"], d["text"]) for d in documents)
+            assert client.get("/readyz").status_code == 200  # every primary has its replica
             victim = next(n for n in cluster.nodes if _role(n.port) == "primary")
             assert victim.process.poll() is None
             victim.process.send_signal(signal.SIGKILL)
@@ -78,6 +79,10 @@ def test_acknowledged_documents_survive_a_primarys_death(tmp_path: Path) -> None
             refused = client.post(f"{DOCS}/batch", json={"documents": late})
             assert refused.status_code == 503
             assert refused.json()["error"]["code"] == "storage_unavailable"
+            # ... and readiness says so: the new primary lacks the replica writes wait for.
+            ready = client.get("/readyz")
+            assert ready.status_code == 503
+            assert "has 0 of 1 replicas online" in ready.json()["error"]["message"]
             for document_id, text in acknowledged.items():
                 found = client.post("/v1/collections/default/search", json={"text": text}).json()[
                     "matches"

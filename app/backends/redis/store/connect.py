@@ -50,3 +50,36 @@ def connect(url: str) -> Client:
     if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
         raise ValueError(f"a Redis backend URL starts redis://, rediss:// or {CLUSTER_SCHEME}://")
     return redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
+
+
+def _online_replicas(info: dict[str, Any]) -> int:
+    """Replicas an ``INFO replication`` reply lists as online (redis-py parses each
+    ``slaveN:ip=...,state=online,...`` line into a dict)."""
+    return sum(
+        1
+        for key, value in info.items()
+        if key.startswith("slave") and isinstance(value, dict) and value.get("state") == "online"
+    )
+
+
+def replicas_lacking(client: Client, wanted: int) -> list[str]:
+    """ "host:port has n of ``wanted`` replicas online" for each primary with fewer (none
+    when ``wanted`` is 0): one INFO a primary."""
+    if wanted <= 0:
+        return []
+    if isinstance(client, RedisCluster):
+        replies = cast(
+            dict[str, dict[str, Any]],
+            client.info("replication", target_nodes=RedisCluster.PRIMARIES),
+        )
+        if "role" in replies:  # a cluster of one primary answers with its reply alone
+            replies = {"the primary": replies}
+    else:
+        pool = client.connection_pool.connection_kwargs
+        replies = {f"{pool.get('host')}:{pool.get('port')}": client.info("replication")}
+    lacking = []
+    for node, info in sorted(replies.items()):
+        online = _online_replicas(info)
+        if online < wanted:
+            lacking.append(f"{node} has {online} of {wanted} replicas online")
+    return lacking
