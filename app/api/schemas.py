@@ -511,10 +511,26 @@ class SearchIn(PageFields, TimeRange):
         description="Matches found by shared passages alone: the larger of query_coverage "
         "and match_coverage at least this.",
     )
+    explain: bool = Field(
+        False,
+        description="Also list the documents the methods matched and a rule refused "
+        "(`refused`, each with its reason): two reports of one template that state other "
+        "figures (ngram.same_numbers). Costs a second search.",
+    )
+
+
+class RefusedOut(BaseModel):
+    id: str
+    similarity: float
+    methods: list[Literal["exact", "simhash", "minhash", "ngram", "passage"]]
+    reason: str = Field(description='Why it is not a match, e.g. "numbers differ: 1222 / 1627".')
 
 
 class MatchesOut(BaseModel):
     matches: list[MatchOut]
+    refused: list[RefusedOut] | None = Field(
+        None, description="With explain: the matches a rule refused, best first."
+    )
 
 
 class ErrorOut(BaseModel):

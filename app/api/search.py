@@ -20,6 +20,7 @@ from app.api.documents import json_response
 from app.api.parameters import MatchFilters, search_query
 from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.config import Settings
+from app.service.explain import refusals
 from app.service.protocols import ServiceCollection
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
@@ -53,7 +54,10 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
         body.min_coverage,
     )
     matches = await collection.search_async(read.text, query)
-    return orjson.dumps({"matches": matches})
+    if not body.explain:
+        return orjson.dumps({"matches": matches})
+    refused = await refusals(collection, read.text, query, matches)
+    return orjson.dumps({"matches": matches, "refused": refused})
 
 
 @router.get("", response_model=MatchesOut)
@@ -62,6 +66,7 @@ async def search_get(
     request: Request,
     text: Annotated[str, Query(min_length=1), AfterValidator(check_text)],
     filters: Annotated[MatchFilters, Depends()],
+    explain: bool = False,
 ) -> Response:
     """The same as POST, for short texts in the query string."""
     collection, settings = collection_of(request, name), settings_of(request)
@@ -69,4 +74,8 @@ async def search_get(
         limits.check_limit(settings, filters.limit)
         limits.check_text(settings, text)
     query = filters.query
-    return json_response({"matches": await collection.search_async(text, query)})
+    matches = await collection.search_async(text, query)
+    if not explain:
+        return json_response({"matches": matches})
+    refused = await refusals(collection, text, query, matches)
+    return json_response({"matches": matches, "refused": refused})

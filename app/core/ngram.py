@@ -441,7 +441,7 @@ class NgramIndex:
         return rows[:limit], similarities[:limit]
 
     def search_many(
-        self, texts: Sequence[str], threshold: float | None = None
+        self, texts: Sequence[str], threshold: float | None = None, same_numbers: bool = True
     ) -> tuple[Rows, Rows, Similarities]:
         """Search a batch: (ends, rows, similarities), query i's matches at
         [ends[i-1], ends[i]), best first (ties by row), exactly as ``search`` returns them.
@@ -449,13 +449,18 @@ class NgramIndex:
         Cost per query: p (binary searches + entries of the token with an admissible
         size) + candidates x c, for p prefix tokens and c characters per candidate.
         """
-        return self.search_many_code_points(*code_points(texts), threshold)
+        return self.search_many_code_points(*code_points(texts), threshold, same_numbers)
 
     def search_many_code_points(
-        self, points: CodePoints, offsets: Offsets, threshold: float | None = None
+        self,
+        points: CodePoints,
+        offsets: Offsets,
+        threshold: float | None = None,
+        same_numbers: bool = True,
     ) -> tuple[Rows, Rows, Similarities]:
-        """``search_many`` for texts given as code points end to end."""
-        ends, rows, similarities, _ = self._search(points, offsets, threshold)
+        """``search_many`` for texts given as code points end to end; ``same_numbers``
+        False sets the index's template rule aside (what an explained search compares)."""
+        ends, rows, similarities, _ = self._search(points, offsets, threshold, same_numbers)
         return ends, rows, similarities
 
     def candidate_counts(
@@ -465,7 +470,11 @@ class NgramIndex:
         return self._search(*code_points(texts), threshold)[3]
 
     def _search(
-        self, points: CodePoints, offsets: Offsets, threshold: float | None
+        self,
+        points: CodePoints,
+        offsets: Offsets,
+        threshold: float | None,
+        same_numbers: bool = True,
     ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
         bar = self._bar(threshold)
         if points.dtype != np.uint32 or not points.flags.c_contiguous:
@@ -492,7 +501,7 @@ class NgramIndex:
             *snapshot.kernel_arrays(),
             self._rows.deleted.array,
         )
-        if self.same_numbers and len(result[1]):
+        if self.same_numbers and same_numbers and len(result[1]):
             return _same_figures_only(self, points, offsets, result)
         return result
 

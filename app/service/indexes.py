@@ -287,7 +287,9 @@ class NgramMatcher(_KeptMatcher):
         # The stored prefixes answer exactly from the index's threshold up; a lower
         # min_similarity filters the other methods' matches only (as for MinHash bands).
         threshold = max(self.threshold, query.min_similarity or 0.0)
-        ends, rows, similarity = self.index.search_many(texts, threshold)
+        ends, rows, similarity = self.index.search_many(
+            texts, threshold, same_numbers=query.same_numbers
+        )
         return Found(short[positions_of(ends)], rows.astype(np.int64), similarity)
 
     def pairs_within(self, documents: Documents) -> Found:

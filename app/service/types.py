@@ -156,6 +156,9 @@ class Query:
     since: int | None = None
     until: int | None = None
     min_coverage: float | None = None
+    # False: the template rule of short texts set aside (ngram.same_numbers), so that an
+    # explained search can name the matches it refused (app/service/explain.py).
+    same_numbers: bool = True
 
 
 def iso_time(timestamp: float) -> str:

@@ -146,7 +146,8 @@ def test_numbers_are_read_as_values() -> None:
 
 def _refused_and_kept(client: TestClient, collection: str) -> tuple[list[str], list[str]]:
     """Each family's first report inserted, then every other text searched: (texts that
-    found it, texts that did not)."""
+    found it, texts that did not). An explained search names the refused ones, with the
+    numbers that differ (``differing_numbers``, checked by hand above)."""
     found, missed = [], []
     for number, (first, _, _) in enumerate(FAMILIES):
         response = client.post(
@@ -161,6 +162,18 @@ def _refused_and_kept(client: TestClient, collection: str) -> tuple[list[str], l
             matches = answer.json()["matches"]
             ids = [match["id"] for match in matches if set(match["methods"]) - {"passage"}]
             (found if f"f{number}" in ids else missed).append(text)
+            explained = client.post(
+                f"/v1/collections/{collection}/search", json={"text": text, "explain": True}
+            ).json()
+            assert explained["matches"] == matches and "refused" not in answer.json()
+            refused = {r["id"]: r for r in explained["refused"]}
+            if f"f{number}" in ids or collection == "norule":
+                assert f"f{number}" not in refused
+                continue
+            reason = differing_numbers(normalize(text), normalize(FAMILIES[number][0]))
+            assert refused[f"f{number}"]["methods"] == ["ngram"]
+            assert refused[f"f{number}"]["reason"] == reason
+            assert refused[f"f{number}"]["similarity"] >= NgramConfig().threshold
     return found, missed
 
 
@@ -181,6 +194,14 @@ def _families_answer(client: TestClient) -> None:
 def test_reports_of_one_template_are_not_duplicates(tmp_path: Path) -> None:
     with contextlib.contextmanager(make_client)(tmp_path) as client:
         _families_answer(client)
+        # The reason shown for the first family, by hand; and through GET.
+        answer = client.get(
+            "/v1/collections/rule/search",
+            params={"text": FAMILIES[0][1][0], "explain": "true"},
+        ).json()
+        assert [(r["id"], r["reason"]) for r in answer["refused"]] == [
+            ("f0", "numbers differ: 1627 / 1222")
+        ]
 
 
 def test_reports_of_one_template_are_not_duplicates_over_redis(

@@ -131,9 +131,11 @@ class Collection:
 
     # ------------------------------------------------------------------ reads
 
-    def get(self, document_id: str) -> StoredDocument:
+    def get(self, document_id: str, kept_text: bool = False) -> StoredDocument:
+        """A visible document; its text with store_text, or with ``kept_text`` wherever
+        the collection keeps it (passages keep it without giving it out)."""
         row = self._visible_row(document_id)
-        stored = self._rows.stored(document_id, row, self.config.store_text)
+        stored = self._rows.stored(document_id, row, self.config.store_text or kept_text)
         if stored is None:
             raise UnknownDocument(self.name, document_id)
         return stored
@@ -224,9 +226,9 @@ class Collection:
         asked = PassageQuery.of(text, simhash, self.config.passages, exclude)
         return with_passages(matches, self.passages_of(asked, query) or [], query)
 
-    async def get_async(self, document_id: str) -> StoredDocument:
+    async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
         """``get``, on the event loop (as ``search_async``)."""
-        return self.get(document_id)
+        return self.get(document_id, kept_text)
 
     async def search_async(self, text: str, query: Query) -> list[Match]:
         """``search``, on the event loop: in-memory work, cheaper there than a thread hop."""

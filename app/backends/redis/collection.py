@@ -124,8 +124,8 @@ class RedisCollection:
     def get(self, document_id: str) -> StoredDocument:
         return self._reads.get(document_id)
 
-    async def get_async(self, document_id: str) -> StoredDocument:
-        return await self._reads.get_async(document_id)
+    async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
+        return await self._reads.get_async(document_id, kept_text)
 
     def search(self, text: str, query: Query) -> list[Match]:
         """Documents matching a text, best first; nothing is stored."""
@@ -270,7 +270,9 @@ class RedisCollection:
             held = Held(data)
             texts = [held.record(i).short for i in data.index(rows).tolist()]
             bar = max(ngram.threshold, query.min_similarity or 0.0)
-            positions, rows, similarity = ngram.verified(probes, positions, rows, texts, bar)
+            positions, rows, similarity = ngram.verified(
+                probes, positions, rows, texts, bar, query.same_numbers
+            )
             parts.append((positions, rows, NGRAM, similarity))
         held = Held(data)
         positions, rows, bits, exact_similarity = combined([p for p in parts if len(p[1])])

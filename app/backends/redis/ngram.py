@@ -147,11 +147,12 @@ class RedisNgram:
         rows: Rows,
         texts: list[str | None],
         threshold: float,
+        same_numbers: bool = True,
     ) -> tuple[Rows, Rows, npt.NDArray[np.float64]]:
         """The candidates (``texts[i]`` the stored short text of ``rows[i]``, None for a
         row that has none) whose exact Jaccard with the query is at least ``threshold``,
         and that Jaccard; with same_numbers, not those that are another report of the
-        query's template."""
+        query's template (``same_numbers`` False: the rule set aside, for explain)."""
         held = [i for i, text in enumerate(texts) if text is not None]
         stored = self.sets([texts[i] or "" for i in held])
         keep: list[int] = []
@@ -164,7 +165,8 @@ class RedisNgram:
             if jaccard < threshold:
                 continue
             asked = probes.texts[int(positions[i])]
-            if self.same_numbers and differing_numbers(asked, texts[i] or "") is not None:
+            refusing = self.same_numbers and same_numbers
+            if refusing and differing_numbers(asked, texts[i] or "") is not None:
                 continue  # another report of the query's template (app/core/template.py)
             keep.append(i)
             similarity.append(jaccard)

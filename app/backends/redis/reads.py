@@ -49,14 +49,22 @@ class Reads:
             resolved, store = self.collection.opened()
             return run(self._get_steps(resolved, store, document_id), store.wire)
 
-    async def get_async(self, document_id: str) -> StoredDocument:
-        """``get`` from the event loop (as ``similar_async``)."""
+    async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
+        """``get`` from the event loop (as ``similar_async``); with ``kept_text``, the text
+        wherever the collection keeps it (passages keep it without giving it out)."""
         return await self._on_loop(
-            lambda resolved, store, recheck: self._get_steps(resolved, store, document_id, recheck)
+            lambda resolved, store, recheck: self._get_steps(
+                resolved, store, document_id, recheck, kept_text
+            )
         )
 
     def _get_steps(
-        self, resolved: Resolved, store: RedisStore, document_id: str, recheck: bool = False
+        self,
+        resolved: Resolved,
+        store: RedisStore,
+        document_id: str,
+        recheck: bool = False,
+        kept_text: bool = False,
     ) -> Steps[StoredDocument]:
         _, _, rows, data, mark = yield from self._lookup_steps(
             resolved, store, document_id, recheck
@@ -69,7 +77,7 @@ class Reads:
             created_at=iso_time(record.created),
             cluster_id=record.cluster_name,
             simhash=f"{int(held.data.simhash[at]):016x}",
-            text=record.text if resolved.config.store_text else None,  # passages keep it too
+            text=record.text if resolved.config.store_text or kept_text else None,
             timestamp=iso_time_us(int(held.data.timestamps[at])),
         )
 
