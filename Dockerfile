@@ -1,43 +1,64 @@
 # neardup: one process, one worker, data on a volume.
-FROM python:3.11-slim
+#
+# Two stages: the first installs the server's dependencies and neardup into a virtual
+# environment and compiles the numba kernels; the second is the base image with that
+# environment copied in, nothing else (no pip, no build files, no batch-job packages:
+# pyarrow and pyspark are `neardup dedup`'s, installed with the batch and spark extras).
+# Both stages use the same base and the same paths: the environment's interpreter is the
+# base's, and numba's cache is keyed on the sources' paths.
+FROM python:3.11-slim AS build
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    NEARDUP_HOST=0.0.0.0 \
-    NEARDUP_PORT=8000 \
-    NEARDUP_DATA_DIR=/data \
-    NUMBA_CACHE_DIR=/app/numba-cache
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    NUMBA_CACHE_DIR=/opt/neardup/numba-cache
 
-RUN useradd --create-home --uid 10001 neardup \
-    && mkdir -p /data /app \
-    && chown neardup:neardup /data
+RUN python -m venv /opt/neardup
+ENV PATH=/opt/neardup/bin:$PATH
+WORKDIR /src
 
-WORKDIR /app
-
-# Dependencies first, in their own layer: a code change does not reinstall them.
-COPY pyproject.toml README.md ./
+# Dependencies first, in their own layer: a change of the code or of the README (the
+# package's description, an empty stand-in here) does not reinstall them.
+COPY pyproject.toml ./
 # The redis extra: redis-py and hiredis, for NEARDUP_BACKEND=redis://... (docs/redis.md).
-RUN mkdir -p app && touch app/__init__.py \
+RUN mkdir -p app && touch app/__init__.py README.md \
     && pip install '.[redis]' \
     && pip uninstall -y neardup \
     && rm -rf app
 
+COPY README.md ./
 COPY app ./app
 # The client package: `neardup search` and `neardup insert`, built on it, live in the same command.
 COPY neardup_client ./neardup_client
-# Compile the numba kernels now, into NUMBA_CACHE_DIR: a start loads them instead of
-# compiling them (some 20 s). `neardup warm-up` imports the installed package, as
-# `neardup serve` does (numba's cache is keyed on the source's path and contents, and on
-# the CPU: on another CPU model than the build machine's, the first start compiles again).
-# numba uses a cache directory only if it can write to it: the user that serves owns it,
-# and group 0, that of a uid given with --user, may write to it too.
+# Installed (not editable), then the kernels compiled into NUMBA_CACHE_DIR: a start loads
+# them instead of compiling them (some 20 s). On another CPU model than the build
+# machine's, the first start compiles again. pip and setuptools go: nothing installs at
+# run time. numba uses a cache directory only if it can write to it: the user that serves
+# will own it, and group 0, that of a uid given with --user, may write to it too.
 RUN pip install --no-deps . \
     && neardup warm-up \
-    && chown -R neardup:0 "$NUMBA_CACHE_DIR" \
-    && chmod -R g=u "$NUMBA_CACHE_DIR"
+    && pip uninstall -y -q pip setuptools \
+    && chmod -R g=u /opt/neardup
+
+
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PATH=/opt/neardup/bin:$PATH \
+    NEARDUP_HOST=0.0.0.0 \
+    NEARDUP_PORT=8000 \
+    NEARDUP_DATA_DIR=/data \
+    NUMBA_CACHE_DIR=/opt/neardup/numba-cache
+
+RUN useradd --create-home --uid 10001 neardup \
+    && mkdir -p /data \
+    && chown neardup:neardup /data
+
+COPY --from=build --chown=neardup:0 /opt/neardup /opt/neardup
 
 USER neardup
+WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8000
 

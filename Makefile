@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint browser redis bench clean
+.PHONY: run test test-deploy lint browser redis deploy bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +16,12 @@ $(BIN)/python:
 KERNEL_SOURCES := $(wildcard app/core/*.py) $(wildcard app/batch/*.py) app/warmup.py
 
 $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[batch]'
 	$(BIN)/neardup warm-up
 	touch $@ $(VENV)/.kernels
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,batch]'
 	$(BIN)/neardup warm-up
 	touch $@ $(VENV)/.installed-run $(VENV)/.kernels
 
@@ -66,7 +66,25 @@ redis:
 			echo "make: redis-server could not be installed: the Redis tests will skip"; }; \
 	else echo "make: redis-server is not installed (needs root and apt-get): the Redis tests will skip"; fi
 
-test: lint browser redis
+# The deployment tests (tests/deploy/) build the image and run it and the compose file
+# with Debian's docker.io and docker-compose, on base images made with debootstrap:
+# installed here like chromium above; without them those tests skip.
+deploy:
+	@if command -v dockerd >/dev/null && command -v docker-compose >/dev/null \
+		&& command -v debootstrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing docker.io, docker-compose and debootstrap for the deployment tests"; \
+		export TMPDIR=/var/tmp DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get update -q && apt-get install -y -q docker.io docker-compose debootstrap; } \
+			>$$TMPDIR/neardup-apt-docker.log 2>&1 \
+		|| { tail -5 $$TMPDIR/neardup-apt-docker.log; \
+			echo "make: Docker could not be installed: the deployment tests will skip"; }; \
+	else echo "make: Docker is not installed (needs root and apt-get): the deployment tests will skip"; fi
+
+test-deploy: $(VENV)/.installed-test deploy
+	$(BIN)/pytest -q -m deploy tests/deploy
+
+test: lint browser redis deploy
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-test

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import importlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,17 @@ DEFAULT_SPLIT_BYTES = 64 << 20
 # Records read from a Parquet or CSV file at a time.
 ARROW_BATCH_ROWS = 8192
 CSV_BLOCK_BYTES = 4 << 20
+
+
+def arrow(module: str) -> Any:
+    """A pyarrow module, for CSV and Parquet input: the batch extra's (the server's image
+    leaves it out), so its absence is a clear InputError, not a traceback."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(
+            "reading CSV or Parquet needs pyarrow: pip install 'neardup[batch]'"
+        ) from None
 
 
 class InputError(ValueError):
@@ -133,8 +145,7 @@ def plan_splits(
                 Split(path, chosen, start, min(start + split_bytes, size)) for start in starts
             ]
         elif chosen == "parquet":
-            import pyarrow.parquet as pq
-
+            pq = arrow("pyarrow.parquet")
             groups = pq.ParquetFile(path).metadata.num_row_groups
             splits += [Split(path, chosen, group, group + 1) for group in range(groups)]
         else:
@@ -224,8 +235,7 @@ def count_records(split: Split) -> int:
     if split.format == "warc":
         return sum(1 for _ in _warc_pages(split))
     if split.format == "parquet":
-        import pyarrow.parquet as pq
-
+        pq = arrow("pyarrow.parquet")
         metadata = pq.ParquetFile(split.path).metadata
         return sum(metadata.row_group(group).num_rows for group in range(split.start, split.end))
     return sum(batch.num_rows for batch in _arrow_batches(split, None))
@@ -380,8 +390,7 @@ def _arrow_batches(split: Split, fields: Fields | None) -> Iterator[Any]:
     """pyarrow RecordBatches of a CSV or Parquet split: the columns of ``fields`` that
     exist (all columns when None)."""
     if split.format == "parquet":
-        import pyarrow.parquet as pq
-
+        pq = arrow("pyarrow.parquet")
         parquet = pq.ParquetFile(split.path)
         names = parquet.schema_arrow.names
         columns = None if fields is None else [n for n in _wanted(fields) if n in names]
@@ -391,8 +400,7 @@ def _arrow_batches(split: Split, fields: Fields | None) -> Iterator[Any]:
             columns=columns,
         )
         return
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
+    pa, pacsv = arrow("pyarrow"), arrow("pyarrow.csv")
 
     delimiter = "\t" if split.format == "tsv" else ","
     parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)

@@ -713,3 +713,16 @@ def test_time_settings_a_corpus_job_cannot_apply_are_refused(
                 "--settings", '{"retention": {"max_age": "30d"}}',
             ]
         )  # fmt: skip
+
+
+def test_csv_and_parquet_without_pyarrow_say_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyarrow is the batch extra's (the server's image leaves it out): without it, a
+    CSV input is a clear input error that names the extra, not a traceback."""
+    import sys
+
+    from app.batch import readers
+
+    for module in ("pyarrow", "pyarrow.csv", "pyarrow.parquet"):
+        monkeypatch.setitem(sys.modules, module, None)  # None: "import" raises ImportError
+    with pytest.raises(readers.InputError, match=r"pip install 'neardup\[batch\]'"):
+        readers.arrow("pyarrow.csv")
