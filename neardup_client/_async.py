@@ -35,6 +35,7 @@ from neardup_client._models import (
     CollectionInfo,
     CollectionSettings,
     Document,
+    Explained,
     IndexHealth,
     InsertResult,
     Match,
@@ -323,6 +324,22 @@ class AsyncClient:
                 until,
                 min_coverage,
             )
+        )
+
+    async def explain(
+        self,
+        collection: str,
+        text: str,
+        *,
+        limit: int | None = None,
+        min_similarity: float | None = None,
+        max_distance: int | None = None,
+        html: bool = False,
+    ) -> Explained:
+        """``search`` with ``explain``: its matches, and the documents the methods matched
+        and a rule refused, each with its reason (a second search on the service)."""
+        return await self._run(
+            self._calls.explain(collection, text, limit, min_similarity, max_distance, html)
         )
 
     # ------------------------------------------------------------ operations

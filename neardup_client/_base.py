@@ -22,6 +22,7 @@ from neardup_client._models import (
     CollectionSettings,
     Document,
     DocumentError,
+    Explained,
     InsertResult,
     Match,
     NewDocument,
@@ -133,6 +134,10 @@ def _none(response: httpx.Response) -> None:
 
 def _matches(response: httpx.Response) -> list[Match]:
     return [Match.from_json(match) for match in response.json()["matches"]]
+
+
+def _explained(response: httpx.Response) -> Explained:
+    return Explained.from_json(response.json())
 
 
 def _query(**values: Any) -> dict[str, Any]:
@@ -399,6 +404,21 @@ class Calls:
         if html:
             body["html"] = True
         return Call("POST", path, _matches, body)
+
+    def explain(
+        self,
+        name: str,
+        text: str,
+        limit: int | None,
+        min_similarity: float | None,
+        max_distance: int | None,
+        html: bool,
+    ) -> Call[Explained]:
+        query = _query(limit=limit, min_similarity=min_similarity, max_distance=max_distance)
+        body: dict[str, Any] = {"text": text, "explain": True, **query}
+        if html:
+            body["html"] = True
+        return Call("POST", _collection(name) + "/search", _explained, body)
 
     # ------------------------------------------------------------ operations
 

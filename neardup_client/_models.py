@@ -82,6 +82,38 @@ def _matches(data: Any) -> tuple[Match, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A document the methods matched and a rule refused (``explain``): ``methods`` the
+    ones whose match it refused, ``reason`` why ("numbers differ: 1627 / 1222": two
+    reports of one template, the collection's ``ngram.same_numbers``)."""
+
+    id: str
+    similarity: float
+    methods: tuple[str, ...]
+    reason: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Refusal:
+        methods = tuple(str(method) for method in data["methods"])
+        return cls(str(data["id"]), float(data["similarity"]), methods, str(data["reason"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """An explained search: its ``matches``, and what a rule ``refused``, best first."""
+
+    matches: list[Match]
+    refused: list[Refusal]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Explained:
+        return cls(
+            [Match.from_json(match) for match in data["matches"]],
+            [Refusal.from_json(refusal) for refusal in data.get("refused") or ()],
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class InsertResult:
     """The answer to an insert. ``inserted`` is false for a duplicate skipped with
     ``on_duplicate="skip"`` and for a retry (the same id, text and metadata again).

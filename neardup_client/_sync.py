@@ -34,6 +34,7 @@ from neardup_client._models import (
     CollectionInfo,
     CollectionSettings,
     Document,
+    Explained,
     IndexHealth,
     InsertResult,
     Match,
@@ -337,6 +338,22 @@ class Client:
                 until,
                 min_coverage,
             )
+        )
+
+    def explain(
+        self,
+        collection: str,
+        text: str,
+        *,
+        limit: int | None = None,
+        min_similarity: float | None = None,
+        max_distance: int | None = None,
+        html: bool = False,
+    ) -> Explained:
+        """``search`` with ``explain``: its matches, and the documents the methods matched
+        and a rule refused, each with its reason (a second search on the service)."""
+        return self._run(
+            self._calls.explain(collection, text, limit, min_similarity, max_distance, html)
         )
 
     # ------------------------------------------------------------ operations

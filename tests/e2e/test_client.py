@@ -932,3 +932,19 @@ def test_passages_through_the_client(client: Client) -> None:
         )
     client.create_collection("c-plain", CollectionSettings(passages=PassageSettings(enabled=False)))
     assert client.insert("c-plain", text=stories[0]).contains is None  # passages off
+
+
+def test_an_explained_search_through_the_client(client: Client) -> None:
+    """Two reports of one template: the search leaves the earlier out, the explained
+    search names it with the figures that differ; a re-issue stays a match."""
+    client.create_collection("c-explain")
+    client.insert("c-explain", "NYSE INDEX AT 1530 205.81 OFF 1.67", id="r1")
+    other_report = "NYSE INDEX AT 1530 205.79 OFF 1.69"
+    assert [m.id for m in client.search("c-explain", other_report)] == []
+    explained = client.explain("c-explain", other_report)
+    assert explained.matches == []
+    assert [(r.id, r.methods, r.reason) for r in explained.refused] == [
+        ("r1", ("ngram",), "numbers differ: 1.69 / 1.67")
+    ]
+    reissue = client.explain("c-explain", "NYSE INDEX AT 1530: 205.81, OFF 1.67")
+    assert [m.id for m in reissue.matches] == ["r1"] and reissue.refused == []
