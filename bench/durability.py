@@ -85,6 +85,7 @@ from app.collection_config import CollectionConfig
 from app.config import Settings
 from app.main import DATABASE_FILE, create_app, memory_store
 from app.storage import MemoryStore, Store
+from app.storage import sqlite as sqlite_module
 from app.storage.base import DocumentBatch, StoredCollection
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text
@@ -810,6 +811,55 @@ def measure_startup(plan: Plan, log: Callable[[str], None], empty_rss: int) -> S
         )
 
 
+LOAD_PEAK_CODE = """
+import json, sys
+from pathlib import Path
+from bench.durability import rss_of
+from app.storage import sqlite
+sqlite.LOAD_CHUNK_ROWS = int(sys.argv[2])
+store = sqlite.SQLiteStore(Path(sys.argv[1]))
+before = rss_of(__import__("os").getpid())["VmRSS"]
+[stored] = store.load()
+memory = rss_of(__import__("os").getpid())
+print(json.dumps({"before": before, "after": memory["VmRSS"], "peak": memory["VmHWM"]}))
+"""
+
+
+def load_peaks(documents: int, runs: int) -> str:
+    """``SQLiteStore.load()`` of ``documents`` (random fingerprints, no texts), each run in
+    a fresh process: the memory it holds after and its peak above the process's RSS before
+    it, in bytes a document, reading LOAD_CHUNK_ROWS rows at a time and reading every row
+    at once (the former load), alternated. Medians (min-max) of ``runs``."""
+    chunked, whole = [], []
+    with tempfile.TemporaryDirectory(prefix="neardup-load-") as directory:
+        database = Path(directory) / DATABASE_FILE
+        build_database(database, documents, seed=7)
+        for _ in range(runs):
+            for chunk, results in ((sqlite_module.LOAD_CHUNK_ROWS, chunked), (documents, whole)):
+                done = subprocess.run(
+                    [sys.executable, "-c", LOAD_PEAK_CODE, str(database), str(chunk)],
+                    capture_output=True, text=True, check=True, cwd=REPO_ROOT,
+                )  # fmt: skip
+                results.append(json.loads(done.stdout.splitlines()[-1]))
+
+    def cell(results: list[dict[str, int]], key: str) -> str:
+        values = [(r[key] - r["before"]) / documents for r in results]
+        return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+    return "\n".join(
+        [
+            f"`load()` of {documents:,} documents, {runs} runs each, "
+            "B/document above the RSS before:",
+            "",
+            "| rows read at a time | held after | peak (VmHWM) |",
+            "| --- | ---: | ---: |",
+            f"| {sqlite_module.LOAD_CHUNK_ROWS:,} (now) | {cell(chunked, 'after')} "
+            f"| {cell(chunked, 'peak')} |",
+            f"| all (before) | {cell(whole, 'after')} | {cell(whole, 'peak')} |",
+        ]
+    )
+
+
 def trim_profile(text: str) -> str:
     """pstats output from its column header on, paths shortened to the repository."""
     lines = text.splitlines()
@@ -1029,7 +1079,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         "(bench/results/startup.md)",
     )
     parser.add_argument("--runs", type=int, default=5, help="starts each way of --empty-start (5)")
+    parser.add_argument(
+        "--load-peak",
+        type=int,
+        metavar="N",
+        help="only load()'s memory on N documents, chunked and whole, --runs each",
+    )
     arguments = parser.parse_args(argv)
+    if arguments.load_peak:
+        report = load_peaks(arguments.load_peak, arguments.runs)
+        print(report)
+        print(f"written to {write_result('load_peak.md', report + chr(10))}", file=sys.stderr)
+        return
     if arguments.empty_start:
         report = empty_start(arguments.runs)
         print(report)

@@ -115,6 +115,9 @@ def _set_mark(db: sqlite3.Connection, name: str, mark: tuple[int, int]) -> None:
 # instead of one per row. Each step lets the GIL go to the event loop and waits to take it
 # back, and between two cores that hand-over costs more than the row (issue 11).
 ROWS_PER_INSERT = 64
+# Documents read at a time by ``load``: its peak of row tuples (~2 KB each with a MinHash
+# signature and a 3 KB text) is this many, not the collection's.
+LOAD_CHUNK_ROWS = 16_384
 _DOCUMENT_COLUMNS = (
     "collection, row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
     "deleted, short, timestamp"
@@ -397,8 +400,19 @@ class SQLiteStore:
     # ------------------------------------------------------------------ reads
 
     def load(self) -> list[StoredCollection]:
-        """Every collection and its documents, columns built with numpy, not row by row."""
-        connection = self._connection
+        """Every collection and its documents, columns built with numpy, not row by row,
+        from one snapshot of the database (a read transaction on a connection of its own:
+        another process may be writing, as the service does under ``neardup export``)."""
+        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            connection.execute("BEGIN")
+            loaded = self._load_from(connection)
+            connection.execute("COMMIT")
+            return loaded
+        finally:
+            connection.close()
+
+    def _load_from(self, connection: sqlite3.Connection) -> list[StoredCollection]:
         collections = connection.execute(
             "SELECT name, config, expired_timestamp, expired_row, next_row FROM collections "
             "ORDER BY name"
@@ -407,30 +421,7 @@ class SQLiteStore:
         for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
             config = json.loads(config_text)
             num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
-            cursor = connection.execute(
-                "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
-                "short, coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER)) "
-                "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
-                (name,),
-            )
-            records = cursor.fetchall()
-            columns = list(zip(*records, strict=True)) if records else [()] * 11
-            count = len(records)
-            documents = DocumentBatch(
-                ids=list(columns[1]),
-                rows=np.array(columns[0], dtype=np.int64),
-                created_at=np.array(columns[2], dtype=np.float64),
-                clusters=np.array(columns[3], dtype=np.int64),
-                metadata=[None if m is None else json.loads(m) for m in columns[4]],
-                simhash=np.array(columns[5], dtype=np.int64).view(np.uint64),
-                minhash=np.frombuffer(b"".join(columns[6]), dtype=np.uint32).reshape(
-                    count, num_perm
-                ),
-                exact=np.frombuffer(b"".join(columns[7]), dtype=np.uint64).reshape(count, 2),
-                texts=list(columns[8]) if any(t is not None for t in columns[8]) else None,
-                shorts=list(columns[9]) if any(t is not None for t in columns[9]) else None,
-                timestamps=np.array(columns[10], dtype=np.int64),
-            )
+            documents = self._load_documents(connection, name, num_perm)
             # Clusters named by a row that is not live: few, looked up by primary key.
             orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()
             names: dict[int, str] = {}
@@ -452,6 +443,71 @@ class SQLiteStore:
             mark = None if expired_timestamp is None else (expired_timestamp, expired_row)
             loaded.append(StoredCollection(name, config, documents, names, next_row, mark))
         return loaded
+
+    def _load_documents(
+        self, connection: sqlite3.Connection, name: str, num_perm: int
+    ) -> DocumentBatch:
+        """A collection's live documents as columns, read LOAD_CHUNK_ROWS rows at a time
+        into arrays sized from a count first: the rows' tuples of one chunk at most are
+        alive at once (all of them at once cost ~5 KB a document at 3M, freed only after
+        the rebuild), and the signatures are copied once, into their final array."""
+        (count,) = connection.execute(
+            "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0", (name,)
+        ).fetchone()
+        rows = np.empty(count, dtype=np.int64)
+        created_at = np.empty(count, dtype=np.float64)
+        clusters = np.empty(count, dtype=np.int64)
+        simhash = np.empty(count, dtype=np.uint64)
+        minhash = np.empty((count, num_perm), dtype=np.uint32)
+        exact = np.empty((count, 2), dtype=np.uint64)
+        timestamps = np.empty(count, dtype=np.int64)
+        ids: list[str] = []
+        metadata: list[dict[str, Any] | None] = []
+        texts: list[str | None] = []
+        shorts: list[str | None] = []
+        cursor = connection.execute(
+            "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
+            "short, coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER)) "
+            "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
+            (name,),
+        )
+        done = 0
+        while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
+            end = done + len(chunk)
+            if end > count:  # one snapshot: the count cannot be short
+                raise StoreDamaged(f"{name}: more documents than counted while loading")
+            columns = list(zip(*chunk, strict=True))
+            rows[done:end] = columns[0]
+            ids.extend(columns[1])
+            created_at[done:end] = columns[2]
+            clusters[done:end] = columns[3]
+            metadata.extend(None if m is None else json.loads(m) for m in columns[4])
+            simhash[done:end] = np.array(columns[5], dtype=np.int64).view(np.uint64)
+            if num_perm:
+                minhash[done:end] = np.frombuffer(b"".join(columns[6]), np.uint32).reshape(
+                    -1, num_perm
+                )
+            exact[done:end] = np.frombuffer(b"".join(columns[7]), np.uint64).reshape(-1, 2)
+            texts.extend(columns[8])
+            shorts.extend(columns[9])
+            timestamps[done:end] = columns[10]
+            done = end
+            del chunk, columns
+        if done != count:
+            raise StoreDamaged(f"{name}: {done} documents read of {count} counted")
+        return DocumentBatch(
+            ids=ids,
+            rows=rows,
+            created_at=created_at,
+            clusters=clusters,
+            metadata=metadata,
+            simhash=simhash,
+            minhash=minhash,
+            exact=exact,
+            texts=texts if any(t is not None for t in texts) else None,
+            shorts=shorts if any(t is not None for t in shorts) else None,
+            timestamps=timestamps,
+        )
 
     def close(self) -> None:
         self._changes.put(None)

@@ -19,6 +19,7 @@ from app.config import Settings
 from app.errors import StorageUnavailable, StoreDamaged
 from app.main import DATABASE_FILE, create_app
 from app.storage import MemoryStore, StoredCollection
+from app.storage import sqlite as sqlite_module
 from app.storage.base import DocumentBatch, Eviction
 from app.storage.commit import Commit
 from app.storage.sqlite import SQLiteStore
@@ -242,30 +243,40 @@ def test_a_full_disk_gives_503_and_loses_nothing(tmp_path: Path) -> None:
         assert client.get("/v1/collections/default").json()["stats"]["documents"] == 30
 
 
-def test_sqlite_store_round_trips_columns(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk_rows", [1, 7, 16_384])
+def test_sqlite_store_round_trips_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
+) -> None:
+    """What was stored comes back, whatever the chunks ``load`` reads it in (one row, a
+    few, all at once), deleted rows left out."""
+    monkeypatch.setattr(sqlite_module, "LOAD_CHUNK_ROWS", chunk_rows)
     store = SQLiteStore(tmp_path / "x.db", "NORMAL")
     config = {"minhash": {"enabled": True, "num_perm": 4}}
     store.create_collection("c", config)
     rng = np.random.default_rng(0)
+    count = 40
     batch = DocumentBatch(
-        ids=["a", "b", "c"],
-        rows=np.array([0, 1, 2]),
-        created_at=np.array([1.5, 2.5, 3.5]),
-        clusters=np.array([0, 0, 2]),
-        metadata=[{"k": [1, "é"]}, None, {}],
-        simhash=np.array([0, 2**64 - 1, 2**63], dtype=np.uint64),
-        minhash=rng.integers(0, 2**32, size=(3, 4), dtype=np.uint32),
-        exact=rng.integers(0, 2**64, size=(3, 2), dtype=np.uint64),
+        ids=[f"d{i}" for i in range(count)],
+        rows=np.arange(count),
+        created_at=np.arange(count) + 0.5,
+        clusters=np.arange(count) // 2 * 2,
+        metadata=[{"k": [i, "é"]} if i % 3 else None for i in range(count)],
+        simhash=rng.integers(0, 2**64, size=count, dtype=np.uint64),
+        minhash=rng.integers(0, 2**32, size=(count, 4), dtype=np.uint32),
+        exact=rng.integers(0, 2**64, size=(count, 2), dtype=np.uint64),
+        texts=[f"text {i}" if i % 4 else None for i in range(count)],
+        timestamps=np.arange(count) * 1_000_000,
     )
     store.add_documents("c", batch)
-    store.delete_documents("c", [1])
+    store.delete_documents("c", [1, 17, 39])
     store.close()
     reopened = SQLiteStore(tmp_path / "x.db")
     [loaded] = reopened.load()
-    kept = batch.select(np.array([0, 2]))
+    kept = batch.select(np.array([i for i in range(count) if i not in (1, 17, 39)]))
     assert loaded.name == "c" and loaded.config == config
     assert loaded.documents.ids == kept.ids and loaded.documents.metadata == kept.metadata
-    for column in ("rows", "created_at", "clusters", "simhash", "minhash", "exact"):
+    assert loaded.documents.texts == kept.texts
+    for column in ("rows", "created_at", "clusters", "simhash", "minhash", "exact", "timestamps"):
         assert np.array_equal(getattr(loaded.documents, column), getattr(kept, column)), column
     reopened.close()
 
