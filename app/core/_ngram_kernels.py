@@ -30,6 +30,7 @@ from numba import njit
 
 from app.core._index_kernels import DIRECTORY_SHIFT, is_deleted, lower_bound, prefetch
 from app.core._kernels import POLY_MULTIPLIER, fmix64
+from app.core._template_kernels import count_figures, disagree, key_of
 
 _U64 = np.uint64
 CHAR_BITS = 21
@@ -926,12 +927,16 @@ def ngram_search(
     tail_rows: np.ndarray,
     tail_count: int,
     deleted: np.ndarray,
+    figure_keys: np.ndarray,
 ) -> tuple:  # type: ignore[type-arg]
     """Every live stored set with Jaccard >= threshold to each query, with that Jaccard.
 
-    Returns (query_ends, rows, similarities, candidates): query i's matches at
+    Returns (query_ends, rows, similarities, candidates, disagreeing): query i's matches at
     [query_ends[i-1], query_ends[i]), best first, ties by row; candidates[i] the distinct
-    rows verified for it. Per query: its distinct codes in the global order; for each of
+    rows verified for it; with the rows' ``figure_keys`` (an empty array: not asked), the
+    positions of the matches whose figures key is not their query's, both stating figures
+    (the template rule's suspects: app/core/template.py), the query's key made only when
+    it has matches. Per query: its distinct codes in the global order; for each of
     its prefix tokens, the entries of that token whose set size passes the length filter
     (one key range per run: the size is the field below the token's hash), filtered by
     position; candidates deduplicated and verified by exact Jaccard against a hash set of
@@ -967,6 +972,10 @@ def ngram_search(
     count = 0
     query_ends = np.empty(queries, dtype=np.int64)
     verified = np.zeros(queries, dtype=np.int64)
+    disagreeing = np.empty(0, dtype=np.int64)
+    suspects = 0
+    figure_counts = np.zeros(10, dtype=np.int64)
+    query_points = query_data.view(np.uint32)
     use_directory = main_directory.shape[0] > 0
     starts_2d = starts.reshape((1, starts.shape[0]))
     chars_2d = chars.reshape((1, chars.shape[0]))
@@ -1165,4 +1174,13 @@ def ngram_search(
                 set_used[slots[g]] = False
         _best_first(rows, similarities, start, count)
         query_ends[qi] = count
-    return query_ends, rows[:count], similarities[:count], verified
+        if figure_keys.shape[0] > 0 and count > start:
+            figure_counts[:] = 0
+            count_figures(query_points, query_offsets[qi], query_offsets[qi + 1], figure_counts)
+            query_key = key_of(figure_counts)
+            for at in range(start, count):
+                if disagree(query_key, figure_keys[rows[at]]):
+                    disagreeing = _grow(disagreeing, suspects + 1)
+                    disagreeing[suspects] = at
+                    suspects += 1
+    return query_ends, rows[:count], similarities[:count], verified, disagreeing[:suspects]

@@ -117,12 +117,13 @@ import numpy.typing as npt
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.template import differing_numbers, disagreeing_matches, figures_key, figures_keys
+from app.core.template import differing_numbers, figures_key, figures_keys
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
 Offsets = npt.NDArray[np.int64]
 Similarities = npt.NDArray[np.float64]
+_NO_KEYS = np.zeros(0, dtype=np.uint64)  # no figures keys: the template rule not applied
 
 DEFAULT_SIZE = 3
 # q of the grams that start at a CJK character, where a collection does not say (the
@@ -484,7 +485,8 @@ class NgramIndex:
         state = self._state
         snapshot = state.table.snapshot()
         # Read after the snapshot: these hold every row it holds.
-        result: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]] = kernels.ngram_search(
+        checked = self.same_numbers and same_numbers
+        found: tuple[Rows, Rows, Similarities, Rows, Rows] = kernels.ngram_search(
             points.view(np.uint8),
             offsets,
             self.size,
@@ -500,9 +502,11 @@ class NgramIndex:
             self._sizes.array,
             *snapshot.kernel_arrays(),
             self._rows.deleted.array,
+            self._figures.array if checked else _NO_KEYS,
         )
-        if self.same_numbers and same_numbers and len(result[1]):
-            return _same_figures_only(self, points, offsets, result)
+        result = found[:4]
+        if len(found[4]):  # matches stating other figures than their query: the rule decides
+            return _same_figures_only(self, points, offsets, result, found[4])
         return result
 
     def text(self, row: int) -> str:
@@ -654,16 +658,13 @@ def _same_figures_only(
     points: CodePoints,
     offsets: Offsets,
     found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
+    suspects: Rows,
 ) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
     """The matches of ``found`` (``index``'s search of the texts ``points``, ``offsets``)
-    that are not another report of the query's template (``differing_numbers``). The
-    figures keys of the queries with matches are compared with the rows' (made at
-    insert) in one compiled call; only the matches whose keys differ, both stating
-    figures, are compared text by text. O(characters of the queries with matches)."""
+    that are not another report of the query's template (``differing_numbers``): only
+    the ``suspects``, those whose figures key the search kernel found not to be their
+    query's, are compared text by text. O(characters of the suspects' texts)."""
     ends, rows, similarities, counts = found
-    suspects = disagreeing_matches(points, offsets, ends, rows, index._figures.array)
-    if len(suspects) == 0:
-        return found  # the usual answer: the same figures, or none on one side
     owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
     kept = np.ones(len(rows), dtype=np.bool_)
     for at in suspects.tolist():

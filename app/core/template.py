@@ -23,8 +23,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from functools import lru_cache
-from itertools import repeat
 from typing import Final
 
 import numpy as np
@@ -32,28 +30,16 @@ import numpy.typing as npt
 
 from app.core import _template_kernels
 
-UNICODE_SIZE: Final = 0x110000
-
-_UNITS: Final = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen"
-).split()
-_TENS: Final = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_ORDINALS: Final = "first second third fourth fifth sixth seventh eighth ninth tenth".split()
-NUMBER_WORDS: Final[dict[str, str]] = {
-    **{word: str(value) for value, word in enumerate(_UNITS)},
-    **{word: str(20 + 10 * at) for at, word in enumerate(_TENS)},
-    **{word: str(at + 1) for at, word in enumerate(_ORDINALS)},
-}
+# The number words and Chinese numerals, one list for these readers and the kernels.
+NUMBER_WORDS: Final = _template_kernels.NUMBER_WORDS
 # A number: a run of digits, with thousands groups and decimals, wherever it is: glued to
 # a unit ("21C", "15km"), an ordinal suffix ("1st"), a name ("q3") or Chinese text
 # ("报3250.12点"). A word: a run of letters, looked up among the number words.
 _TOKEN: Final = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+(?![\d])|\d+)(\.\d+)?|([^\W\d_]+)")
 
 
-CHINESE_DIGITS: Final = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5}
-CHINESE_DIGITS.update({"六": 6, "七": 7, "八": 8, "九": 9})
-CHINESE_UNITS: Final = {"十": 10, "百": 100, "千": 1000, "万": 10_000}
+CHINESE_DIGITS: Final = _template_kernels.CHINESE_DIGITS
+CHINESE_UNITS: Final = _template_kernels.CHINESE_UNITS
 _CHINESE_RUN: Final = re.compile(f"[{''.join(CHINESE_DIGITS)}{''.join(CHINESE_UNITS)}]+")
 
 
@@ -142,47 +128,6 @@ def figures(text: str) -> str:
 NO_FIGURES: Final = _template_kernels.NO_FIGURES  # the figures_key of a text without numbers
 
 
-def pack_word(word: str) -> int:
-    """A lower-case ASCII word as an integer, five bits a letter, as the kernels pack the
-    letter runs they look up."""
-    packed = 0
-    for letter in word:
-        packed = packed * 32 + (ord(letter) - 96)
-    return packed
-
-
-@lru_cache(maxsize=1)
-def figure_table() -> npt.NDArray[np.int8]:
-    """The kernels' class of every code point: a decimal digit's value (0-9, every
-    script's: ``\\d``), CHINESE_DIGIT + value, CHINESE_UNIT + power of ten, else NOTHING.
-    Built once, read-only (~0.2 s: one C-level map over the 1.1M code points)."""
-    table = np.fromiter(
-        map(unicodedata.decimal, map(chr, range(UNICODE_SIZE)), repeat(-1)),
-        np.int8,
-        UNICODE_SIZE,
-    )
-    for character, value in CHINESE_DIGITS.items():
-        table[ord(character)] = _template_kernels.CHINESE_DIGIT + value
-    for character, unit in CHINESE_UNITS.items():
-        table[ord(character)] = _template_kernels.CHINESE_UNIT + len(str(unit)) - 1
-    table.flags.writeable = False
-    return table
-
-
-@lru_cache(maxsize=1)
-def number_words() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(packed number words, sorted; their values) for the kernels' lookup."""
-    packed = np.array([pack_word(word) for word in NUMBER_WORDS], dtype=np.int64)
-    values = np.array([int(value) for value in NUMBER_WORDS.values()], dtype=np.int64)
-    order = np.argsort(packed)
-    return packed[order], values[order]
-
-
-def figure_tables() -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The three tables every figures kernel takes, after the texts."""
-    return (figure_table(), *number_words())
-
-
 def figures_keys(
     points: npt.NDArray[np.uint32], offsets: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.uint64]:
@@ -190,25 +135,8 @@ def figures_keys(
     (free for "not known yet"), NO_FIGURES for a text without numbers; texts with the
     same ``figures`` have the same key, others another one but for a hash collision
     (which keeps a match). O(length), compiled."""
-    keys: npt.NDArray[np.uint64] = _template_kernels.figures_keys(points, offsets, *figure_tables())
+    keys: npt.NDArray[np.uint64] = _template_kernels.figures_keys(points, offsets)
     return keys
-
-
-def disagreeing_matches(
-    points: npt.NDArray[np.uint32],
-    offsets: npt.NDArray[np.int64],
-    ends: npt.NDArray[np.int64],
-    rows: npt.NDArray[np.int64],
-    row_keys: npt.NDArray[np.uint64],
-) -> npt.NDArray[np.int64]:
-    """Positions of the matches ``rows`` of the queries ``points``/``offsets`` (query i's
-    at [ends[i-1], ends[i])) whose figures key (``row_keys[row]``) is not the query's,
-    both stating figures: the only ones ``differing_numbers`` can refuse. One compiled
-    call; a query's key is made only when it has matches."""
-    found: npt.NDArray[np.int64] = _template_kernels.disagreeing(
-        points, offsets, ends, rows, row_keys, *figure_tables()
-    )
-    return found
 
 
 def figures_key(text: str) -> int:

@@ -16,11 +16,18 @@ import unicodedata
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from app.collection_config import NgramConfig
-from app.core._template_kernels import figure_counts
+from app.core._template_kernels import (
+    CHINESE_DIGIT,
+    CHINESE_UNIT,
+    NOTHING,
+    figure_counts,
+    figure_kinds,
+)
 from app.core.ngram import code_points
 from app.core.template import (
     CHINESE_DIGITS,
@@ -29,7 +36,6 @@ from app.core.template import (
     NUMBER_WORDS,
     chinese_value,
     differing_numbers,
-    figure_tables,
     figures,
     figures_key,
     figures_keys,
@@ -288,7 +294,7 @@ def test_the_compiled_figures_keys_agree_with_a_plain_count() -> None:
     rng = random.Random(5)
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(13))) for _ in range(3000)]
     points, offsets = code_points(texts)
-    counts = figure_counts(points, offsets, *figure_tables())
+    counts = figure_counts(points, offsets)
     keys = figures_keys(points, offsets).tolist()
     key_of: dict[str, int] = {}
     for text, row, key in zip(texts, counts.tolist(), keys, strict=True):
@@ -300,3 +306,18 @@ def test_the_compiled_figures_keys_agree_with_a_plain_count() -> None:
         assert key_of.setdefault(digits, key) == key, text  # one key per figures
         assert figures_key(text) == key
     assert len(set(key_of.values())) == len(key_of)  # and other figures, other keys
+
+
+def test_every_code_point_is_classed_as_unicodedata_says() -> None:
+    """The kernels' digit of every code point (its value for a decimal digit of any
+    script, as ``\\d`` matches them) and the Chinese numerals, against unicodedata."""
+    points = np.arange(0x110000, dtype=np.uint32)
+    kinds = figure_kinds(points)
+    numerals = {ord(c): CHINESE_DIGIT + v for c, v in CHINESE_DIGITS.items()}
+    numerals.update({ord(c): CHINESE_UNIT + len(str(u)) - 1 for c, u in CHINESE_UNITS.items()})
+    expected = np.fromiter(
+        (numerals.get(p, unicodedata.decimal(chr(p), NOTHING)) for p in range(0x110000)),
+        np.int64,
+        0x110000,
+    )
+    assert np.array_equal(kinds, expected)
