@@ -902,6 +902,78 @@ def _shared_tokens(
 
 
 @njit(cache=True, nogil=True)
+def within_one_edit(
+    query: np.ndarray, first: int, end: int, data: np.ndarray, start: int, width: int, chars: int
+) -> bool:
+    """Whether query[first:end] and the stored text are at most one edit apart: one
+    character substituted, inserted or deleted, or two adjacent ones swapped, as
+    ``template.within_one_edit`` says (tests/core/test_ngram_index.py compares them).
+    O(length)."""
+    length = end - first
+    if abs(length - chars) > 1:
+        return False
+    head = 0
+    while head < min(length, chars) and _U64(query[first + head]) == char_at(
+        data, start, width, head
+    ):
+        head += 1
+    tail_query, tail_stored = length, chars
+    while (
+        tail_query > head
+        and tail_stored > head
+        and _U64(query[first + tail_query - 1]) == char_at(data, start, width, tail_stored - 1)
+    ):
+        tail_query -= 1
+        tail_stored -= 1
+    left, right = tail_query - head, tail_stored - head
+    if left <= 1 and right <= 1:
+        return True
+    return bool(
+        left == 2
+        and right == 2
+        and _U64(query[first + head]) == char_at(data, start, width, head + 1)
+        and _U64(query[first + head + 1]) == char_at(data, start, width, head)
+    )
+
+
+@njit(cache=True, nogil=True)
+def _same_figures(
+    query: np.ndarray,
+    first: int,
+    end: int,
+    data: np.ndarray,
+    starts: np.ndarray,
+    widths: np.ndarray,
+    chars: np.ndarray,
+    figure_keys: np.ndarray,
+    rows: np.ndarray,
+    similarities: np.ndarray,
+    start: int,
+    count: int,
+    counts: np.ndarray,
+) -> int:
+    """The template rule (``template.differing_numbers``) on one query's matches
+    rows[start:count], in place: a match whose figures key is not the query's, both
+    stating figures, is dropped unless the two texts are one edit apart (a typo). Returns
+    the new count. The query's key is made once, O(its length); a match whose key
+    differs costs one comparison of the two texts."""
+    counts[:] = 0
+    count_figures(query, first, end, counts)
+    query_key = key_of(counts)
+    kept = start
+    for at in range(start, count):
+        row = rows[at]
+        if disagree(query_key, figure_keys[row]) and not within_one_edit(
+            query, first, end, data, starts[row], widths[row], chars[row]
+        ):
+            continue
+        rows[kept] = row
+        similarities[kept] = similarities[at]
+        kept += 1
+    return kept
+
+
+@njit(cache=True, nogil=True)
 def ngram_search(
     query_data: np.ndarray,
     query_offsets: np.ndarray,
@@ -931,16 +1003,15 @@ def ngram_search(
 ) -> tuple:  # type: ignore[type-arg]
     """Every live stored set with Jaccard >= threshold to each query, with that Jaccard.
 
-    Returns (query_ends, rows, similarities, candidates, disagreeing): query i's matches at
+    Returns (query_ends, rows, similarities, candidates): query i's matches at
     [query_ends[i-1], query_ends[i]), best first, ties by row; candidates[i] the distinct
-    rows verified for it; with the rows' ``figure_keys`` (an empty array: not asked), the
-    positions of the matches whose figures key is not their query's, both stating figures
-    (the template rule's suspects: app/core/template.py), the query's key made only when
-    it has matches. Per query: its distinct codes in the global order; for each of
-    its prefix tokens, the entries of that token whose set size passes the length filter
-    (one key range per run: the size is the field below the token's hash), filtered by
-    position; candidates deduplicated and verified by exact Jaccard against a hash set of
-    the query's codes, stopping early when the overlap can no longer be reached.
+    rows verified for it. With the rows' ``figure_keys`` (an empty array: not asked), the
+    matches the template rule refuses are left out (``_same_figures``). Per query: its
+    distinct codes in the global order; for each of its prefix tokens, the entries of
+    that token whose set size passes the length filter (one key range per run: the size
+    is the field below the token's hash), filtered by position; candidates deduplicated
+    and verified by exact Jaccard against a hash set of the query's codes, stopping early
+    when the overlap can no longer be reached.
     """
     # Queries are code points (4 bytes each), query i at [offsets[i], offsets[i + 1]).
     queries = query_offsets.shape[0] - 1
@@ -972,8 +1043,6 @@ def ngram_search(
     count = 0
     query_ends = np.empty(queries, dtype=np.int64)
     verified = np.zeros(queries, dtype=np.int64)
-    disagreeing = np.empty(0, dtype=np.int64)
-    suspects = 0
     figure_counts = np.zeros(10, dtype=np.int64)
     query_points = query_data.view(np.uint32)
     use_directory = main_directory.shape[0] > 0
@@ -1172,15 +1241,11 @@ def ngram_search(
         if found > 0:
             for g in range(n):
                 set_used[slots[g]] = False
+        if figure_keys.shape[0] > 0 and count > start:
+            count = _same_figures(
+                query_points, query_offsets[qi], query_offsets[qi + 1], data, starts, widths,
+                chars, figure_keys, rows, similarities, start, count, figure_counts,
+            )  # fmt: skip
         _best_first(rows, similarities, start, count)
         query_ends[qi] = count
-        if figure_keys.shape[0] > 0 and count > start:
-            figure_counts[:] = 0
-            count_figures(query_points, query_offsets[qi], query_offsets[qi + 1], figure_counts)
-            query_key = key_of(figure_counts)
-            for at in range(start, count):
-                if disagree(query_key, figure_keys[rows[at]]):
-                    disagreeing = _grow(disagreeing, suspects + 1)
-                    disagreeing[suspects] = at
-                    suspects += 1
-    return query_ends, rows[:count], similarities[:count], verified, disagreeing[:suspects]
+    return query_ends, rows[:count], similarities[:count], verified

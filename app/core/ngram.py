@@ -117,7 +117,7 @@ import numpy.typing as npt
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.template import differing_numbers, figures_key, figures_keys
+from app.core.template import figures_key, figures_keys
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
@@ -486,7 +486,7 @@ class NgramIndex:
         snapshot = state.table.snapshot()
         # Read after the snapshot: these hold every row it holds.
         checked = self.same_numbers and same_numbers
-        found: tuple[Rows, Rows, Similarities, Rows, Rows] = kernels.ngram_search(
+        result: tuple[Rows, Rows, Similarities, Rows] = kernels.ngram_search(
             points.view(np.uint8),
             offsets,
             self.size,
@@ -504,9 +504,6 @@ class NgramIndex:
             self._rows.deleted.array,
             self._figures.array if checked else _NO_KEYS,
         )
-        result = found[:4]
-        if len(found[4]):  # matches stating other figures than their query: the rule decides
-            return _same_figures_only(self, points, offsets, result, found[4])
         return result
 
     def text(self, row: int) -> str:
@@ -651,28 +648,3 @@ class NgramIndex:
         if self.same_numbers:  # every row's figures key is its text's
             for row in present.tolist():
                 assert int(self._figures.array[row]) == figures_key(self.text(row)), "figures"
-
-
-def _same_figures_only(
-    index: NgramIndex,
-    points: CodePoints,
-    offsets: Offsets,
-    found: tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]],
-    suspects: Rows,
-) -> tuple[Rows, Rows, Similarities, npt.NDArray[np.int64]]:
-    """The matches of ``found`` (``index``'s search of the texts ``points``, ``offsets``)
-    that are not another report of the query's template (``differing_numbers``): only
-    the ``suspects``, those whose figures key the search kernel found not to be their
-    query's, are compared text by text. O(characters of the suspects' texts)."""
-    ends, rows, similarities, counts = found
-    owners = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
-    kept = np.ones(len(rows), dtype=np.bool_)
-    for at in suspects.tolist():
-        owner = int(owners[at])
-        query = points[offsets[owner] : offsets[owner + 1]]
-        text = query.tobytes().decode("utf-32-le", "surrogatepass")
-        kept[at] = differing_numbers(text, index.text(int(rows[at]))) is None
-    if kept.all():
-        return found
-    ends = np.cumsum(np.bincount(owners[kept], minlength=len(ends)))
-    return ends.astype(np.int64), rows[kept], similarities[kept], counts

@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.collection_config import NgramConfig
+from app.core import _ngram_kernels as ngram_kernels
 from app.core._template_kernels import (
     CHINESE_DIGIT,
     CHINESE_UNIT,
@@ -321,3 +322,30 @@ def test_every_code_point_is_classed_as_unicodedata_says() -> None:
         0x110000,
     )
     assert np.array_equal(kinds, expected)
+
+
+def test_the_compiled_one_edit_check_agrees_with_the_plain_one() -> None:
+    """The search kernel's typo check (``within_one_edit`` of app/core/_ngram_kernels.py)
+    against ``template.within_one_edit`` (checked against a DP above), on stored texts of
+    one, two and four bytes a character."""
+    rng = random.Random(4)
+    for alphabet in ("ab1", "aé1", "a中1", "a😀1"):
+        pairs = []
+        for _ in range(500):
+            first = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 7)))
+            second = list(first)
+            for _ in range(rng.randrange(0, 3)):
+                at = rng.randrange(len(second) + 1)
+                if rng.random() < 0.4:
+                    second.insert(at, rng.choice(alphabet))
+                elif at < len(second):
+                    second[at] = rng.choice(alphabet)
+            pairs.append((first, "".join(second)))
+        points, offsets = code_points([stored for _, stored in pairs])
+        data, starts, chars, widths = ngram_kernels.pack_texts(points, offsets)
+        for at, (query, stored) in enumerate(pairs):
+            asked = np.frombuffer(query.encode("utf-32-le"), dtype=np.uint32)
+            compiled = ngram_kernels.within_one_edit(
+                asked, 0, len(asked), data, starts[at], widths[at], chars[at]
+            )
+            assert compiled == within_one_edit(query, stored), (query, stored)
