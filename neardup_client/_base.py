@@ -414,11 +414,9 @@ class Calls:
         max_distance: int | None,
         html: bool,
     ) -> Call[Explained]:
-        query = _query(limit=limit, min_similarity=min_similarity, max_distance=max_distance)
-        body: dict[str, Any] = {"text": text, "explain": True, **query}
-        if html:
-            body["html"] = True
-        return Call("POST", _collection(name) + "/search", _explained, body)
+        """``search`` (POST) with ``explain``: its matches and what a rule refused."""
+        searched = self.search(name, text, limit, min_similarity, max_distance, html, "POST")
+        return Call("POST", searched.path, _explained, {**searched.json, "explain": True})
 
     # ------------------------------------------------------------ operations
 
