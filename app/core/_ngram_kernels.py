@@ -452,10 +452,20 @@ def entry_key(order_key: np.uint64, set_size: int, position: int) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
-def pack_texts(code_points: np.ndarray, offsets: np.ndarray) -> tuple:  # type: ignore[type-arg]
-    """(data, starts, chars, widths): texts laid end to end as code points (text d at
-    offsets[d:d+2]) packed at 1, 2 or 4 bytes per character each. O(total characters)."""
+def pack_texts(code_points: np.ndarray, offsets: np.ndarray, with_figures: bool) -> tuple:  # type: ignore[type-arg]
+    """(data, starts, chars, widths, figure_keys): texts laid end to end as code points
+    (text d at offsets[d:d+2]) packed at 1, 2 or 4 bytes per character each, and, when
+    asked, each text's figures key (app/core/_template_kernels.py; zeros otherwise): made
+    in the same call, since an insert's call costs more to dispatch than the key to make.
+    O(total characters)."""
     texts = offsets.shape[0] - 1
+    figure_keys = np.zeros(texts, dtype=np.uint64)
+    if with_figures:
+        counts = np.zeros(10, dtype=np.int64)
+        for d in range(texts):
+            counts[:] = 0
+            count_figures(code_points, offsets[d], offsets[d + 1], counts)
+            figure_keys[d] = key_of(counts)
     starts = np.empty(texts, dtype=np.int64)
     chars = np.empty(texts, dtype=np.int32)
     widths = np.empty(texts, dtype=np.uint8)
@@ -478,7 +488,7 @@ def pack_texts(code_points: np.ndarray, offsets: np.ndarray) -> tuple:  # type: 
             for b in range(width):
                 data[p] = (value >> np.uint32(8 * b)) & np.uint32(0xFF)
                 p += 1
-    return data, starts, chars, widths
+    return data, starts, chars, widths, figure_keys
 
 
 @njit(cache=True, nogil=True)

@@ -117,7 +117,7 @@ import numpy.typing as npt
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
 from app.core.sorted_table import SortedTable
-from app.core.template import figures_key, figures_keys
+from app.core.template import figures_key
 from app.core.types import Backlog, Rows
 
 CodePoints = npt.NDArray[np.uint32]
@@ -254,7 +254,7 @@ def gram_sets(
     """
     if not texts:
         return []
-    data, starts, chars, widths = kernels.pack_texts(*code_points(texts))
+    data, starts, chars, widths, _ = kernels.pack_texts(*code_points(texts), False)
     codes, ends = kernels.code_sets(
         data,
         starts,
@@ -350,7 +350,9 @@ class NgramIndex:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if len(offsets) - 1 != len(rows):
             raise ValueError("one row number per text")
-        data, starts, chars, widths = kernels.pack_texts(points, offsets)
+        data, starts, chars, widths, figure_keys = kernels.pack_texts(
+            points, offsets, self.same_numbers
+        )
         with self._write_lock:
             claimed = self._rows.claim(np.asarray(rows))
             if len(claimed) == 0:
@@ -367,7 +369,7 @@ class NgramIndex:
             self._chars.array[claimed] = chars
             self._widths.array[claimed] = widths
             if self.same_numbers:
-                self._figures.array[claimed] = figures_keys(points, offsets)
+                self._figures.array[claimed] = figure_keys
             state = self._state
             if self._should_learn_from_batch(state, len(claimed)):
                 state = _State(self._learn(claimed, len(claimed)), state.table)

@@ -342,7 +342,7 @@ def test_the_compiled_one_edit_check_agrees_with_the_plain_one() -> None:
                     second[at] = rng.choice(alphabet)
             pairs.append((first, "".join(second)))
         points, offsets = code_points([stored for _, stored in pairs])
-        data, starts, chars, widths = ngram_kernels.pack_texts(points, offsets)
+        data, starts, chars, widths, _ = ngram_kernels.pack_texts(points, offsets, False)
         for at, (query, stored) in enumerate(pairs):
             asked = np.frombuffer(query.encode("utf-32-le"), dtype=np.uint32)
             compiled = ngram_kernels.within_one_edit(
