@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -22,6 +22,7 @@ from app.api.schemas import MatchesOut, SearchIn, check_text
 from app.config import Settings
 from app.service.explain import refusals
 from app.service.protocols import ServiceCollection
+from app.service.types import Query as SearchQuery
 
 # Searches are async: the work is a few hundred microseconds of CPU on in-memory indexes,
 # cheaper on the event loop than the hop through the thread pool (docs/benchmarks.md);
@@ -53,11 +54,17 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
         body.until,
         body.min_coverage,
     )
-    matches = await collection.search_async(read.text, query)
-    if not body.explain:
-        return orjson.dumps({"matches": matches})
-    refused = await refusals(collection, read.text, query, matches)
-    return orjson.dumps({"matches": matches, "refused": refused})
+    return orjson.dumps(await _answer(collection, read.text, query, body.explain))
+
+
+async def _answer(
+    collection: ServiceCollection, text: str, query: SearchQuery, explain: bool
+) -> dict[str, Any]:
+    """The matches of a search, and with ``explain`` what the template rule refused."""
+    matches = await collection.search_async(text, query)
+    if not explain:
+        return {"matches": matches}
+    return {"matches": matches, "refused": await refusals(collection, text, query, matches)}
 
 
 @router.get("", response_model=MatchesOut)
@@ -74,8 +81,4 @@ async def search_get(
         limits.check_limit(settings, filters.limit)
         limits.check_text(settings, text)
     query = filters.query
-    matches = await collection.search_async(text, query)
-    if not explain:
-        return json_response({"matches": matches})
-    refused = await refusals(collection, text, query, matches)
-    return json_response({"matches": matches, "refused": refused})
+    return json_response(await _answer(collection, text, query, explain))

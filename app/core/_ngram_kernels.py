@@ -30,7 +30,7 @@ from numba import njit
 
 from app.core._index_kernels import DIRECTORY_SHIFT, is_deleted, lower_bound, prefetch
 from app.core._kernels import POLY_MULTIPLIER, fmix64
-from app.core._template_kernels import count_figures, disagree, key_of
+from app.core._template_kernels import count_figures, disagree, figures_keys, key_of
 
 _U64 = np.uint64
 CHAR_BITS = 21
@@ -459,13 +459,10 @@ def pack_texts(code_points: np.ndarray, offsets: np.ndarray, with_figures: bool)
     in the same call, since an insert's call costs more to dispatch than the key to make.
     O(total characters)."""
     texts = offsets.shape[0] - 1
-    figure_keys = np.zeros(texts, dtype=np.uint64)
     if with_figures:
-        counts = np.zeros(10, dtype=np.int64)
-        for d in range(texts):
-            counts[:] = 0
-            count_figures(code_points, offsets[d], offsets[d + 1], counts)
-            figure_keys[d] = key_of(counts)
+        figure_keys = figures_keys(code_points, offsets)
+    else:
+        figure_keys = np.zeros(texts, dtype=np.uint64)
     starts = np.empty(texts, dtype=np.int64)
     chars = np.empty(texts, dtype=np.int32)
     widths = np.empty(texts, dtype=np.uint8)

@@ -321,6 +321,11 @@ class NgramIndex:
         self._merge_lock = threading.Lock()
         self._rebuild_log: list[Rows] | None = None  # rows inserted during a rebuild
 
+    def _per_row(self) -> tuple[RowArray, ...]:
+        """The per-row arrays in use: the figures keys only with the template rule."""
+        arrays = (self._starts, self._chars, self._widths, self._sizes)
+        return (*arrays, self._figures) if self.same_numbers else arrays
+
     def __len__(self) -> int:
         """Live texts (inserted and not deleted)."""
         return self._rows.live
@@ -363,7 +368,7 @@ class NgramIndex:
             self._data.ensure(used + len(data))
             self._data.array[used : used + len(data)] = data
             end = self._rows.present.size
-            for array in (self._starts, self._chars, self._widths, self._sizes, self._figures):
+            for array in self._per_row():
                 array.ensure(end)
             self._starts.array[claimed] = starts + used
             self._chars.array[claimed] = chars
@@ -609,10 +614,7 @@ class NgramIndex:
     def memory_bytes(self) -> int:
         """Bytes of the entries, the packed texts, the per-row arrays and the order."""
         state = self._state
-        per_row = sum(
-            array.nbytes
-            for array in (self._starts, self._chars, self._widths, self._sizes, self._figures)
-        )
+        per_row = sum(array.nbytes for array in self._per_row())
         return int(
             state.table.memory_bytes()
             + self._data.nbytes

@@ -157,6 +157,7 @@ class RedisNgram:
         stored = self.sets([texts[i] or "" for i in held])
         keep: list[int] = []
         similarity: list[float] = []
+        refusing = self.same_numbers and same_numbers
         for i, codes in zip(held, stored, strict=True):
             query = probes.sets[int(positions[i])]
             inter = len(np.intersect1d(query, codes, assume_unique=True))
@@ -165,7 +166,6 @@ class RedisNgram:
             if jaccard < threshold:
                 continue
             asked = probes.texts[int(positions[i])]
-            refusing = self.same_numbers and same_numbers
             if refusing and differing_numbers(asked, texts[i] or "") is not None:
                 continue  # another report of the query's template (app/core/template.py)
             keep.append(i)
