@@ -233,29 +233,51 @@ def test_compose_serves_the_default_service_with_its_api_key(image: str, tmp_pat
 
 
 class Writer:
-    """Single inserts through a neardup service, in a thread: only those answered 201 are
-    acknowledged (503 is "not written durably": a retry's business; a dead connection is
-    no answer at all)."""
+    """Single inserts through a neardup service, in a thread: only those answered 201 (or
+    200 to a retry of one already written) are acknowledged. 503 is "not written durably"
+    (a replica's WAIT timed out on a busy machine, a failover): a retry's business, as a
+    client does it; a dead connection is no answer at all. What each refusal said is kept
+    for the failure message."""
 
     def __init__(self, headers: dict[str, str]) -> None:
         self.headers = headers
         self.acknowledged: dict[str, str] = {}
+        self.refusals: list[str] = []
         self.attempts = 0
         self._numbers = itertools.count()
 
-    def insert(self, url: str) -> None:
+    def _document(self) -> dict[str, str]:
         number = next(self._numbers)
-        document = {"id": f"d{number}", "text": f"cluster document {number}, words {number * 31}"}
+        return {"id": f"d{number}", "text": f"cluster document {number}, words {number * 31}"}
+
+    def _post(self, url: str, document: dict[str, str]) -> bool:
         try:
             answer = httpx.post(url + DOCS, json=document, headers=self.headers, timeout=10)
-        except httpx.HTTPError:
-            return
+        except httpx.HTTPError as error:
+            self.refusals.append(f"{document['id']}: {type(error).__name__} {error}")
+            return False
         finally:
             self.attempts += 1
-        if answer.status_code == 201:
+        if answer.status_code in (200, 201):
             self.acknowledged[document["id"]] = document["text"]
-        else:
-            assert answer.status_code == 503, answer.text
+            return True
+        assert answer.status_code == 503, answer.text
+        self.refusals.append(f"{document['id']}: 503 {answer.text}")
+        return False
+
+    def insert(self, url: str) -> None:
+        """One attempt, as the inserts during a kill make them."""
+        self._post(url, self._document())
+
+    def insert_retrying(self, url: str, tries: int = 4) -> bool:
+        """A new document, retried under its id after a refusal with a growing pause (a
+        client's back-off, not a synchronisation): True once acknowledged."""
+        document = self._document()
+        for attempt in range(tries):
+            if self._post(url, document):
+                return True
+            time.sleep(0.25 * 2**attempt)
+        return False
 
     def kill_during_inserts(self, url: str, kill: Callable[[], object]) -> None:
         """Inserts through ``url``; ``kill`` once 20 more are acknowledged, and 10 more
@@ -303,8 +325,11 @@ def test_compose_redis_cluster_loses_nothing_acknowledged(image: str, tmp_path: 
         compose("up", "-d", "neardup-a", "neardup-b")
         until(lambda: ready(a) and ready(b), "the Redis profile never became ready", 240)
         for _ in range(50):
-            writer.insert(a)
-        assert len(writer.acknowledged) == 50
+            writer.insert_retrying(a)
+        assert len(writer.acknowledged) == 50, writer.refusals
+        # A healthy, ready cluster refuses a write only now and then (a WAIT past its
+        # timeout while the machine is busy), never as a rule.
+        assert len(writer.refusals) <= 5, writer.refusals
         assert writer.all_readable(b)  # written through a, read through b
 
         primary = next(
