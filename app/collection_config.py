@@ -258,6 +258,12 @@ class CollectionConfig:
         return self.store_text or self.passages.enabled
 
     @property
+    def verifies_exactly(self) -> bool:
+        """Whether MinHash candidates near the threshold are decided by the exact Jaccard
+        of the texts' shingles (app/core/verify.py): where the texts are kept."""
+        return self.minhash.enabled and self.keeps_text
+
+    @property
     def short_chars(self) -> int:
         """Texts of at most this many normalised characters go to the n-gram index."""
         return self.ngram.max_chars if self.ngram.enabled else 0
@@ -277,6 +283,8 @@ class CollectionConfig:
                 fingerprints.exact,
                 fingerprints.shorts,
             )
+        if self.verifies_exactly:
+            fingerprints = fingerprints.with_texts([texts[i] for i in kept.tolist()])
         return fingerprints, kept
 
     @property

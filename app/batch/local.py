@@ -418,10 +418,31 @@ class RepPairs:
     similarity: npt.NDArray[np.float64]
 
 
+def texts_at(
+    splits: Sequence[Split], config: CollectionConfig, options: Options, positions: Rows
+) -> dict[int, str]:
+    """The texts (as fingerprinted) of the documents at some input positions: one pass
+    over the input, only those kept."""
+    wanted = set(positions.tolist())
+    texts: dict[int, str] = {}
+    position = 0
+    for _, chunk, _ in _chunks(splits, options.fields, options.chunk_size, []):
+        for text in chunk:
+            if position in wanted:
+                texts[position] = document_text(text, config, options.html)
+            position += 1
+    return texts
+
+
 def match_representatives(
-    rule: MatchRule, corpus: Corpus, groups: Groups, options: Options
+    rule: MatchRule,
+    corpus: Corpus,
+    groups: Groups,
+    options: Options,
+    splits: Sequence[Split] = (),
 ) -> RepPairs:
-    """Every matching pair of distinct normalised texts, by batch mode."""
+    """Every matching pair of distinct normalised texts, by batch mode; the MinHash
+    pairs near the threshold decided by their texts, read again from ``splits``."""
     reps = groups.rep
     simhash = corpus.simhash[reps]
     band_keys = np.ascontiguousarray(corpus.band_keys[reps])
@@ -472,6 +493,22 @@ def match_representatives(
         np.zeros(len(a), np.bool_), simhash[a], simhash[b], agree, shared, ngram_similarity
     )
     assert bool((bits != 0).all()), "a candidate kept without a method"
+    unsure = rule.unsure(bits, agree)
+    if len(unsure):
+        needed = np.unique(np.concatenate([a[unsure], b[unsure]]))
+        position_of = corpus.positions[reps]
+        kept_texts = texts_at(splits, rule.config, options, position_of[needed])
+        bits, similarity = rule.decided(
+            a,
+            b,
+            bits,
+            agree,
+            similarity,
+            ngram_similarity,
+            lambda group: kept_texts.get(int(position_of[group])),
+        )
+        matched = bits != 0
+        a, b, bits, similarity = a[matched], b[matched], bits[matched], similarity[matched]
     return RepPairs(a, b, bits, similarity)
 
 
@@ -657,7 +694,7 @@ def run(paths: Sequence[str], config: CollectionConfig, options: Options) -> Sum
     ) as scratch:
         corpus = fingerprint_corpus(splits, config, options, Path(scratch))
         groups = group_identical(corpus.exact)
-        pairs = match_representatives(rule, corpus, groups, options)
+        pairs = match_representatives(rule, corpus, groups, options, splits)
         result = expand(rule, corpus, groups, pairs)
     shared: list[PassagePair] | None = None
     dropped: set[int] = set()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -40,6 +41,7 @@ from app.core.page import read_page
 from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, similarity_of
 from app.core.template import differing_numbers
 from app.core.types import MinHashes, SimHashes
+from app.core.verify import ExactMinHash, ShingleSets, candidate_threshold, unsure_pairs
 
 Bits = npt.NDArray[np.uint8]
 Floats = npt.NDArray[np.float64]
@@ -120,7 +122,38 @@ class MatchRule:
 
     @property
     def min_matches(self) -> int:
-        return min_matches(self.config.minhash.threshold, self.config.minhash.num_perm)
+        """Equal signature values a band pair needs to be a MinHash candidate (with exact
+        verification, the lower estimate app/core/verify.py looks at)."""
+        minhash = self.config.minhash
+        bar = candidate_threshold(minhash.threshold, self.config.verifies_exactly)
+        return min_matches(bar, minhash.num_perm)
+
+    def unsure(self, bits: Bits, agree: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Positions of the pairs whose MinHash decision needs their texts (none when
+        the settings keep no texts: the estimate decides, as in the service)."""
+        if not self.config.verifies_exactly:
+            return np.zeros(0, dtype=np.int64)
+        minhash = self.config.minhash
+        return unsure_pairs(bits, agree, minhash.threshold, minhash.num_perm)
+
+    def decided(
+        self,
+        a: npt.NDArray[np.int64],
+        b: npt.NDArray[np.int64],
+        bits: Bits,
+        agree: npt.NDArray[np.int64],
+        similarity: Floats,
+        ngram_similarity: Floats,
+        text_of: Callable[[int], str | None],
+    ) -> tuple[Bits, Floats]:
+        """(bits, similarity) of pairs (``a``, ``b``: keys of ``text_of``) with the MinHash
+        bit decided as the service decides it (app/core/verify.py); bits 0: no match."""
+        if not self.config.verifies_exactly or not len(a):
+            return bits, similarity
+        params = self.config.fingerprint_params
+        texts = ShingleSets(params, text_of)
+        decision = ExactMinHash(self.config.minhash.threshold, params.num_perm, texts, texts)
+        return decision.decide(a, b, bits, agree, similarity, ngram_similarity)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
         """(m, bands) band keys, exactly as the service's LSH index makes them."""

@@ -76,6 +76,7 @@ from app.batch.rules import (
     Summary,
     check_batch_settings,
     cluster_line,
+    document_text,
     ngram_similarity,
     pair_line,
     prefix_length,
@@ -264,8 +265,9 @@ def _verify_partition(
     config: CollectionConfig,
     simhash_blocks: int | None,
     rows: Iterable[tuple[int, tuple[tuple[int, Any], Any]]],
-) -> Iterator[tuple[int, int, DocumentId, DocumentId, int, float]]:
-    """(a, b, id a, id b, bits, similarity) of each matching candidate pair."""
+) -> Iterator[tuple[int, int, DocumentId, DocumentId, int, float, tuple[int, float] | None]]:
+    """(a, b, id a, id b, bits, similarity, pending) of each matching candidate pair;
+    pending (equal signature values, q-gram Jaccard) where its texts decide it."""
     rule = MatchRule(config, simhash_blocks)
     iterator = iter(rows)
     ngram = config.ngram
@@ -297,9 +299,69 @@ def _verify_partition(
         bits, similarity = rule.evaluate(
             np.zeros(len(chunk), np.bool_), simhash_a, simhash_b, agree, shared, jaccard
         )
+        unsure = np.zeros(len(chunk), np.bool_)
+        unsure[rule.unsure(bits, agree)] = True
         for i, (bit, score) in enumerate(zip(bits.tolist(), similarity.tolist(), strict=True)):
             if bit:
-                yield a[i], b[i], first[i][0], second[i][0], bit, score
+                # A pair its texts decide carries what deciding it takes.
+                pending = (int(agree[i]), float(jaccard[i])) if unsure[i] else None
+                yield a[i], b[i], first[i][0], second[i][0], bit, score, pending
+
+
+def _decide_partition(
+    config: CollectionConfig,
+    rows: Iterable[tuple[int, tuple[tuple[Any, str], str]]],
+) -> Iterator[tuple[int, int, DocumentId, DocumentId, int, float]]:
+    """The pairs near the MinHash threshold, joined with both texts, decided by them as
+    the service decides (MatchRule.decided); those left with no method dropped."""
+    rule = MatchRule(config)
+    iterator = iter(rows)
+    while chunk := list(itertools.islice(iterator, VERIFY_CHUNK)):
+        pairs = [row[1][0][0] for row in chunk]
+        texts = {pair[0]: row[1][0][1] for pair, row in zip(pairs, chunk, strict=True)}
+        texts.update({pair[1]: row[1][1] for pair, row in zip(pairs, chunk, strict=True)})
+        bits, similarity = rule.decided(
+            np.array([pair[0] for pair in pairs], np.int64),
+            np.array([pair[1] for pair in pairs], np.int64),
+            np.array([pair[4] for pair in pairs], np.uint8),
+            np.array([pair[6][0] for pair in pairs], np.int64),
+            np.array([pair[5] for pair in pairs], np.float64),
+            np.array([pair[6][1] for pair in pairs], np.float64),
+            texts.get,
+        )
+        for pair, bit, score in zip(pairs, bits.tolist(), similarity.tolist(), strict=True):
+            if bit:
+                yield pair[0], pair[1], pair[2], pair[3], bit, score
+
+
+def _decided_exactly(
+    sc: Any,
+    verified: RDD[Any],
+    texts: RDD[tuple[int, DocumentId, str, int | None]],
+    config: CollectionConfig,
+    html: bool,
+    partitions: int,
+) -> RDD[Any]:
+    """The verified pairs with those near the MinHash threshold decided by their texts:
+    the texts of the documents in such pairs (their positions broadcast, few) joined
+    with them."""
+    sure = verified.filter(lambda p: p[6] is None).map(lambda p: p[:6])
+    unsure = verified.filter(lambda p: p[6] is not None)
+    needed = unsure.flatMap(lambda p: (p[0], p[1])).distinct().collect()
+    if not needed:
+        return sure
+    wanted = sc.broadcast(frozenset(needed))
+    needed_texts = texts.filter(lambda t: t[0] in wanted.value).map(
+        lambda t: (t[0], document_text(t[2], config, html))
+    )
+    decided = (
+        unsure.map(lambda p: (p[0], p))
+        .join(needed_texts, partitions)
+        .map(lambda kv: (kv[1][0][1], kv[1]))
+        .join(needed_texts, partitions)
+        .mapPartitions(partial(_decide_partition, config))
+    )
+    return sure.union(decided)
 
 
 def _expand(
@@ -532,7 +594,9 @@ def _run(
         .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
         .join(reps, partitions)
         .mapPartitions(partial(_verify_partition, config, options.simhash_blocks))
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    verified = _decided_exactly(sc, verified, texts, config, options.html, partitions).persist(
+        StorageLevel.MEMORY_AND_DISK
     )
 
     # Document pairs, sorted by (a, b) positions.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -97,16 +98,25 @@ class Fingerprints:
     # The normalised text of each short document (at most the short_chars asked for),
     # None for the others: what the n-gram index stores. None when none were asked for.
     shorts: list[str | None] | None = None
+    # The texts as fingerprinted (before normalisation), where a collection's exact
+    # MinHash verification may read them (app/core/verify.py); None when not kept.
+    texts: Sequence[str | None] | None = None
 
     def __len__(self) -> int:
         return int(self.simhash.shape[0])
 
     def select(self, positions: npt.NDArray[np.integer]) -> Fingerprints:
         """The fingerprints of some documents, in the order given."""
-        shorts = None if self.shorts is None else [self.shorts[i] for i in positions.tolist()]
+        at = positions.tolist()
+        shorts = None if self.shorts is None else [self.shorts[i] for i in at]
+        texts = None if self.texts is None else [self.texts[i] for i in at]
         return Fingerprints(
-            self.simhash[positions], self.minhash[positions], self.exact[positions], shorts
+            self.simhash[positions], self.minhash[positions], self.exact[positions], shorts, texts
         )
+
+    def with_texts(self, texts: Sequence[str | None]) -> Fingerprints:
+        """The same fingerprints carrying their texts."""
+        return Fingerprints(self.simhash, self.minhash, self.exact, self.shorts, texts)
 
 
 _WORD_CATEGORIES = frozenset(("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No"))

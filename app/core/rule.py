@@ -17,7 +17,7 @@ import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -196,6 +196,21 @@ def similarity_of(
     return rounded
 
 
+class MinHashDecision(Protocol):
+    """Decides the MinHash bit of scored pairs anew (app/core/verify.py: ExactMinHash,
+    the exact Jaccard where the texts are at hand)."""
+
+    def decide(
+        self,
+        positions: Rows,
+        rows: Rows,
+        methods: npt.NDArray[np.uint8],
+        agree: Rows,
+        similarity: Floats,
+        ngram_similarity: Floats,
+    ) -> tuple[npt.NDArray[np.uint8], Floats]: ...
+
+
 def score(
     num_perm: int,
     queries: Fingerprints,
@@ -207,14 +222,22 @@ def score(
     ages: Rows,
     exact_similarity: Floats,
     min_similarity: float | None = None,
+    minhash: MinHashDecision | None = None,
 ) -> Pairs:
     """The pairs (query ``positions``, matched ``rows`` with their ``simhashes``,
     ``signatures`` and ``ages``) scored and sorted, those under ``min_similarity`` left
-    out. O(pairs x num_perm) for the signatures' agreement, O(pairs log pairs) to sort."""
+    out; with ``minhash``, the MinHash bit decided by it and pairs left with no method
+    dropped. O(pairs x num_perm) for the signatures' agreement, O(pairs log pairs) to
+    sort."""
     distances = np.bitwise_count(simhashes ^ queries.simhash[positions]).astype(np.int64)
     agree = np.count_nonzero(signatures == queries.minhash[positions], axis=1) if num_perm else None
     similarity = similarity_of(num_perm, agree, distances, exact_similarity)
     pairs = Pairs(positions, rows, methods, similarity, distances, ages)
+    if minhash is not None and agree is not None and len(pairs):
+        methods, similarity = minhash.decide(
+            positions, rows, methods, agree, similarity, exact_similarity
+        )
+        pairs = Pairs(positions, rows, methods, similarity, distances, ages).select(methods != 0)
     if min_similarity is not None:
         pairs = pairs.select(similarity >= min_similarity)
     return pairs.sorted()
@@ -238,6 +261,7 @@ def pairs_within_batch(
     window: int | None,
     since: int | None,
     until: int | None,
+    minhash: MinHashDecision | None = None,
 ) -> Pairs:
     """Pairs (later position, earlier position) of one batch that match by what each
     method found within it (``parts``), the earlier document within since / until and
@@ -263,4 +287,5 @@ def pairs_within_batch(
         queries.minhash[earlier],
         earlier,
         exact_similarity,
+        minhash=minhash,
     )

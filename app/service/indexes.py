@@ -37,6 +37,7 @@ from app.core.rule import (
 )
 from app.core.table_index import TableIndex
 from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
+from app.core.verify import candidate_threshold
 from app.service.types import Query
 
 
@@ -206,23 +207,30 @@ class MinHashMatcher(TableMatcher):
 
     index: LSHIndex
 
-    def __init__(self, threshold: float, num_perm: int) -> None:
+    def __init__(self, threshold: float, num_perm: int, exact: bool = False) -> None:
         self.threshold = threshold
         self.num_perm = num_perm
+        # Verified exactly where the texts are kept: candidates from a lower estimate,
+        # decided when scored (app/core/verify.py).
+        self.exact = exact
         self.index = LSHIndex(threshold, num_perm)
+
+    def bar(self, query: Query) -> float:
+        """The MinHash threshold of a search: its min_similarity, else the collection's."""
+        return self.threshold if query.min_similarity is None else query.min_similarity
 
     def insert(self, documents: Documents, rows: Rows) -> None:
         self.index.insert(documents.minhash, rows)
 
     def search_many(self, queries: Documents, query: Query) -> Found:
-        threshold = self.threshold if query.min_similarity is None else query.min_similarity
+        threshold = candidate_threshold(self.bar(query), self.exact)
         ends, rows, _ = self.index.search_many(queries.minhash, threshold)
         return Found(positions_of(ends), rows.astype(np.int64))
 
     def pairs_within(self, documents: Documents) -> Found:
         # A whole band in common (what the index's tables find), then verified.
         signatures = documents.minhash
-        needed = min_matches(self.threshold, self.num_perm)
+        needed = min_matches(candidate_threshold(self.threshold, self.exact), self.num_perm)
         if len(signatures) <= SMALL_MINHASH_BATCH:
             # Verified first, so that the usual batch of distinct documents needs no
             # band keys: a pair below the estimate is out whatever bands it shares, and
@@ -334,7 +342,8 @@ def build_indexes(config: CollectionConfig) -> list[DocumentIndex]:
     returns must have its signature already)."""
     indexes: list[DocumentIndex] = []
     if config.minhash.enabled:
-        indexes.append(MinHashMatcher(config.minhash.threshold, config.minhash.num_perm))
+        minhash = config.minhash
+        indexes.append(MinHashMatcher(minhash.threshold, minhash.num_perm, config.verifies_exactly))
     indexes.append(ExactMatcher())
     if config.simhash.enabled:
         indexes.append(SimHashMatcher(config.simhash.max_distance))

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from app.collection_config import CollectionConfig
+from app.collection_config import CollectionConfig, PassagesConfig
 from app.core.lsh import LSHIndex
 from app.core.rule import positions_of
+from app.core.verify import UNCERTAIN
 from app.service.indexes import ExactMatcher, MinHashMatcher, SimHashMatcher, build_indexes
 from app.service.types import new_document_id
 
@@ -80,9 +81,9 @@ def brute_simhash(batch: Batch, k: int) -> set[tuple[int, int]]:
     }
 
 
-def brute_minhash(batch: Batch, threshold: float) -> set[tuple[int, int]]:
-    """A band of rows equal value for value (the LSH rule), and at least threshold * K
-    values equal in all."""
+def brute_minhash(batch: Batch, threshold: float, needed: float) -> set[tuple[int, int]]:
+    """A band of rows equal value for value (the LSH rule: bands for ``threshold``), and
+    at least needed * K values equal in all."""
     lsh = LSHIndex(threshold, K)
     r = lsh.rows_per_band
     pairs = set()
@@ -92,22 +93,32 @@ def brute_minhash(batch: Batch, threshold: float) -> set[tuple[int, int]]:
             a, b = batch.minhash[later].tolist(), batch.minhash[earlier].tolist()
             banded = any(a[j * r : (j + 1) * r] == b[j * r : (j + 1) * r] for j in range(lsh.bands))
             agree = sum(x == y for x, y in zip(a, b, strict=True))
-            if banded and agree >= threshold * K - 1e-9:
+            if banded and agree >= needed * K - 1e-9:
                 pairs.add((later, earlier))
     return pairs
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 7, 16, 17, 40, 64, 65, 90])
 @pytest.mark.parametrize("seed", range(4))
-def test_pairs_within_match_brute_force(size: int, seed: int) -> None:
+@pytest.mark.parametrize("texts_kept", [True, False])
+def test_pairs_within_match_brute_force(size: int, seed: int, texts_kept: bool) -> None:
     config = CollectionConfig()
+    if not texts_kept:  # nothing to verify with: the estimate decides at the threshold
+        config = CollectionConfig(passages=PassagesConfig(enabled=False))
     indexes = build_indexes(config)
     batch = make_batch(size, seed * 1000 + size)
     expected = {
         "exact": brute_exact(batch),
         "simhash": brute_simhash(batch, config.simhash.max_distance),
-        "minhash": brute_minhash(batch, config.minhash.threshold),
+        # The defaults keep texts, so MinHash candidates are looked at from UNCERTAIN
+        # below the threshold and decided when scored (tests/core/test_verify.py).
+        "minhash": brute_minhash(
+            batch,
+            config.minhash.threshold,
+            config.minhash.threshold - (UNCERTAIN if texts_kept else 0.0),
+        ),
     }
+    assert config.verifies_exactly == texts_kept
     checked = 0
     for index in indexes:
         if not isinstance(index, ExactMatcher | SimHashMatcher | MinHashMatcher):

@@ -51,6 +51,7 @@ from app.backends.redis.retention import (
     time_bytes,
     time_member,
 )
+from app.backends.redis.store.rows import RowData
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
@@ -69,6 +70,7 @@ from app.core.rule import (
     score,
 )
 from app.core.types import Rows
+from app.core.verify import ExactMinHash, candidate_threshold, exact_minhash
 from app.errors import (
     StorageUnavailable,
 )
@@ -241,13 +243,15 @@ class RedisCollection:
         probes = ngram.probes(fingerprints.shorts) if ngram is not None else None
         probing = probes.commands if probes is not None else []
         read_mark = read_mark and resolved.retains
+        bar = resolved.config.minhash.threshold
+        bar = bar if query.min_similarity is None else query.min_similarity
         reading: list[Command] = [("HGET", resolved.counters_key(), "mark")] if read_mark else []
         found = yield from store.search_steps(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
             fingerprints.exact,
             max_distance=query.max_distance,
-            threshold=query.min_similarity,
+            threshold=candidate_threshold(bar, resolved.config.verifies_exactly),
             also=[*also, *reading, *probing],
         )
         if read_mark:
@@ -298,8 +302,24 @@ class RedisCollection:
             held.seqs(at),
             exact_similarity[keep],
             query.min_similarity,
+            self._exact_minhash(resolved, bar, fingerprints, held, data),
         )
         return scored, held, also_replies
+
+    @staticmethod
+    def _exact_minhash(
+        resolved: Resolved, bar: float, fingerprints: Fingerprints, held: Held, data: RowData
+    ) -> ExactMinHash | None:
+        """The exact MinHash decision where the collection keeps its texts: the stored
+        texts are in the records the search read (None: the estimate decides)."""
+        if not resolved.config.verifies_exactly:
+            return None
+
+        def stored_text(row: int) -> str | None:
+            return held.record(int(data.index(np.array([row]))[0])).text
+
+        params = resolved.config.fingerprint_params
+        return exact_minhash(params, bar, fingerprints.texts, stored_text)
 
     def match_within(
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
@@ -310,14 +330,18 @@ class RedisCollection:
         for matcher in resolved.matchers:
             pairs = matcher.pairs_within(fingerprints)
             parts.append((pairs.positions, pairs.rows, matcher.bit, pairs.similarity))
+        config = resolved.config
         return pairs_within_batch(
             parts,
             fingerprints,
             stamps,
             resolved.num_perm,
-            resolved.config.match_window_us,
+            config.match_window_us,
             query.since,
             query.until,
+            exact_minhash(config.fingerprint_params, config.minhash.threshold, fingerprints.texts)
+            if config.verifies_exactly
+            else None,
         )
 
     # ------------------------------------------------------------------ writes

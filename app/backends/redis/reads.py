@@ -255,6 +255,7 @@ class Reads:
             data.signatures[at : at + 1, : resolved.num_perm],
             data.exact[at : at + 1],
             [own.record(at).short] if resolved.ngram is not None else None,
+            [own.record(at).text] if resolved.config.verifies_exactly else None,
         )
         exclude = data.rows[at : at + 1]
         scored, held, _ = yield from self.collection.match_store_steps(

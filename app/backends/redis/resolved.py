@@ -75,7 +75,10 @@ class Resolved:
         if config.simhash.enabled:
             matchers.append(SimHashMatcher(config.simhash.max_distance))
         if config.minhash.enabled:
-            matchers.append(MinHashMatcher(config.minhash.threshold, config.minhash.num_perm))
+            minhash = config.minhash
+            matchers.append(
+                MinHashMatcher(minhash.threshold, minhash.num_perm, config.verifies_exactly)
+            )
         ngram = None
         if config.ngram.enabled:
             settings = config.ngram
