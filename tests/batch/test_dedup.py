@@ -4,9 +4,11 @@ The reference below compares every two documents in plain Python, with the rule 
 service states it (README, "A document is a near-duplicate when..."): equal normalised
 texts; SimHash fingerprints within k bits (counted with ``bin``); a whole LSH band of
 signature values in common (the values compared, not their hashed keys) and at least
-t x K equal values; or two short texts whose character q-gram sets (Python sets of
-substrings) have Jaccard at least the n-gram threshold. Its clusters are the connected
-components of its pairs found by a breadth-first search, named by their first document.
+t x K equal values (where the settings keep texts, a pair whose estimate is within
+UNCERTAIN of t is decided by the Jaccard of its shingles as Python sets); or two short
+texts whose character q-gram sets (Python sets of substrings) have Jaccard at least the
+n-gram threshold. Its clusters are the connected components of its pairs found by a
+breadth-first search, named by their first document.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ from app.collection_config import (
     ShingleConfig,
     SimHashConfig,
 )
-from app.core.fingerprint import fingerprint
+from app.core.fingerprint import fingerprint, shingle_hashes
 from app.core.lsh import optimal_bands
 from app.core.ngram import CJK_RANGES
 from app.core.template import differing_numbers
 from app.core.text import normalize
+from app.core.verify import UNCERTAIN
 from devkit.corpus import CHINESE_NEWS, english_like_text, mutate_words
 from tests import reference
 from tests.conftest import make_client
@@ -162,6 +165,9 @@ def brute_force(
     normalised = [normalize(text) for text in texts]
     params = config.fingerprint_params
     prints = {i: fingerprint([text], params) for i, text in enumerate(texts) if normalised[i] != ""}
+    # The shingles MinHash hashed, as Python sets: near the threshold, with the texts
+    # kept, their exact Jaccard decides a MinHash pair (app/core/verify.py).
+    shingle_sets = {i: set(shingle_hashes(normalised[i], params).tolist()) for i in prints}
     k = config.simhash.max_distance
     num_perm, threshold = config.minhash.num_perm, config.minhash.threshold
     bands, rows = optimal_bands(threshold, num_perm)
@@ -183,8 +189,17 @@ def brute_force(
             sig_a[band * rows : (band + 1) * rows] == sig_b[band * rows : (band + 1) * rows]
             for band in range(bands)
         )
-        if config.minhash.enabled and shared_band and agree >= threshold * num_perm - 1e-9:
-            methods.add("minhash")
+        shingle_jaccard = math.nan  # where the texts decided MinHash
+        if config.minhash.enabled and shared_band:
+            estimate = agree / num_perm
+            if not config.keeps_text or estimate >= threshold + UNCERTAIN:
+                if agree >= threshold * num_perm - 1e-9:
+                    methods.add("minhash")
+            elif agree >= (threshold - UNCERTAIN) * num_perm - 1e-9:
+                sa, sb = shingle_sets[a], shingle_sets[b]
+                shingle_jaccard = len(sa & sb) / len(sa | sb)
+                if shingle_jaccard >= threshold:
+                    methods.add("minhash")
         jaccard = math.nan
         short = max(len(normalised[a]), len(normalised[b])) <= ngram.max_chars
         if ngram.enabled and short:
@@ -200,7 +215,8 @@ def brute_force(
         if not methods:
             continue
         if config.minhash.enabled:
-            similarity = agree / num_perm if math.isnan(jaccard) else max(agree / num_perm, jaccard)
+            measured = agree / num_perm if math.isnan(shingle_jaccard) else shingle_jaccard
+            similarity = measured if math.isnan(jaccard) else max(measured, jaccard)
         else:
             similarity = 1 - distance / 64 if math.isnan(jaccard) else jaccard
         pairs[(a, b)] = (round(similarity, 6), tuple(m for m in METHOD_NAMES if m in methods))
