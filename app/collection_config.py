@@ -60,6 +60,9 @@ class MinHashConfig:
     enabled: bool = True
     num_perm: int = DEFAULT_NUM_PERM
     threshold: float = DEFAULT_THRESHOLD
+    # Candidates whose estimate is near the threshold decided by the exact Jaccard of the
+    # texts' shingles, where the texts are kept (app/core/verify.py).
+    exact: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,8 @@ _HTML_ABSENT = {"extract": "all"}
 # Collections created before the passage index existed keep none (their texts were not
 # kept, so nothing could be verified).
 _PASSAGES_ABSENT = {"enabled": False}
+# Collections created before minhash.exact existed keep deciding by the estimate.
+_MINHASH_BEFORE_EXACT = {"exact": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +265,9 @@ class CollectionConfig:
     @property
     def verifies_exactly(self) -> bool:
         """Whether MinHash candidates near the threshold are decided by the exact Jaccard
-        of the texts' shingles (app/core/verify.py): where the texts are kept."""
-        return self.minhash.enabled and self.keeps_text
+        of the texts' shingles (app/core/verify.py): asked for (minhash.exact) and the
+        texts kept."""
+        return self.minhash.enabled and self.minhash.exact and self.keeps_text
 
     @property
     def short_chars(self) -> int:
@@ -301,7 +307,7 @@ class CollectionConfig:
         return CollectionConfig(
             shingle=ShingleConfig(**data.get("shingle", {})),
             simhash=SimHashConfig(**data.get("simhash", {})),
-            minhash=MinHashConfig(**data.get("minhash", {})),
+            minhash=MinHashConfig(**{**_MINHASH_BEFORE_EXACT, **data.get("minhash", {})}),
             ngram=NgramConfig(**{**_NGRAM_BEFORE_CJK_SIZE, **data.get("ngram", _NGRAM_ABSENT)}),
             html=HtmlConfig(**data.get("html", _HTML_ABSENT)),
             passages=PassagesConfig(**data.get("passages", _PASSAGES_ABSENT)),

@@ -281,9 +281,13 @@ class SimHashSettings:
 
 @dataclass(frozen=True, slots=True)
 class MinHashSettings:
+    """``exact``: candidates near the threshold decided by the exact Jaccard of the two
+    texts' shingles, where the collection keeps its texts."""
+
     enabled: bool = True
     num_perm: int = 128
     threshold: float = 0.8
+    exact: bool = True
 
 
 DEFAULT_CJK_SIZE = 2

@@ -164,6 +164,12 @@ class MinHashSettings(Input):
     enabled: bool = True
     num_perm: int = Field(DEFAULT_NUM_PERM, ge=16, le=MAX_NUM_PERM)
     threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, lt=1.0, allow_inf_nan=False)
+    exact: bool = Field(
+        True,
+        description="Candidates whose estimate is within 0.15 of the threshold are decided "
+        "by the exact Jaccard of the two texts' shingles (the texts must be kept: passages "
+        "on, or store_text); false: by the estimate alone.",
+    )
 
 
 class NgramSettings(Input):

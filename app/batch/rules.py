@@ -6,7 +6,10 @@ Two documents match, as in the service (app/core/rule.py, app/service/indexes.py
 - ``simhash``: SimHash fingerprints at most ``simhash.max_distance`` bits apart (the
   permutation tables find every such pair);
 - ``minhash``: a whole LSH band in common (equal band keys, as the index's tables find
-  them) and at least ``min_matches(threshold, num_perm)`` equal signature values;
+  them) and at least ``min_matches(threshold, num_perm)`` equal signature values; where
+  the settings keep texts, a pair whose estimate is near the threshold decided by the
+  exact Jaccard of the texts' shingles instead (app/core/verify.py; the engines read
+  those texts again);
 - ``ngram``: both texts short (at most ``ngram.max_chars`` normalised characters) and the
   exact Jaccard of their character q-gram sets at least ``ngram.threshold``.
 

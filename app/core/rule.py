@@ -3,11 +3,12 @@ carries, the pairs within a batch, the combining of what several methods found, 
 score and order of matches (``Pairs``).
 
 A pair matches when any method finds it: the exact hash equal, the SimHash Hamming
-distance at most k, a MinHash band in common and the estimate verified, or (two short
-texts) the exact q-gram Jaccard at the n-gram threshold. Its similarity is the MinHash
-estimate, or the exact q-gram Jaccard where the n-gram index found the pair and that is
-higher; with MinHash off, that Jaccard where there is one, else 1 - distance / 64; six
-decimals. Matches of a query are best first: similarity, then the nearer SimHash, then
+distance at most k, a MinHash band in common and the Jaccard verified (the estimate; near
+the threshold, where the texts are kept, the exact Jaccard of their shingles:
+app/core/verify.py), or (two short texts) the exact q-gram Jaccard at the n-gram
+threshold. Its similarity is that Jaccard (exact where the texts decided), or the exact
+q-gram Jaccard where the n-gram index found the pair and that is higher; with MinHash
+off, that Jaccard where there is one, else 1 - distance / 64; six decimals. Matches of a query are best first: similarity, then the nearer SimHash, then
 the older document.
 """
 

@@ -132,6 +132,12 @@ def test_spark_engine_writes_what_the_local_engine_writes(
     assert local_summary.pairs > 1000 and local_summary.clusters < len(records)
     methods = {m for line in local_output.pairs for m in line["methods"]}
     assert methods == {"exact", "simhash", "minhash", "ngram"}
+    # Pairs whose texts decided MinHash (an exact Jaccard, not a count of 128 values):
+    # the Spark engine's join with the texts was exercised.
+    assert any(
+        "ngram" not in line["methods"] and (line["similarity"] * 128) % 1 > 1e-3
+        for line in local_output.pairs
+    )
     # An input error raised on an executor reaches the caller as the local engine's.
     duplicate = write_jsonl(tmp_path / "dup.jsonl", [{"id": "a", "text": "x"}] * 2)
     with pytest.raises(InputError, match="'a' is used twice"):
