@@ -8,8 +8,8 @@ the threshold, where the texts are kept, the exact Jaccard of their shingles:
 app/core/verify.py), or (two short texts) the exact q-gram Jaccard at the n-gram
 threshold. Its similarity is that Jaccard (exact where the texts decided), or the exact
 q-gram Jaccard where the n-gram index found the pair and that is higher; with MinHash
-off, that Jaccard where there is one, else 1 - distance / 64; six decimals. Matches of a query are best first: similarity, then the nearer SimHash, then
-the older document.
+off, that Jaccard where there is one, else 1 - distance / 64; six decimals. Matches of
+a query are best first: similarity, then the nearer SimHash, then the older document.
 """
 
 from __future__ import annotations
