@@ -165,3 +165,33 @@ def whole_document_matches(matches: list[dict[str, Any]]) -> list[dict[str, Any]
             whole = {key: value for key, value in match.items() if key not in passage_fields}
             kept.append(whole | {"methods": methods})
     return kept
+
+
+# Half the band of estimates around the threshold where the texts decide (the README:
+# "one whose estimate is within 0.15 of the threshold is decided by the exact Jaccard").
+UNCERTAIN = 0.15
+
+
+def banded(a: list[int], b: list[int], bands: int = 16, rows: int = 8) -> bool:
+    """Whether two signatures agree on a whole band (an LSH candidate)."""
+    return any(a[i * rows : (i + 1) * rows] == b[i * rows : (i + 1) * rows] for i in range(bands))
+
+
+def minhash_verdict(
+    signature_a: list[int],
+    signature_b: list[int],
+    shingles_a: set[object],
+    shingles_b: set[object],
+    threshold: float = 0.8,
+    texts_kept: bool = True,
+) -> tuple[bool, float]:
+    """(MinHash matches the pair, the similarity it reports) by the README's rule: a band
+    in common, then the estimate, or near the threshold with the texts kept the exact
+    Jaccard of the shingle sets."""
+    agree = sum(x == y for x, y in zip(signature_a, signature_b, strict=True))
+    estimate = agree / len(signature_a)
+    candidate = banded(signature_a, signature_b) and estimate >= threshold - UNCERTAIN - 1e-9
+    if candidate and texts_kept and estimate < threshold + UNCERTAIN:
+        exact = jaccard(shingles_a, shingles_b)
+        return exact >= threshold, exact
+    return candidate and estimate >= threshold - 1e-9, estimate

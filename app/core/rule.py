@@ -240,7 +240,7 @@ def score(
         )
         pairs = Pairs(positions, rows, methods, similarity, distances, ages).select(methods != 0)
     if min_similarity is not None:
-        pairs = pairs.select(similarity >= min_similarity)
+        pairs = pairs.select(pairs.similarity >= min_similarity)
     return pairs.sorted()
 
 
