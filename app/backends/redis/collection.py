@@ -243,15 +243,16 @@ class RedisCollection:
         probes = ngram.probes(fingerprints.shorts) if ngram is not None else None
         probing = probes.commands if probes is not None else []
         read_mark = read_mark and resolved.retains
-        bar = resolved.config.minhash.threshold
-        bar = bar if query.min_similarity is None else query.min_similarity
+        minhash_bar = resolved.config.minhash.threshold
+        if query.min_similarity is not None:
+            minhash_bar = query.min_similarity
         reading: list[Command] = [("HGET", resolved.counters_key(), "mark")] if read_mark else []
         found = yield from store.search_steps(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
             fingerprints.exact,
             max_distance=query.max_distance,
-            threshold=candidate_threshold(bar, resolved.config.verifies_exactly),
+            threshold=candidate_threshold(minhash_bar, resolved.config.verifies_exactly),
             also=[*also, *reading, *probing],
         )
         if read_mark:
@@ -302,7 +303,7 @@ class RedisCollection:
             held.seqs(at),
             exact_similarity[keep],
             query.min_similarity,
-            self._exact_minhash(resolved, bar, fingerprints, held, data),
+            self._exact_minhash(resolved, minhash_bar, fingerprints, held, data),
         )
         return scored, held, also_replies
 
