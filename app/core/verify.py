@@ -147,12 +147,11 @@ def exact_minhash(
     bar: float,
     queries: Sequence[str | None] | None,
     stored_text: Callable[[int], str | None] | None = None,
-) -> ExactMinHash | None:
+) -> ExactMinHash:
     """The exact decision of a search at ``bar`` whose queries' texts are ``queries``
-    (None: not kept, the estimate decides) against stored texts by row (``stored_text``;
-    None: the queries' own, for the pairs within a batch)."""
-    if queries is None:
-        return None
-    query_sets = ShingleSets(params, queries.__getitem__)
+    (None: none at hand, the estimate decides at the bar) against stored texts by row
+    (``stored_text``; None: the queries' own, for the pairs within a batch). Always a
+    decision: a search that took candidates from below the bar must have them decided."""
+    query_sets = ShingleSets(params, (lambda _: None) if queries is None else queries.__getitem__)
     stored = query_sets if stored_text is None else ShingleSets(params, stored_text)
     return ExactMinHash(bar, params.num_perm, query_sets, stored)

@@ -1,12 +1,17 @@
 """Why a search left a match out (``explain``): the matches a rule refused, with its
 reason, the same on every backend.
 
-The one rule that refuses a pair the methods found is the template rule of short texts
-(``ngram.same_numbers``, app/core/template.py): two reports of one template that state
-other figures. An explained search is the search made twice, with the rule and with it
-set aside (``Query.same_numbers``): what only the second finds is what the rule refused,
-each with ``differing_numbers``' reason between the query's normalised text and the
-stored document's. Exact by construction (the backends' own searches, nothing
+Two rules refuse pairs the methods found:
+
+- the template rule of short texts (``ngram.same_numbers``, app/core/template.py): two
+  reports of one template that state other figures; the reason is ``differing_numbers``'
+  between the query's normalised text and the stored document's;
+- MinHash decided by the texts (``minhash.exact``, app/core/verify.py): a candidate whose
+  estimate reached the threshold and whose exact Jaccard did not; the reason gives both.
+
+An explained search is the search made twice, with the rules and with them set aside
+(``Query.same_numbers``, ``Query.exact_minhash``): what only the second finds is what the
+rules refused. Exact by construction (the backends' own searches, nothing
 re-implemented); it costs a second search and one read per refused match, which is why
 it is asked for, not always on.
 """
@@ -17,6 +22,7 @@ import dataclasses
 
 from app.core.template import differing_numbers
 from app.core.text import normalize
+from app.core.verify import set_jaccard, shingle_set
 from app.errors import UnknownDocument
 from app.service.protocols import ServiceCollection
 from app.service.types import Match, Query
@@ -41,12 +47,14 @@ UNKNOWN_FIGURES = "numbers differ"  # the stored text is not kept: no values to 
 async def refusals(
     collection: ServiceCollection, text: str, query: Query, kept: list[Match]
 ) -> list[Refusal]:
-    """The matches of ``text`` under ``query`` that the template rule refused (none when
+    """The matches of ``text`` under ``query`` that a rule refused (none when
     the collection's rule is off), best first, at most ``query.limit``."""
-    ngram = collection.config.ngram
-    if not (ngram.enabled and ngram.same_numbers):
+    config = collection.config
+    if not (config.ngram.enabled and config.ngram.same_numbers) and not config.verifies_exactly:
         return []
-    loose = await collection.search_async(text, dataclasses.replace(query, same_numbers=False))
+    loose = await collection.search_async(
+        text, dataclasses.replace(query, same_numbers=False, exact_minhash=False)
+    )
     kept_methods = {match.id: match.methods for match in kept}
     asked = normalize(text)
     found: list[Refusal] = []
@@ -58,6 +66,16 @@ async def refusals(
             stored = (await collection.get_async(match.id, kept_text=True)).text
         except UnknownDocument:  # deleted between the two searches
             continue
-        reason = differing_numbers(asked, normalize(stored)) if stored else None
-        found.append(Refusal(match.id, match.similarity, lost, reason or UNKNOWN_FIGURES))
+        reasons = []
+        if "ngram" in lost:
+            figures = differing_numbers(asked, normalize(stored)) if stored else None
+            reasons.append(figures or UNKNOWN_FIGURES)
+        if "minhash" in lost:
+            bar = config.minhash.threshold if query.min_similarity is None else query.min_similarity
+            params = config.fingerprint_params
+            exact = set_jaccard(shingle_set(text, params), shingle_set(stored or "", params))
+            reasons.append(
+                f"Jaccard {exact:.3f} below the threshold {bar:g} (estimate {match.similarity:.3f})"
+            )
+        found.append(Refusal(match.id, match.similarity, lost, "; ".join(reasons)))
     return found

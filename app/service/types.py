@@ -159,6 +159,9 @@ class Query:
     # False: the template rule of short texts set aside (ngram.same_numbers), so that an
     # explained search can name the matches it refused (app/service/explain.py).
     same_numbers: bool = True
+    # False: MinHash decided by its estimate alone (minhash.exact set aside), for the same
+    # reason.
+    exact_minhash: bool = True
 
 
 def iso_time(timestamp: float) -> str:

@@ -80,6 +80,21 @@ def test_minhash_near_its_threshold_is_decided_by_the_texts(
                     kind,
                     found,
                 )
+            # An explained search names the refusal and both figures.
+            over_earlier, over_later = pairs["over"]
+            explained = client.post(
+                f"/v1/collections/{name}/search", json={"text": over_later, "explain": True}
+            ).json()
+            refused = [r for r in explained["refused"] if r["id"] == "over"]
+            if exact:
+                exact_jaccard = reference_jaccard(over_earlier, over_later)
+                [refusal] = refused
+                assert refusal["methods"] == ["minhash"]
+                assert refusal["reason"].startswith(
+                    f"Jaccard {exact_jaccard:.3f} below the threshold 0.8 (estimate 0."
+                ), refusal
+            else:
+                assert refused == []
             # Inserts answer the same, and similar by id from the later document.
             matches: list[dict[str, Any]] = []
             for kind, (_, later) in pairs.items():

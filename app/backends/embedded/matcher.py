@@ -151,7 +151,7 @@ class Matcher:
         return exact_minhash(
             self._config.fingerprint_params,
             self._minhash.bar(query),
-            fingerprints.texts,
+            fingerprints.texts if query.exact_minhash else None,
             stored_text,
         )
 

@@ -303,13 +303,18 @@ class RedisCollection:
             held.seqs(at),
             exact_similarity[keep],
             query.min_similarity,
-            self._exact_minhash(resolved, minhash_bar, fingerprints, held, data),
+            self._exact_minhash(resolved, minhash_bar, query, fingerprints, held, data),
         )
         return scored, held, also_replies
 
     @staticmethod
     def _exact_minhash(
-        resolved: Resolved, bar: float, fingerprints: Fingerprints, held: Held, data: RowData
+        resolved: Resolved,
+        bar: float,
+        query: Query,
+        fingerprints: Fingerprints,
+        held: Held,
+        data: RowData,
     ) -> ExactMinHash | None:
         """The exact MinHash decision where the collection keeps its texts: the stored
         texts are in the records the search read (None: the estimate decides)."""
@@ -320,7 +325,8 @@ class RedisCollection:
             return held.record(int(data.index(np.array([row]))[0])).text
 
         params = resolved.config.fingerprint_params
-        return exact_minhash(params, bar, fingerprints.texts, stored_text)
+        texts = fingerprints.texts if query.exact_minhash else None
+        return exact_minhash(params, bar, texts, stored_text)
 
     def match_within(
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
