@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core.fingerprint import FingerprintParams, shingle_hashes
+from app.core.fingerprint import _normalize_ascii as normalize_ascii
 from app.core.lsh import min_matches
 from app.core.rule import MINHASH
 from app.core.text import normalize
@@ -54,17 +55,28 @@ def candidate_threshold(threshold: float, exact: bool) -> float:
 def shingle_set(text: str, params: FingerprintParams) -> ShingleSet:
     """The distinct shingle hashes of a text as sent (normalised here), sorted: the set
     MinHash estimates the Jaccard of."""
-    normalized = normalize(text)
+    if text.isascii():  # compiled, as fingerprinting normalises ASCII: 20 us for 3 KB, not 80
+        data, _ = normalize_ascii([text])
+        normalized = data.tobytes().decode("ascii")
+    else:
+        normalized = normalize(text)
     if not normalized:
         return np.zeros(0, dtype=np.uint64)
-    return np.unique(shingle_hashes(normalized, params))
+    # Sorted, then the repeats masked: np.unique costs 8 times as much on 500 values.
+    hashes = np.sort(shingle_hashes(normalized, params))
+    distinct = np.ones(len(hashes), dtype=np.bool_)
+    np.not_equal(hashes[1:], hashes[:-1], out=distinct[1:])
+    return hashes[distinct]
 
 
 def set_jaccard(a: ShingleSet, b: ShingleSet) -> float:
-    """Exact Jaccard of two sorted sets of distinct hashes. O((a + b) log(a + b))."""
+    """Exact Jaccard of two sorted sets of distinct hashes. O(a log b)."""
     if not len(a) and not len(b):
         return 1.0
-    shared = len(np.intersect1d(a, b, assume_unique=True))
+    if not len(a) or not len(b):
+        return 0.0
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    shared = int(np.count_nonzero(b[at] == a))
     return shared / (len(a) + len(b) - shared)
 
 
