@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from app.core.fingerprint import FingerprintParams, fingerprint
+from app.core.fingerprint import FingerprintParams, fingerprint, shingle_hashes
 from app.core.lsh import min_matches
 from app.core.rule import EXACT, MINHASH, SIMHASH
 from app.core.text import normalize
@@ -111,3 +111,18 @@ def test_decide_follows_the_exact_jaccard_near_the_threshold(seed: int) -> None:
             assert scored[k] == round(exact, 6)
             flips += (exact >= bar) != (estimate[i] >= bar)
     assert flips, "no pair where the estimate and the exact Jaccard disagree: a weak test"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_shingle_sets_are_the_normalised_texts_shingles(seed: int) -> None:
+    """ASCII texts go through the compiled normaliser, the others through normalize: both
+    give the distinct sorted shingle hashes of normalize(text), white space, case and
+    control characters included."""
+    rng = random.Random(seed)
+    for _ in range(40):
+        words = [rng.choice(VOCABULARY[:300]).upper() for _ in range(rng.randint(1, 80))]
+        gaps = [rng.choice([" ", "  ", "\t", "\n ", "\x07"]) for _ in words]
+        text = "".join(gap + word for gap, word in zip(gaps, words, strict=True)) + " "
+        for sent in (text, text + "é"):
+            expected = np.unique(shingle_hashes(normalize(sent), PARAMS))
+            assert np.array_equal(shingle_set(sent, PARAMS), expected)
