@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fastapi.testclient import TestClient
 
 from app.core.fingerprint import FingerprintParams, fingerprint
 from tests.conftest import LIMITS, Backend
@@ -42,6 +43,19 @@ def planted() -> dict[str, tuple[str, str]]:
     return pairs
 
 
+def _collections(client: TestClient) -> list[tuple[str, bool]]:
+    """(name, whether its texts decide) of two new collections: the defaults (texts kept
+    for passages), and passages off (no text kept: the estimate decides)."""
+    made = []
+    for name, settings, exact in (
+        ("kept", {}, True),
+        ("estimated", {"passages": {"enabled": False}}, False),
+    ):
+        assert client.put(f"/v1/collections/{name}", json=settings).status_code == 201
+        made.append((name, exact))
+    return made
+
+
 def _minhash(matches: list[dict[str, Any]], document_id: str) -> dict[str, Any] | None:
     return next((m for m in matches if m["id"] == document_id and "minhash" in m["methods"]), None)
 
@@ -64,11 +78,7 @@ def test_minhash_near_its_threshold_is_decided_by_the_texts(
 ) -> None:
     pairs = planted()
     for client in backend.serve(tmp_path, **LIMITS):
-        for name, settings, exact in (
-            ("kept", {}, True),
-            ("estimated", {"passages": {"enabled": False}}, False),
-        ):
-            assert client.put(f"/v1/collections/{name}", json=settings).status_code == 201
+        for name, exact in _collections(client):
             documents = f"/v1/collections/{name}/documents"
             for kind, (earlier, _) in pairs.items():
                 assert client.post(documents, json={"id": kind, "text": earlier}).status_code == 201
@@ -114,11 +124,7 @@ def test_minhash_near_its_threshold_is_decided_by_the_texts(
 def test_a_batch_decides_its_own_pairs_as_one_by_one(backend: Backend, tmp_path: Path) -> None:
     pairs = planted()
     for client in backend.serve(tmp_path, **LIMITS):
-        for name, settings, exact in (
-            ("kept", {}, True),
-            ("estimated", {"passages": {"enabled": False}}, False),
-        ):
-            assert client.put(f"/v1/collections/{name}", json=settings).status_code == 201
+        for name, exact in _collections(client):
             documents = [
                 document
                 for kind, (earlier, later) in pairs.items()
