@@ -37,6 +37,7 @@ from app.config import Settings
 from app.core.page import Extraction, Page
 from app.errors import InvalidBody, NeardupError
 from app.service import InsertOptions, InsertResult, NewDocument, Refused
+from app.service.explain import refusals
 from app.service.protocols import ServiceCollection
 
 router = APIRouter(
@@ -213,12 +214,17 @@ async def similar_documents(
     name: CollectionName,
     request: Request,
     filters: Annotated[MatchFilters, Depends()],
+    explain: bool = False,
 ) -> Response:
     """Documents near this one, itself excluded, best first; with since / until, only
-    those with a timestamp in that range."""
+    those with a timestamp in that range; with ``explain``, also those a rule refused."""
     collection, settings = collection_of(request, name), settings_of(request)
     async with found_first_async(collection):
         limits.check_limit(settings, filters.limit)
     query = filters.query
     matches = await collection.similar_async(document_id, query)
-    return json_response({"matches": matches})
+    if not explain:
+        return json_response({"matches": matches})
+    text = (await collection.get_async(document_id, kept_text=True)).text or ""
+    refused = await refusals(collection, text, query, matches, similar_to=document_id)
+    return json_response({"matches": matches, "refused": refused})

@@ -521,7 +521,8 @@ class SearchIn(PageFields, TimeRange):
         False,
         description="Also list the documents the methods matched and a rule refused "
         "(`refused`, each with its reason): two reports of one template that state other "
-        "figures (ngram.same_numbers). Costs a second search.",
+        "figures (ngram.same_numbers), a MinHash candidate whose texts' exact Jaccard is "
+        "under the threshold (minhash.exact). Costs a second search.",
     )
 
 

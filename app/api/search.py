@@ -60,7 +60,7 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
 async def _answer(
     collection: ServiceCollection, text: str, query: SearchQuery, explain: bool
 ) -> dict[str, Any]:
-    """The matches of a search, and with ``explain`` what the template rule refused."""
+    """The matches of a search, and with ``explain`` what a rule refused."""
     matches = await collection.search_async(text, query)
     if not explain:
         return {"matches": matches}

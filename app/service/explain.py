@@ -45,16 +45,23 @@ UNKNOWN_FIGURES = "numbers differ"  # the stored text is not kept: no values to 
 
 
 async def refusals(
-    collection: ServiceCollection, text: str, query: Query, kept: list[Match]
+    collection: ServiceCollection,
+    text: str,
+    query: Query,
+    kept: list[Match],
+    similar_to: str | None = None,
 ) -> list[Refusal]:
-    """The matches of ``text`` under ``query`` that a rule refused (none when
-    the collection's rule is off), best first, at most ``query.limit``."""
+    """The matches of ``text`` under ``query`` (with ``similar_to``, of that stored
+    document, whose text ``text`` is, "" when not kept) that a rule refused (none when
+    the collection's rules are off), best first, at most ``query.limit``."""
     config = collection.config
     if not (config.ngram.enabled and config.ngram.same_numbers) and not config.verifies_exactly:
         return []
-    loose = await collection.search_async(
-        text, dataclasses.replace(query, same_numbers=False, exact_minhash=False)
-    )
+    loose_query = dataclasses.replace(query, same_numbers=False, exact_minhash=False)
+    if similar_to is None:
+        loose = await collection.search_async(text, loose_query)
+    else:
+        loose = await collection.similar_async(similar_to, loose_query)
     kept_methods = {match.id: match.methods for match in kept}
     asked = normalize(text)
     found: list[Refusal] = []

@@ -118,6 +118,12 @@ def test_minhash_near_its_threshold_is_decided_by_the_texts(
                 for match in client.get(f"{documents}/{kind}-later/similar").json()["matches"]
             ]
             _expect(similar, exact)
+            # Similar explains the same refusal, from the stored later document.
+            explained_similar = client.get(
+                f"{documents}/over-later/similar", params={"explain": "true"}
+            ).json()
+            refused_similar = [r for r in explained_similar["refused"] if r["id"] == "over"]
+            assert [r["reason"] for r in refused_similar] == [r["reason"] for r in refused]
             client.app.state.registry.get(name)._check()  # type: ignore[attr-defined]
 
 

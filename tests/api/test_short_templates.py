@@ -209,6 +209,22 @@ def test_reports_of_one_template_are_not_duplicates(tmp_path: Path) -> None:
         assert [(r["id"], r["reason"]) for r in answer["refused"]] == [
             ("f0", "numbers differ: 1627 / 1222")
         ]
+        # Similar by id explains the same, the other report stored.
+        documents = "/v1/collections/rule/documents"
+        stored = client.post(documents, json={"id": "other", "text": FAMILIES[0][1][0]})
+
+        def near(matches: list[dict[str, object]]) -> list[object]:
+            # A shared passage is a relation the rule leaves: reported among the matches.
+            return [m["id"] for m in matches if m["methods"] != ["passage"]]
+
+        assert stored.status_code == 201 and near(stored.json()["matches"]) == []
+        similar = client.get(f"{documents}/other/similar", params={"explain": "true"}).json()
+        assert near(similar["matches"]) == []
+        assert [(r["id"], r["reason"]) for r in similar["refused"]] == [
+            ("f0", "numbers differ: 1627 / 1222")
+        ]
+        plain = client.get(f"{documents}/other/similar").json()
+        assert "refused" not in plain
 
 
 def test_reports_of_one_template_are_not_duplicates_over_redis(
