@@ -145,7 +145,14 @@ def with_directory(run: Run) -> Run:
 
 
 def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = None) -> Run:
-    """One Run with the entries of both, without rows marked in ``dropped``. O(L (n + m))."""
+    """One Run with the entries of both, without rows marked in ``dropped``. O(L (n + m));
+    O(1) when one is empty and nothing is dropped: the other itself (runs are never
+    written once made), so that a restart's one large batch is not copied again by the
+    buffer and by the merge that follows it."""
+    if dropped is None and not len(second):
+        return first
+    if dropped is None and not len(first):
+        return second
     drop = np.zeros(0, dtype=np.bool_) if dropped is None else dropped
     keys, rows = kernels.merge_sorted_lanes(first.keys, first.rows, second.keys, second.rows, drop)
     return Run(keys, rows)
@@ -262,10 +269,15 @@ class SortedTable:
                 frozen = merge_runs(
                     state.buffer, sort_run(state.tail_keys[:, :tail], state.tail_rows[:tail])
                 )
+                main = state.main
                 self._snapshot = TableSnapshot(
-                    state.main, frozen, Run.empty(self.lanes), *self._new_tail(), 0
+                    main, frozen, Run.empty(self.lanes), *self._new_tail(), 0
                 )
-            merged = with_directory(merge_runs(state.main, frozen, dropped))
+                # Dropped now, not when the merge returns: the old buffer and tail are held
+                # by the new snapshot (as frozen) or by nothing, not beside the merged run.
+                del state
+            merged = with_directory(merge_runs(main, frozen, dropped))
+            del main, frozen
             with self._write_lock:
                 state = self._snapshot
                 self._snapshot = TableSnapshot(
