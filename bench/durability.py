@@ -860,6 +860,71 @@ def load_peaks(documents: int, runs: int) -> str:
     )
 
 
+RESTORE_PEAK_CODE = """
+import json, os, sys
+from pathlib import Path
+from bench.durability import rss_of
+from app.backends.embedded.collection import Collection
+from app.collection_config import CollectionConfig
+from app.storage import MemoryStore, StoredCollection, sqlite
+import numpy as np
+store = sqlite.SQLiteStore(Path(sys.argv[1]))
+[stored] = store.load()
+store.close()
+config = CollectionConfig.from_dict(stored.config)
+few = stored.documents.select(np.arange(1000))  # the kernels loaded from numba's cache
+Collection("warm", config, MemoryStore()).restore(
+    StoredCollection("warm", stored.config, few, {}, len(few))
+)
+Path(f"/proc/{os.getpid()}/clear_refs").write_text("5")  # VmHWM from here on
+before = rss_of(os.getpid())["VmRSS"]
+collection = Collection("default", config, MemoryStore())
+collection.restore(stored)
+memory = rss_of(os.getpid())
+print(json.dumps({"before": before, "after": memory["VmRSS"], "peak": memory["VmHWM"]}))
+"""
+
+
+def restore_peaks(documents: int, runs: int, baseline: Path) -> str:
+    """``Collection.restore`` of ``documents`` loaded from SQLite (random fingerprints, no
+    texts), each run in a fresh process, with this tree's code and with the code checked
+    out at ``baseline`` (a git worktree), alternated: the memory held after and the peak
+    above the RSS before the restore (the load's own peak left out: VmHWM reset), in
+    bytes a document. Medians (min-max) of ``runs``."""
+    results: dict[str, list[dict[str, int]]] = {"now": [], "baseline": []}
+    with tempfile.TemporaryDirectory(prefix="neardup-restore-") as directory:
+        database = Path(directory) / DATABASE_FILE
+        build_database(database, documents, seed=7)
+        trees = (("now", REPO_ROOT), ("baseline", baseline))
+        for _, tree in trees:  # numba's cache filled for each tree first
+            subprocess.run(
+                [sys.executable, "-c", RESTORE_PEAK_CODE, str(database)],
+                capture_output=True, text=True, check=True, cwd=tree,
+            )  # fmt: skip
+        for _ in range(runs):
+            for name, tree in trees:
+                done = subprocess.run(
+                    [sys.executable, "-c", RESTORE_PEAK_CODE, str(database)],
+                    capture_output=True, text=True, check=True, cwd=tree,
+                )  # fmt: skip
+                results[name].append(json.loads(done.stdout.splitlines()[-1]))
+
+    def cell(name: str, key: str) -> str:
+        values = [(r[key] - r["before"]) / documents for r in results[name]]
+        return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+    return "\n".join(
+        [
+            f"`Collection.restore` of {documents:,} documents, {runs} runs each, "
+            "B/document above the RSS before it:",
+            "",
+            "| code | held after | peak (VmHWM) |",
+            "| --- | ---: | ---: |",
+            *(f"| {name} | {cell(name, 'after')} | {cell(name, 'peak')} |" for name, _ in trees),
+        ]
+    )
+
+
 def trim_profile(text: str) -> str:
     """pstats output from its column header on, paths shortened to the repository."""
     lines = text.splitlines()
@@ -1085,7 +1150,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="N",
         help="only load()'s memory on N documents, chunked and whole, --runs each",
     )
+    parser.add_argument(
+        "--restore-peak",
+        type=int,
+        metavar="N",
+        help="only Collection.restore's memory on N documents, this tree against --baseline",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="a git worktree of the code to compare with (--restore-peak)"
+    )
     arguments = parser.parse_args(argv)
+    if arguments.restore_peak:
+        report = restore_peaks(arguments.restore_peak, arguments.runs, arguments.baseline)
+        print(report)
+        print(f"written to {write_result('restore_peak.md', report + chr(10))}", file=sys.stderr)
+        return
     if arguments.load_peak:
         report = load_peaks(arguments.load_peak, arguments.runs)
         print(report)

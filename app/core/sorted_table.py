@@ -121,13 +121,30 @@ class TableSnapshot:
         )
 
 
+# Runs of at least this many entries are sorted lane by lane: one lane's order (8 bytes
+# an entry) at a time instead of every lane's, and no transposed copy of the keys (a
+# restart's one batch of all documents: the band table's 16 lanes).
+LANE_BY_LANE_ENTRIES = 1 << 16
+
+
 def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
-    """A Run from unsorted keys (lanes, m) and their rows (m,). O(L m log m)."""
+    """A Run from unsorted keys (lanes, m) (a view of another layout will do) and their
+    rows (m,). O(L m log m); beside the run it makes, at most one lane's order
+    (8 bytes an entry) when m is large."""
+    rows = np.asarray(rows, dtype=np.int32)
+    lanes, count = keys.shape
     # The order of equal keys does not matter to any lookup: the faster unstable sort.
-    order = np.argsort(keys, axis=1)
-    sorted_keys = np.take_along_axis(keys, order, axis=1)
-    sorted_rows = np.asarray(rows, dtype=np.int32)[order]
-    return Run(np.ascontiguousarray(sorted_keys), np.ascontiguousarray(sorted_rows))
+    if count < LANE_BY_LANE_ENTRIES:
+        order = np.argsort(keys, axis=1)
+        sorted_keys = np.take_along_axis(keys, order, axis=1)
+        return Run(np.ascontiguousarray(sorted_keys), np.ascontiguousarray(rows[order]))
+    sorted_keys = np.empty((lanes, count), dtype=np.uint64)
+    sorted_rows = np.empty((lanes, count), dtype=np.int32)
+    for lane in range(lanes):
+        lane_order = np.argsort(keys[lane])
+        np.take(keys[lane], lane_order, out=sorted_keys[lane])
+        np.take(rows, lane_order, out=sorted_rows[lane])
+    return Run(sorted_keys, sorted_rows)
 
 
 def with_directory(run: Run) -> Run:
@@ -233,8 +250,11 @@ class SortedTable:
                 )
                 return
             tail = state.tail_count
-            pending_keys = np.concatenate([state.tail_keys[:, :tail], keys.T], axis=1)
-            pending_rows = np.concatenate([state.tail_rows[:tail], np.asarray(rows, np.int32)])
+            if tail:
+                pending_keys = np.concatenate([state.tail_keys[:, :tail], keys.T], axis=1)
+                pending_rows = np.concatenate([state.tail_rows[:tail], np.asarray(rows, np.int32)])
+            else:  # sorted from the view: no transposed copy
+                pending_keys, pending_rows = keys.T, np.asarray(rows, np.int32)
             buffer = merge_runs(state.buffer, sort_run(pending_keys, pending_rows))
             self._snapshot = TableSnapshot(state.main, state.frozen, buffer, *self._new_tail(), 0)
 

@@ -13,7 +13,7 @@ import pytest
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
-from app.core.sorted_table import TAIL_CAPACITY, Run, SortedTable
+from app.core.sorted_table import LANE_BY_LANE_ENTRIES, TAIL_CAPACITY, Run, SortedTable
 
 SEEDS = [0, 1, 2]
 
@@ -128,6 +128,31 @@ def test_lookup_equal_many_through_a_directory_agrees_with_sorting(spread: str) 
             expected.extend((at, int(row)) for row in order[start:end])
     positions, rows = table.lookup_equal_many(0, probes, cap)
     assert sorted(zip(positions.tolist(), rows.tolist(), strict=True)) == sorted(expected)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_large_batch_into_an_empty_table_is_sorted_lane_by_lane(seed: int) -> None:
+    """A restart's one batch (over LANE_BY_LANE_ENTRIES entries, into an empty table, then
+    merged): each lane holds the batch's (key, row) pairs in key order, and lookups find
+    by a dictionary, before and after the merge that takes the buffer as it is."""
+    rng = np.random.default_rng(seed)
+    lanes, count = 4, LANE_BY_LANE_ENTRIES + 1000
+    keys = rng.integers(0, 5000, size=(count, lanes), dtype=np.uint64)
+    rows = np.arange(count) * 3
+    table = SortedTable(lanes)
+    table.insert(keys, rows)
+    for merged in (False, True):
+        if merged:
+            assert table.merge()
+        run = table.snapshot().main if merged else table.snapshot().buffer
+        for lane in range(lanes):
+            assert (np.diff(run.keys[lane].astype(np.int64)) >= 0).all()
+            pairs = sorted(zip(run.keys[lane].tolist(), run.rows[lane].tolist(), strict=True))
+            assert pairs == sorted(zip(keys[:, lane].tolist(), rows.tolist(), strict=True))
+        for probe in rng.integers(0, 5000, size=20).tolist():
+            lane = int(rng.integers(lanes))
+            expected = {int(r) for r, k in zip(rows, keys[:, lane], strict=True) if k == probe}
+            assert set(table.lookup_equal(lane, probe).tolist()) == expected
 
 
 def test_sorted_table_merge_drops_marked_rows() -> None:
