@@ -861,7 +861,7 @@ def load_peaks(documents: int, runs: int) -> str:
 
 
 RESTORE_PEAK_CODE = """
-import json, os, sys
+import json, os, sys, time
 from pathlib import Path
 from bench.durability import rss_of
 from app.backends.embedded.collection import Collection
@@ -879,9 +879,13 @@ Collection("warm", config, MemoryStore()).restore(
 Path(f"/proc/{os.getpid()}/clear_refs").write_text("5")  # VmHWM from here on
 before = rss_of(os.getpid())["VmRSS"]
 collection = Collection("default", config, MemoryStore())
+started = time.perf_counter()
 collection.restore(stored)
+seconds = time.perf_counter() - started
 memory = rss_of(os.getpid())
-print(json.dumps({"before": before, "after": memory["VmRSS"], "peak": memory["VmHWM"]}))
+print(json.dumps(
+    {"before": before, "after": memory["VmRSS"], "peak": memory["VmHWM"], "seconds": seconds}
+))
 """
 
 
@@ -913,14 +917,21 @@ def restore_peaks(documents: int, runs: int, baseline: Path) -> str:
         values = [(r[key] - r["before"]) / documents for r in results[name]]
         return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
+    def seconds(name: str) -> str:
+        values = [r["seconds"] for r in results[name]]
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
     return "\n".join(
         [
             f"`Collection.restore` of {documents:,} documents, {runs} runs each, "
             "B/document above the RSS before it:",
             "",
-            "| code | held after | peak (VmHWM) |",
-            "| --- | ---: | ---: |",
-            *(f"| {name} | {cell(name, 'after')} | {cell(name, 'peak')} |" for name, _ in trees),
+            "| code | held after | peak (VmHWM) | seconds |",
+            "| --- | ---: | ---: | ---: |",
+            *(
+                f"| {name} | {cell(name, 'after')} | {cell(name, 'peak')} | {seconds(name)} |"
+                for name, _ in trees
+            ),
         ]
     )
 
