@@ -87,6 +87,8 @@ class LSHIndex(TableIndex):
         if self.bands * self.rows_per_band > num_perm:
             raise ValueError("bands x rows per band must not exceed num_perm")
         self._signatures = RowArray(np.uint32, (num_perm,))
+        # Whether a restart's loaded signatures were taken as they are (``insert``).
+        self.adopted_signatures = False
         super().__init__(lanes=self.bands, values=self._signatures)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
@@ -108,10 +110,22 @@ class LSHIndex(TableIndex):
         """Store signatures under new row numbers and index their bands."""
         signatures = self._as_signatures(signatures)
         rows = self._rows.claim(rows)
+        # A restart's signatures, rows 0 .. n - 1 loaded into a reservation: held as they
+        # are (app/storage/sqlite.py loads them so), not copied (512 bytes a document).
+        adopted = (
+            self._signatures.size == 0
+            and len(rows) > 0
+            and int(rows[0]) == 0
+            and int(rows[-1]) == len(rows) - 1
+            and bool((np.diff(rows) == 1).all())
+            and self._signatures.adopt(signatures)
+        )
+        self.adopted_signatures = self.adopted_signatures or adopted
         self._signatures.ensure(self._rows.present.size)
         # The signature is written before the row enters a table: a reader that finds
         # the row can always verify it.
-        self._signatures.array[rows] = signatures
+        if not adopted:
+            self._signatures.array[rows] = signatures
         self._table.insert(self.band_keys(signatures), rows)
 
     def signatures(self, rows: npt.NDArray[np.integer]) -> MinHashes:

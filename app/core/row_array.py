@@ -56,6 +56,15 @@ RESERVE_FACTOR = 4
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
 
 
+def reserved_rows(count: int, width: tuple[int, ...], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A zeroed (count, *width) array that a RowArray can adopt without copying it (its
+    start of a reservation, as RowArray makes them): for a column that is filled and then
+    held by an index, as the signatures a restart loads."""
+    reserved, _ = _allocate((count, *width), np.dtype(dtype))
+    view: npt.NDArray[Any] = reserved[:count]
+    return view
+
+
 def _allocate(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], Any]:
     """Zeros of this shape: (array, its mapping, or None for a heap array). A mapped array
     may have more rows than asked (the reservation): callers use a view of what they need."""
@@ -133,6 +142,30 @@ class RowArray:
             self.released_pages = 0
             self._released_below = 0
         self.array, self._reserved, self._mapping = grown, reserved, mapping
+
+    def adopt(self, values: npt.NDArray[Any]) -> bool:
+        """Take ``values`` (rows 0 .. len - 1) as this empty array's, without copying, when
+        they are the start of a reservation (``reserved_rows``); False, nothing done,
+        otherwise. The caller gives the memory up: a row released later reads as zeros
+        through ``values`` too. O(1)."""
+        if self.size or self.array.shape[0] or values.dtype != self._dtype:
+            return False
+        if values.shape[1:] != self._width or not values.flags.c_contiguous:
+            return False
+        # numpy keeps the owner of a view's memory: the flat array over the mapping.
+        flat = values.base
+        if not isinstance(flat, np.ndarray) or not isinstance(flat.base, memoryview):
+            return False
+        mapping = flat.base.obj
+        if not isinstance(mapping, mmap.mmap) or flat.ctypes.data != values.ctypes.data:
+            return False
+        row_items = int(np.prod(self._width, dtype=np.int64))
+        if row_items == 0 or flat.ndim != 1 or flat.shape[0] % row_items:
+            return False
+        self.array, self._mapping = values, mapping
+        self._reserved = flat.reshape((-1, *self._width))
+        self.size = values.shape[0]
+        return True
 
     def _copy_held(self, grown: npt.NDArray[Any]) -> None:
         """Copy the pages not released (copying zeros would make them resident again)."""

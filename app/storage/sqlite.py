@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.core.row_array import reserved_rows
 from app.errors import StorageUnavailable, StoreDamaged
 from app.storage.base import CommitObserver, DocumentBatch, Eviction, Mark, StoredCollection
 from app.storage.commit import Commit, settle
@@ -458,7 +459,8 @@ class SQLiteStore:
         created_at = np.empty(count, dtype=np.float64)
         clusters = np.empty(count, dtype=np.int64)
         simhash = np.empty(count, dtype=np.uint64)
-        minhash = np.empty((count, num_perm), dtype=np.uint32)
+        # Where the signatures' index can hold them as they are (LSHIndex.insert).
+        minhash = reserved_rows(count, (num_perm,), np.uint32)
         exact = np.empty((count, 2), dtype=np.uint64)
         timestamps = np.empty(count, dtype=np.int64)
         ids: list[str] = []

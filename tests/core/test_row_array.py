@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.core import row_array
-from app.core.row_array import RowArray
+from app.core.row_array import RowArray, reserved_rows
 
 
 def _fill(array: RowArray, rows: range, written: dict[int, np.ndarray]) -> None:
@@ -83,3 +83,23 @@ def test_without_address_space_to_reserve_it_grows_by_copies(
     assert stamps._reserved.shape[0] == stamps.array.shape[0]  # exactly what it needs
     assert len(asked) >= 4  # a reservation tried and refused, then a plain mapping, each move
     _assert_holds(stamps, written, set())
+
+
+def test_a_loaded_column_is_adopted_not_copied() -> None:
+    """A column made by reserved_rows (a restart's signatures) becomes the RowArray's own
+    memory: no copy; growth stays in its reservation; written rows keep their values.
+    Anything else (a heap array, a view not at the start, a second adoption) is refused."""
+    width = (128,)
+    column = reserved_rows(20_000, width, np.uint32)
+    column[:] = np.arange(20_000, dtype=np.uint32)[:, None]
+    signatures = RowArray(np.uint32, width)
+    assert signatures.adopt(column)
+    assert np.shares_memory(signatures.array, column) and signatures.size == 20_000
+    signatures.ensure(30_000)  # within the reservation: the same memory, longer
+    assert np.shares_memory(signatures.array, column)
+    signatures.array[29_999] = 5
+    assert (signatures.array[:20_000, 0] == np.arange(20_000)).all()
+    assert not signatures.adopt(reserved_rows(20_000, width, np.uint32))  # not empty now
+    assert not RowArray(np.uint32, width).adopt(np.zeros((20_000, 128), np.uint32))
+    assert not RowArray(np.uint32, width).adopt(reserved_rows(20_000, width, np.uint32)[1:])
+    assert not RowArray(np.uint64, (64,)).adopt(reserved_rows(20_000, width, np.uint32))

@@ -503,3 +503,32 @@ def test_inserts_across_statement_chunks_store_every_row_or_none(tmp_path: Path)
     assert loaded.documents.ids == [f"d{row}" for row in expected]
     assert loaded.documents.timestamps.tolist() == expected
     reopened.close()
+
+
+def test_a_restart_holds_the_loaded_signatures_and_answers_as_before(tmp_path: Path) -> None:
+    """3,000 documents (their signatures over a mapped array's minimum): the restart's
+    MinHash index holds the column load() read, not a copy; similar answers equal those
+    before the restart; new documents, deletes and merges after it work on that memory."""
+    rng = random.Random(5)
+    bases = [english_like_text(rng, 600) for _ in range(1500)]
+    texts = [text for base in bases for text in (base, mutate_words(rng, base, 0.02))]
+    for client in make_client(tmp_path):
+        for start in range(0, len(texts), 500):
+            batch = [{"id": f"x{i}", "text": texts[i]} for i in range(start, start + 500)]
+            assert client.post(f"{DOCS}/batch", json={"documents": batch}).status_code == 200
+        sample = [f"x{i}" for i in range(0, len(texts), 97)]
+        before = {i: client.get(f"{DOCS}/{i}/similar").json() for i in sample}
+    for client in make_client(tmp_path):
+        registry = client.app.state.registry  # type: ignore[attr-defined]
+        collection = registry.get("default")
+        assert collection._matcher.lsh.adopted_signatures
+        assert {i: client.get(f"{DOCS}/{i}/similar").json() for i in sample} == before
+        for number in range(0, 40, 2):  # a new copy of each: found through the held column
+            answer = client.post(DOCS, json={"id": f"y{number}", "text": texts[number]}).json()
+            assert answer["duplicate_of"] == f"x{number}", answer
+        for number in range(0, 200, 2):
+            assert client.delete(f"{DOCS}/x{number}").status_code == 204
+        collection.merge(force=True)
+        collection._check()
+        # x1's base x0 is deleted; y0, its copy inserted after the restart, is found.
+        assert [m["id"] for m in client.get(f"{DOCS}/x1/similar").json()["matches"]] == ["y0"]
