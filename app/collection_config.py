@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -19,6 +19,7 @@ from app.core.fingerprint import (
     fingerprint_nonempty,
 )
 from app.core.page import EXTRACTIONS, Extraction
+from app.core.verify import ExactMinHash, exact_minhash, search_bar
 
 # Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md): word
 # 5-grams with k = 3 and t = 0.8 have the best F1 (0.978) of the settings that find every
@@ -269,6 +270,22 @@ class CollectionConfig:
         texts kept."""
         return self.minhash.enabled and self.minhash.exact and self.keeps_text
 
+    def minhash_decision(
+        self,
+        min_similarity: float | None,
+        texts: Sequence[str | None] | None,
+        stored_text: Callable[[int], str | None] | None = None,
+    ) -> ExactMinHash | None:
+        """How a search's MinHash pairs are decided (``score``'s ``minhash``): by the
+        texts near the bar (the search's min_similarity, else the threshold) where the
+        collection verifies exactly, else None (the estimate). ``texts``: the queries'
+        (None: set aside, as an explained search does); ``stored_text``: by row (None:
+        the queries' own, for the pairs within a batch)."""
+        if not self.verifies_exactly:
+            return None
+        bar = search_bar(self.minhash.threshold, min_similarity)
+        return exact_minhash(self.fingerprint_params, bar, texts, stored_text)
+
     @property
     def short_chars(self) -> int:
         """Texts of at most this many normalised characters go to the n-gram index."""
@@ -290,7 +307,8 @@ class CollectionConfig:
                 fingerprints.shorts,
             )
         if self.verifies_exactly:
-            fingerprints = fingerprints.with_texts([texts[i] for i in kept.tolist()])
+            kept_texts = texts if len(kept) == len(texts) else [texts[i] for i in kept.tolist()]
+            fingerprints = fingerprints.with_texts(kept_texts)
         return fingerprints, kept
 
     @property

@@ -116,7 +116,6 @@ class LSHIndex(TableIndex):
             self._signatures.size == 0
             and len(rows) > 0
             and int(rows[0]) == 0
-            and int(rows[-1]) == len(rows) - 1
             and bool((np.diff(rows) == 1).all())
             and self._signatures.adopt(signatures)
         )

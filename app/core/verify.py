@@ -46,6 +46,11 @@ UNCERTAIN = 0.15
 _SLACK = 1e-9
 
 
+def search_bar(threshold: float, min_similarity: float | None) -> float:
+    """The MinHash threshold of a search: its min_similarity, else the collection's."""
+    return threshold if min_similarity is None else min_similarity
+
+
 def candidate_threshold(threshold: float, exact: bool) -> float:
     """The estimate a MinHash candidate needs to be looked at: the threshold, or with
     exact verification UNCERTAIN below it."""

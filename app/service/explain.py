@@ -22,7 +22,7 @@ import dataclasses
 
 from app.core.template import differing_numbers
 from app.core.text import normalize
-from app.core.verify import set_jaccard, shingle_set
+from app.core.verify import ShingleSet, search_bar, set_jaccard, shingle_set
 from app.errors import UnknownDocument
 from app.service.protocols import ServiceCollection
 from app.service.types import Match, Query
@@ -64,6 +64,8 @@ async def refusals(
         loose = await collection.similar_async(similar_to, loose_query)
     kept_methods = {match.id: match.methods for match in kept}
     asked = normalize(text)
+    params = config.fingerprint_params
+    asked_set: ShingleSet | None = None  # made for the first MinHash refusal
     found: list[Refusal] = []
     for match in loose:
         lost = tuple(m for m in match.methods if m not in kept_methods.get(match.id, ()))
@@ -78,9 +80,10 @@ async def refusals(
             figures = differing_numbers(asked, normalize(stored)) if stored else None
             reasons.append(figures or UNKNOWN_FIGURES)
         if "minhash" in lost:
-            bar = config.minhash.threshold if query.min_similarity is None else query.min_similarity
-            params = config.fingerprint_params
-            exact = set_jaccard(shingle_set(text, params), shingle_set(stored or "", params))
+            bar = search_bar(config.minhash.threshold, query.min_similarity)
+            if asked_set is None:
+                asked_set = shingle_set(text, params)
+            exact = set_jaccard(asked_set, shingle_set(stored or "", params))
             reasons.append(
                 f"Jaccard {exact:.3f} below the threshold {bar:g} (estimate {match.similarity:.3f})"
             )

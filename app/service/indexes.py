@@ -37,7 +37,7 @@ from app.core.rule import (
 )
 from app.core.table_index import TableIndex
 from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
-from app.core.verify import candidate_threshold
+from app.core.verify import candidate_threshold, search_bar
 from app.service.types import Query
 
 
@@ -217,7 +217,7 @@ class MinHashMatcher(TableMatcher):
 
     def bar(self, query: Query) -> float:
         """The MinHash threshold of a search: its min_similarity, else the collection's."""
-        return self.threshold if query.min_similarity is None else query.min_similarity
+        return search_bar(self.threshold, query.min_similarity)
 
     def insert(self, documents: Documents, rows: Rows) -> None:
         self.index.insert(documents.minhash, rows)

@@ -16,7 +16,6 @@ from app.core.fingerprint import Fingerprints
 from app.core.row_array import RowArray
 from app.core.rule import METHODS_OF_BITS, Pairs, Part, combined, pairs_within_batch, score
 from app.core.types import Backlog, Rows
-from app.core.verify import ExactMinHash, exact_minhash
 from app.errors import InvalidDocument
 from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
 from app.service.types import Match, Query
@@ -48,8 +47,7 @@ class Matcher:
         # Shared passages: a relation, not a near-duplicate method (not among indexes).
         self.passages = PassageSearch(config.passages, text_of) if config.passages.enabled else None
         self._exact = next(i for i in self.indexes if isinstance(i, ExactMatcher)).index
-        self._minhash = next((i for i in self.indexes if isinstance(i, MinHashMatcher)), None)
-        self.lsh = None if self._minhash is None else self._minhash.index
+        self.lsh = next((i.index for i in self.indexes if isinstance(i, MinHashMatcher)), None)
         self._text_of = text_of
         self._ngram = next((i for i in self.indexes if isinstance(i, NgramMatcher)), None)
         self.merges = 0
@@ -71,7 +69,8 @@ class Matcher:
     def stored(self, rows: Rows, simhashes: npt.NDArray[np.uint64]) -> Fingerprints:
         """The fingerprints of indexed rows (``simhashes``: theirs)."""
         shorts = self._ngram.stored_texts(rows) if self._ngram is not None else None
-        texts = [self._text_of(row) for row in rows.tolist()] if self._config.keeps_text else None
+        verifies = self._config.verifies_exactly
+        texts = [self._text_of(row) for row in rows.tolist()] if verifies else None
         return Fingerprints(
             simhashes, self._signatures(rows), self._exact.hashes(rows), shorts, texts
         )
@@ -135,24 +134,11 @@ class Matcher:
             rows,  # rows are in insertion order: the lower, the older
             exact_similarity,
             query.min_similarity,
-            self._exact_minhash(fingerprints, query, self._text_of),
-        )
-
-    def _exact_minhash(
-        self,
-        fingerprints: Fingerprints,
-        query: Query,
-        stored_text: Callable[[int], str | None] | None,
-    ) -> ExactMinHash | None:
-        """The exact MinHash decision where the collection keeps its texts (None: the
-        estimate decides)."""
-        if self._minhash is None or not self._minhash.exact:
-            return None
-        return exact_minhash(
-            self._config.fingerprint_params,
-            self._minhash.bar(query),
-            fingerprints.texts if query.exact_minhash else None,
-            stored_text,
+            self._config.minhash_decision(
+                query.min_similarity,
+                fingerprints.texts if query.exact_minhash else None,
+                self._text_of,
+            ),
         )
 
     def match_within(
@@ -173,7 +159,7 @@ class Matcher:
             window,
             query.since,
             query.until,
-            self._exact_minhash(fingerprints, Query(), None),
+            self._config.minhash_decision(None, fingerprints.texts),
         )
 
     # ------------------------------------------------------------------ rows in and out

@@ -70,7 +70,7 @@ from app.core.rule import (
     score,
 )
 from app.core.types import Rows
-from app.core.verify import ExactMinHash, candidate_threshold, exact_minhash
+from app.core.verify import ExactMinHash, candidate_threshold, search_bar
 from app.errors import (
     StorageUnavailable,
 )
@@ -243,16 +243,16 @@ class RedisCollection:
         probes = ngram.probes(fingerprints.shorts) if ngram is not None else None
         probing = probes.commands if probes is not None else []
         read_mark = read_mark and resolved.retains
-        minhash_bar = resolved.config.minhash.threshold
-        if query.min_similarity is not None:
-            minhash_bar = query.min_similarity
         reading: list[Command] = [("HGET", resolved.counters_key(), "mark")] if read_mark else []
         found = yield from store.search_steps(
             fingerprints.simhash,
             fingerprints.minhash if resolved.num_perm else None,
             fingerprints.exact,
             max_distance=query.max_distance,
-            threshold=candidate_threshold(minhash_bar, resolved.config.verifies_exactly),
+            threshold=candidate_threshold(
+                search_bar(resolved.config.minhash.threshold, query.min_similarity),
+                resolved.config.verifies_exactly,
+            ),
             also=[*also, *reading, *probing],
         )
         if read_mark:
@@ -303,30 +303,22 @@ class RedisCollection:
             held.seqs(at),
             exact_similarity[keep],
             query.min_similarity,
-            self._exact_minhash(resolved, minhash_bar, query, fingerprints, held, data),
+            self._minhash_decision(resolved, query, fingerprints, held, data),
         )
         return scored, held, also_replies
 
     @staticmethod
-    def _exact_minhash(
-        resolved: Resolved,
-        bar: float,
-        query: Query,
-        fingerprints: Fingerprints,
-        held: Held,
-        data: RowData,
+    def _minhash_decision(
+        resolved: Resolved, query: Query, fingerprints: Fingerprints, held: Held, data: RowData
     ) -> ExactMinHash | None:
-        """The exact MinHash decision where the collection keeps its texts: the stored
-        texts are in the records the search read (None: the estimate decides)."""
-        if not resolved.config.verifies_exactly:
-            return None
+        """How the search's MinHash pairs are decided: the stored texts are in the records
+        the search read (None: the estimate decides)."""
 
         def stored_text(row: int) -> str | None:
             return held.record(int(data.index(np.array([row]))[0])).text
 
-        params = resolved.config.fingerprint_params
         texts = fingerprints.texts if query.exact_minhash else None
-        return exact_minhash(params, bar, texts, stored_text)
+        return resolved.config.minhash_decision(query.min_similarity, texts, stored_text)
 
     def match_within(
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
@@ -346,9 +338,7 @@ class RedisCollection:
             config.match_window_us,
             query.since,
             query.until,
-            exact_minhash(config.fingerprint_params, config.minhash.threshold, fingerprints.texts)
-            if config.verifies_exactly
-            else None,
+            config.minhash_decision(None, fingerprints.texts),
         )
 
     # ------------------------------------------------------------------ writes
