@@ -302,51 +302,58 @@ def service_costs(documents: int, runs: int) -> str:
 
 
 def lookup_costs(entries: int, runs: int) -> str:
-    """A batch's passage lookups against a main run of ``entries`` (one kernel call for
-    28,000 keys, an insert batch of 256 3 KB texts), three ways: galloping from the
-    last key (no directory), through main's directory with an interpolated guess, and
-    the same with the keys spread (``spread``: winnowed keys crowd the low end, drawn
-    here as the least of ``DEFAULT_WINDOW`` uniform values). Nanoseconds a key, medians
-    of ``runs`` batches after one untimed one."""
+    """A batch's passage lookups (one kernel call for 28,000 keys, an insert batch of 256
+    3 KB texts) against a main run of ``entries`` spread keys, alone and with a buffer of
+    the size a sqrt-policy merge lets it reach (sorted_table.needs_merge), three ways: no
+    directory (galloping from the last key), a directory of 2^16 buckets (the layout
+    before session 15), and directory_bits' 8-16 keys a bucket for every run. Nanoseconds
+    a key, medians of ``runs`` batches after one untimed one."""
+    import math
+
     from app.core import _index_kernels as kernels
-    from app.core.passages import spread
-    from app.core.sorted_table import Run, with_directory
+    from app.core.sorted_table import MERGE_BALANCE, Run, directory_bits
 
     rng = np.random.default_rng(SEED)
 
-    def winnowed(count: int) -> npt.NDArray[np.uint64]:
-        least = 1 - (1 - rng.random(count)) ** (1 / DEFAULT_WINDOW)
-        return (least * 2.0**63).astype(np.uint64) * np.uint64(2)
+    def run_of(count: int) -> Run:
+        keys = np.sort(rng.integers(0, 2**64 - 1, count, dtype=np.uint64)).reshape(1, -1)
+        return Run(keys, rng.integers(0, max(1, count // 110), count).astype(np.int32).reshape(1, -1))
 
-    stored = np.sort(winnowed(entries))
-    rows = rng.integers(0, entries // 110, entries).astype(np.int32).reshape(1, -1)
-    none = np.zeros((1, 0), np.uint64), np.zeros((1, 0), np.int32)
+    def directed(run: Run, bits: int | None) -> Run:
+        if bits is None:
+            return run
+        return Run(run.keys, run.rows, kernels.build_directory(run.keys, bits))
+
+    main = run_of(entries)
+    buffer = run_of(math.isqrt(MERGE_BALANCE * entries))
+    empty = Run.empty(1)
     tail = np.zeros((1, 256), np.uint64), np.zeros(256, np.int32)
-    no_directory = np.zeros((0, 0), np.int64)
-    plain = with_directory(Run(stored.reshape(1, -1), rows))
-    spread_run = with_directory(Run(np.sort(spread(stored)).reshape(1, -1), rows))
-    ways = {
-        "galloping": (plain, no_directory, False),
-        "directory": (plain, plain.directory, False),
-        "directory, keys spread": (spread_run, spread_run.directory, True),
-    }
     table = []
-    for name, (run, directory, spread_keys) in ways.items():
-        times = []
-        for _ in range(runs + 1):
-            keys = winnowed(28_000)
-            keys = spread(keys) if spread_keys else keys
-            order = np.argsort(keys)
-            started = time.perf_counter()
-            kernels.equal_rows_many(
-                run.keys, run.rows, directory, *none, *none, *tail, 0, 0, keys, order, 64,
-                np.zeros(0, np.bool_),
-            )  # fmt: skip
-            times.append((time.perf_counter() - started) / len(keys) * 1e9)
-        table.append([name, f"{statistics.median(times[1:]):,.0f}"])
+    for with_buffer in (False, True):
+        for name, main_bits, buffer_bits in (
+            ("no directory", None, None),
+            ("2^16 buckets in main", 16, None),
+            ("8-16 keys a bucket", directory_bits(len(main)), directory_bits(len(buffer))),
+        ):
+            first = directed(main, main_bits)
+            second = directed(buffer, buffer_bits) if with_buffer else empty
+            times = []
+            for _ in range(runs + 1):
+                keys = rng.integers(0, 2**64 - 1, 28_000, dtype=np.uint64)
+                order = np.argsort(keys)
+                started = time.perf_counter()
+                kernels.equal_rows_many(
+                    first.keys, first.rows, first.directory, *(empty.keys, empty.rows),
+                    empty.directory, second.keys, second.rows, second.directory, *tail, 0, 0,
+                    keys, order, 64, np.zeros(0, np.bool_),
+                )  # fmt: skip
+                times.append((time.perf_counter() - started) / len(keys) * 1e9)
+            runs_text = f"main + buffer of {len(buffer):,}" if with_buffer else "main alone"
+            table.append([runs_text, name, f"{statistics.median(times[1:]):,.0f}"])
     return (
         f"Passage lookups, {entries:,} entries in main, batches of 28,000 keys, {runs} "
-        f"batches, medians:\n\n" + markdown_table(["", "ns a key"], table) + "\n"
+        f"batches, medians:\n\n" + markdown_table(["runs", "directories", "ns a key"], table)
+        + "\n"
     )
 
 
@@ -477,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--lookups",
         type=int,
         metavar="ENTRIES",
-        help="instead: a batch's passage lookups in a main run of ENTRIES, three ways",
+        help="instead: a batch's passage lookups in a main run of ENTRIES (and a buffer)",
     )
     parser.add_argument(
         "--ensemble",

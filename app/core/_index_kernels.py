@@ -102,20 +102,72 @@ def upper_bound(keys: np.ndarray, value: np.uint64) -> int:
     return low
 
 
-DIRECTORY_SHIFT = 64 - 16  # app.core.sorted_table.DIRECTORY_BITS
 _NO_BUCKETS = np.zeros(0, dtype=np.int64)  # a lane without a directory
+_COUNTED_BUCKET = 64  # buckets of at most this many keys are counted, not halved
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bucket_shift(directory: np.ndarray) -> np.uint64:
+    """The shift that takes a key to its bucket in ``directory`` ((lanes, 2^bits + 1)):
+    64 - bits. A directory's size follows its run's (sorted_table.directory_bits)."""
+    buckets = directory.shape[directory.ndim - 1] - 1
+    bits = 0
+    while (1 << bits) < buckets:
+        bits += 1
+    return _U64(64 - bits)
+
+
+@njit(cache=True, nogil=True)
+def build_directory(keys: np.ndarray, bits: int) -> np.ndarray:
+    """(lanes, 2^bits + 1): per lane, where each value of the keys' top ``bits`` bits
+    starts (the last entry: the lane's length). One pass over the keys: O(L (n + 2^bits))."""
+    lanes, size = keys.shape
+    buckets = 1 << bits
+    shift = _U64(64 - bits)
+    directory = np.empty((lanes, buckets + 1), dtype=np.int64)
+    for lane in range(lanes):
+        bucket = 0
+        for i in range(size):
+            top = np.int64(keys[lane, i] >> shift)
+            while bucket <= top:
+                directory[lane, bucket] = i
+                bucket += 1
+        while bucket <= buckets:
+            directory[lane, bucket] = size
+            bucket += 1
+    return directory
+
+
+@njit(cache=True, nogil=True)
+def extended_directory(directory: np.ndarray, added_keys: np.ndarray) -> np.ndarray:
+    """The directory of a run merged from the run of ``directory`` and the sorted keys
+    ``added_keys`` (lanes, m), nothing dropped: each bucket's start moves by the added
+    keys in the buckets before it. O(L (m + 2^bits)), where a rebuild reads every key."""
+    lanes, size = directory.shape
+    shift = bucket_shift(directory)
+    extended = np.empty_like(directory)
+    before = np.empty(size, dtype=np.int64)
+    for lane in range(lanes):
+        before[:] = 0
+        for i in range(added_keys.shape[1]):
+            before[np.int64(added_keys[lane, i] >> shift) + 1] += 1
+        running = 0
+        for bucket in range(size):
+            running += before[bucket]
+            extended[lane, bucket] = directory[lane, bucket] + running
+    return extended
 
 
 @njit(cache=True, nogil=True, inline="always")
 def directed_bounds(
-    keys: np.ndarray, directory: np.ndarray, low: np.uint64, high: np.uint64
+    keys: np.ndarray, directory: np.ndarray, shift: np.uint64, low: np.uint64, high: np.uint64
 ) -> tuple[int, int]:
     """(first index with key >= low, first index with key > high), through the lane's
     directory when it has one (only the bucket of each bound is searched)."""
     if directory.shape[0] == 0:
         return lower_bound(keys, low), upper_bound(keys, high)
-    low_bucket = np.int64(low >> _U64(DIRECTORY_SHIFT))
-    high_bucket = np.int64(high >> _U64(DIRECTORY_SHIFT))
+    low_bucket = np.int64(low >> shift)
+    high_bucket = np.int64(high >> shift)
     start, end = directory[low_bucket], directory[low_bucket + 1]
     while start < end:
         middle = (start + end) >> 1
@@ -132,6 +184,42 @@ def directed_bounds(
         else:
             end = middle
     return first, start
+
+
+@njit(cache=True, nogil=True, inline="always")
+def bucket_lower_bound(keys: np.ndarray, directory: np.ndarray, shift: np.uint64, key: np.uint64) -> int:
+    """The first index of a lane whose key is >= ``key``, searched only in the key's
+    directory bucket (8-16 keys: two cache lines, which ``prefetch_bucket`` fetched
+    ahead): the keys below it counted, where a binary search's branches mispredict
+    (bench.passages --lookups: 139 against 183 ns a key in main and buffer)."""
+    bucket = np.int64(key >> shift)
+    base = directory[bucket]
+    count = directory[bucket + 1] - base
+    if count <= _COUNTED_BUCKET:  # the keys below counted: no branch on the keys
+        below = 0
+        for i in range(base, base + count):
+            below += keys[i] < key
+        return base + below
+    while count > 1:  # a crowded bucket (a key many rows hold): halved
+        half = count >> 1
+        if keys[base + half - 1] < key:
+            base += half
+        count -= half
+    if count == 1 and keys[base] < key:
+        base += 1
+    return base
+
+
+@njit(cache=True, nogil=True, inline="always")
+def prefetch_bucket(
+    keys: np.ndarray, directory: np.ndarray, lane: int, shift: np.uint64, key: np.uint64
+) -> None:
+    """Start fetching the lines of ``key``'s bucket (its directory entry must be near)."""
+    bucket = np.int64(key >> shift)
+    low, high = directory[lane, bucket], directory[lane, bucket + 1]
+    prefetch(keys, lane, low)
+    prefetch(keys, lane, (low + high) >> 1)
+    prefetch(keys, lane, high - 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -156,50 +244,7 @@ def _gallop(keys: np.ndarray, start: int, key: np.uint64) -> int:
     return low
 
 
-EQUAL_PREFETCH = 32  # keys ahead whose directory entry equal_rows_many prefetches
-
-
-@njit(cache=True, nogil=True, inline="always")
-def interpolated_guess(directory: np.ndarray, key: np.uint64) -> int:
-    """Where ``key`` would be in its directory bucket if the keys in it were spread evenly
-    (by its 32 bits after the bucket's): an index in [start, end] of the bucket."""
-    bucket = np.int64(key >> _U64(DIRECTORY_SHIFT))
-    low, high = int(directory[bucket]), int(directory[bucket + 1])
-    fraction = (key << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)
-    return low + int((_U64(high - low) * fraction) >> _U64(32))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def interpolated_lower_bound(keys: np.ndarray, directory: np.ndarray, key: np.uint64) -> int:
-    """The first index whose key is >= ``key``, in a lane with a directory: the key's
-    bucket, a guess inside it by the key's next 32 bits (hash keys are uniform), then a
-    gallop out from the guess: about one cache miss past the directory's (``python -m
-    bench.passages --lookups``: 228 ns a key at 44M entries, against 560 galloping)."""
-    bucket = np.int64(key >> _U64(DIRECTORY_SHIFT))
-    low, high = int(directory[bucket]), int(directory[bucket + 1])
-    if low == high:
-        return low
-    guess = interpolated_guess(directory, key)
-    step = 1
-    if keys[guess] < key:  # the bound is in (guess, high]
-        low = guess + 1
-        while low + step - 1 < high and keys[low + step - 1] < key:
-            low += step
-            step <<= 1
-        high = min(low + step - 1, high)
-    else:  # the bound is in [low, guess]
-        high = guess
-        while high - step >= low and keys[high - step] >= key:
-            high -= step
-            step <<= 1
-        low = max(high - step + 1, low)
-    while low < high:
-        middle = (low + high) >> 1
-        if keys[middle] < key:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+EQUAL_PREFETCH = 32  # keys ahead whose directory entries equal_rows_many prefetches
 
 
 @njit(cache=True, nogil=True)
@@ -378,6 +423,7 @@ def hamming_search(
     distances = np.empty(64, dtype=np.int64)
     count = 0
     query_ends = np.empty(queries.shape[0], dtype=np.int64)
+    shift = bucket_shift(main_directory) if main_directory.shape[0] > 0 else _U64(64)
     for qi in range(queries.shape[0]):
         start = count
         for t in range(tables):
@@ -394,7 +440,7 @@ def hamming_search(
                 if keys.shape[0] == 0:
                     continue
                 if run == 0 and main_directory.shape[0] > 0:
-                    first, last = directed_bounds(keys, main_directory[t], low, high)
+                    first, last = directed_bounds(keys, main_directory[t], shift, low, high)
                 else:
                     first, last = lower_bound(keys, low), upper_bound(keys, high)
                 rows, distances = _reserve(rows, distances, count, last - first)
@@ -574,7 +620,7 @@ def lsh_search(
     matches = np.empty(64, dtype=np.int64)
     count = 0
     query_ends = np.empty(queries, dtype=np.int64)
-    shift = _U64(DIRECTORY_SHIFT)
+    shift = bucket_shift(main_directory) if directed else _U64(64)
     for begin in range(0, queries, group):
         members = min(group, queries - begin)
         pairs = members * bands
@@ -589,7 +635,7 @@ def lsh_search(
                 band, key = p % bands, pair_keys[p]
                 bucket = np.int64(key >> shift)
                 low, high = main_directory[band, bucket], main_directory[band, bucket + 1]
-                fraction = (key << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)  # 32 bits
+                fraction = (key << (_U64(64) - shift)) >> _U64(32)  # 32 bits
                 guess = low + np.int64((fraction * _U64(high - low)) >> _U64(32))
                 first[p], stop[p] = guess, high
                 if high > low:
@@ -715,14 +761,59 @@ def _equal_run(keys: np.ndarray, start: int, key: np.uint64, most: int) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _equal_ranges(
+    run_keys: np.ndarray,
+    directory: np.ndarray,
+    lane: int,
+    keys: np.ndarray,
+    order: np.ndarray,
+    most: int,
+    bounds: np.ndarray,
+) -> None:
+    """``bounds[0, step]``, ``bounds[1, step]``: where the entries equal to
+    ``keys[order[step]]`` begin and end in one run's lane (followed no further than
+    ``most``). With a directory: in the key's bucket, whose directory entry and lines
+    were prefetched while earlier keys were looked up; without: galloping from where the
+    last key ended. A loop of its own per run: one loop over all runs ran ~70 ns a key
+    slower, most of it for runs that were empty."""
+    lane_keys = run_keys[lane]
+    queries = order.shape[0]
+    if lane_keys.shape[0] == 0:
+        bounds[:, :queries] = 0
+        return
+    if directory.shape[0] > 0:
+        lane_directory = directory[lane]
+        shift = bucket_shift(directory)
+        for step in range(queries):
+            if step + EQUAL_PREFETCH < queries:
+                prefetch(directory, lane, keys[order[step + EQUAL_PREFETCH]] >> shift)
+            if step + EQUAL_PREFETCH // 2 < queries:
+                ahead = keys[order[step + EQUAL_PREFETCH // 2]]
+                prefetch_bucket(run_keys, directory, lane, shift, ahead)
+            key = keys[order[step]]
+            start = bucket_lower_bound(lane_keys, lane_directory, shift, key)
+            bounds[0, step] = start
+            bounds[1, step] = _equal_run(lane_keys, start, key, most)
+        return
+    start = 0
+    for step in range(queries):
+        key = keys[order[step]]
+        start = _gallop(lane_keys, start, key)
+        bounds[0, step] = start
+        bounds[1, step] = _equal_run(lane_keys, start, key, most)
+
+
+@njit(cache=True, nogil=True)
 def equal_rows_many(
     main_keys: np.ndarray,
     main_rows: np.ndarray,
     main_directory: np.ndarray,
     frozen_keys: np.ndarray,
     frozen_rows: np.ndarray,
+    frozen_directory: np.ndarray,
     buffer_keys: np.ndarray,
     buffer_rows: np.ndarray,
+    buffer_directory: np.ndarray,
     tail_keys: np.ndarray,
     tail_rows: np.ndarray,
     tail_count: int,
@@ -735,42 +826,26 @@ def equal_rows_many(
     """(query positions, rows): the live rows whose key in ``lane`` equals ``keys[i]``,
     for every key held by at most ``max_rows`` entries (tombstoned ones counted: a key
     held more often finds nothing). The keys are looked up in ascending order (``order``
-    sorts them: numpy's sort is several times numba's): in main through its directory
-    when it has one (``interpolated_lower_bound``), in the smaller runs galloping from
-    where the last key ended (a batch's keys land close together); a run is followed no
-    further than the cap. One call for a batch's keys: O(q log(N / q) + q tail + found)."""
+    sorts them: numpy's sort is several times numba's), run by run (``_equal_ranges``:
+    through a run's directory when it has one). One call for a batch's keys:
+    O(q log(bucket) + q tail + found), O(q log(N / q)) in a run without a directory."""
+    queries = order.shape[0]
+    most = min(max_rows, (1 << 62) - 1) + 1
+    main = np.empty((2, queries), dtype=np.int64)
+    frozen = np.empty((2, queries), dtype=np.int64)
+    buffer = np.empty((2, queries), dtype=np.int64)
+    _equal_ranges(main_keys, main_directory, lane, keys, order, most, main)
+    _equal_ranges(frozen_keys, frozen_directory, lane, keys, order, most, frozen)
+    _equal_ranges(buffer_keys, buffer_directory, lane, keys, order, most, buffer)
     positions = np.empty(64, dtype=np.int64)
     rows = np.empty(64, dtype=np.int64)
     count = 0
-    most = min(max_rows, (1 << 62) - 1) + 1
-    # The lanes taken once: a view made per key and run costs reference counting that
-    # was most of a lookup's time (115 of ~180 ns a key in a 1.4M-entry run).
-    main, frozen, buffer = main_keys[lane], frozen_keys[lane], buffer_keys[lane]
     tail = tail_keys[lane]
-    directory = main_directory[lane] if main_directory.shape[0] > 0 else _NO_BUCKETS
-    main_start = main_end = frozen_start = frozen_end = buffer_start = buffer_end = 0
-    queries = order.shape[0]
     for step in range(queries):
         query = order[step]
         key = keys[query]
-        if directory.shape[0] > 0:
-            # Main's cache misses overlapped: the directory entry of a key 16 ahead and the
-            # guessed keys of one 8 ahead are fetched while this one is looked up.
-            if step + EQUAL_PREFETCH < queries:
-                ahead = keys[order[step + EQUAL_PREFETCH]]
-                prefetch(main_directory, lane, ahead >> _U64(DIRECTORY_SHIFT))
-            if step + EQUAL_PREFETCH // 2 < queries:
-                guess = interpolated_guess(directory, keys[order[step + EQUAL_PREFETCH // 2]])
-                prefetch(main_keys, lane, guess)
-            main_start = interpolated_lower_bound(main, directory, key)
-        else:
-            main_start = _gallop(main, main_start, key)
-        main_end = _equal_run(main, main_start, key, most)
-        frozen_start = _gallop(frozen, frozen_start, key)
-        frozen_end = _equal_run(frozen, frozen_start, key, most)
-        buffer_start = _gallop(buffer, buffer_start, key)
-        buffer_end = _equal_run(buffer, buffer_start, key, most)
-        held = main_end - main_start + frozen_end - frozen_start + buffer_end - buffer_start
+        held = main[1, step] - main[0, step] + frozen[1, step] - frozen[0, step]
+        held += buffer[1, step] - buffer[0, step]
         for at in range(tail_count):
             if tail[at] == key:
                 held += 1
@@ -779,9 +854,9 @@ def equal_rows_many(
         while count + held > positions.shape[0]:
             positions, rows = _grow(positions), _grow(rows)
         for part_rows, first, last in (
-            (main_rows, main_start, main_end),
-            (frozen_rows, frozen_start, frozen_end),
-            (buffer_rows, buffer_start, buffer_end),
+            (main_rows, main[0, step], main[1, step]),
+            (frozen_rows, frozen[0, step], frozen[1, step]),
+            (buffer_rows, buffer[0, step], buffer[1, step]),
         ):
             for at in range(first, last):
                 row = np.int64(part_rows[lane, at])

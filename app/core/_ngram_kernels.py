@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.core._index_kernels import DIRECTORY_SHIFT, is_deleted, lower_bound, prefetch
+from app.core._index_kernels import bucket_shift, is_deleted, lower_bound, prefetch
 from app.core._kernels import POLY_MULTIPLIER, fmix64
 from app.core._template_kernels import count_figures, disagree, figures_keys, key_of
 
@@ -1034,7 +1034,7 @@ def ngram_search(
     tokens = np.empty(64, dtype=np.uint64)
     main_starts = np.empty(64, dtype=np.int64)
     main_size = main_keys.shape[1]
-    shift = _U64(DIRECTORY_SHIFT)
+    shift = bucket_shift(main_directory) if main_directory.shape[0] > 0 else _U64(64)
     capacity = 16
     while capacity < 2 * longest:
         capacity *= 2
@@ -1102,7 +1102,7 @@ def ngram_search(
                 token = tokens[position]
                 bucket = np.int64(token >> shift)
                 bucket_low, bucket_high = main_directory[0, bucket], main_directory[0, bucket + 1]
-                fraction = (token << _U64(64 - DIRECTORY_SHIFT)) >> _U64(32)
+                fraction = (token << (_U64(64) - shift)) >> _U64(32)
                 guess = bucket_low + np.int64(
                     (fraction * _U64(bucket_high - bucket_low)) >> _U64(32)
                 )

@@ -50,16 +50,25 @@ MERGE_FRACTION = 8
 # ~100 times over its life instead of ~260 (mostly by buffer merges).
 MERGE_BALANCE = 1 << 17
 
-# Main runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top DIRECTORY_BITS
-# bits of each key: 16 bits cost 0.5 MB per lane and turn the ~20 cache misses of a
-# binary search over a million keys into ~2 (bench/index.py, LSH queries at 1M).
-DIRECTORY_BITS = 16
-MIN_DIRECTORY_ENTRIES = 1 << DIRECTORY_BITS
+# Runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top bits of each key, 8-16
+# keys a bucket (directory_bits): a lookup reads the bucket's entry and the bucket's two
+# lines, both fetched ahead while earlier keys are looked up, where a binary search over
+# millions of keys waits on a chain of ~20 misses (bench/passages.py --lookups: 60 ns a
+# key at 44M entries, against 190 with 2^16 buckets and 560 galloping). It costs 0.5-1
+# byte an entry (8 bytes a bucket).
+MIN_DIRECTORY_ENTRIES = 1 << 16
+DIRECTORY_KEYS_A_BUCKET_BITS = 4  # between 2^3 and 2^4 keys a bucket
+MAX_DIRECTORY_BITS = 30
 _NO_DIRECTORY = np.zeros((0, 0), dtype=np.int64)
 _NO_CAP = 1 << 62  # lookup_equal_many without a cap on the rows a key may hold
 _NO_DELETED = np.zeros(0, dtype=np.bool_)
 _ONE_KEY = np.zeros(1, dtype=np.int64)  # the order of a single key
-assert kernels.DIRECTORY_SHIFT == 64 - DIRECTORY_BITS
+
+
+def directory_bits(entries: int) -> int:
+    """The top bits a run of ``entries`` keys is bucketed on: 8-16 keys a bucket."""
+    return min(MAX_DIRECTORY_BITS, entries.bit_length() - DIRECTORY_KEYS_A_BUCKET_BITS)
+
 
 KeyMatrix = npt.NDArray[np.uint64]
 RowVector = npt.NDArray[np.int32]
@@ -78,7 +87,7 @@ class Run:
 
     keys: KeyMatrix  # (lanes, n) uint64
     rows: RowMatrix  # (lanes, n) int32
-    # (lanes, 2^DIRECTORY_BITS + 1): where each value of a key's top bits starts, so a
+    # (lanes, 2^directory_bits(n) + 1): where each value of a key's top bits starts, so a
     # lookup binary-searches a few entries instead of the whole lane; (lanes, 0) if none.
     directory: Directory = field(default_factory=lambda: _NO_DIRECTORY)
 
@@ -148,31 +157,39 @@ def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
 
 
 def with_directory(run: Run) -> Run:
-    """The run with a directory of its lanes, when it is large enough to pay off."""
+    """The run with a directory of its lanes when it is large enough to pay off (and
+    none when it is not). O(L (n + buckets)); the run itself when its directory fits."""
     if len(run) < MIN_DIRECTORY_ENTRIES:
+        return run if not run.directory.shape[0] else Run(run.keys, run.rows)
+    bits = directory_bits(len(run))
+    if run.directory.shape[0] and run.directory.shape[1] == (1 << bits) + 1:
         return run
-    lanes = run.keys.shape[0]
-    buckets = 1 << DIRECTORY_BITS
-    starts = np.arange(buckets, dtype=np.uint64) << np.uint64(64 - DIRECTORY_BITS)
-    directory = np.empty((lanes, buckets + 1), dtype=np.int64)
-    for lane in range(lanes):
-        directory[lane, :buckets] = np.searchsorted(run.keys[lane], starts, "left")
-    directory[:, buckets] = len(run)
-    return Run(run.keys, run.rows, directory)
+    return Run(run.keys, run.rows, kernels.build_directory(run.keys, bits))
 
 
 def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = None) -> Run:
-    """One Run with the entries of both, without rows marked in ``dropped``. O(L (n + m));
-    O(1) when one is empty and nothing is dropped: the other itself (runs are never
-    written once made), so that a restart's one large batch is not copied again by the
-    buffer and by the merge that follows it."""
+    """One Run with the entries of both, without rows marked in ``dropped``, with its
+    directory when it is large enough. O(L (n + m)); O(1) when one is empty and nothing
+    is dropped: the other itself (runs are never written once made), so that a
+    restart's one large batch is not copied again by the buffer and by the merge that
+    follows it. The directory of a merge that drops nothing is the first run's, moved by
+    the second's keys (O(L (m + buckets))), while the run stays in its number of buckets."""
     if dropped is None and not len(second):
-        return first
+        return with_directory(first)
     if dropped is None and not len(first):
-        return second
+        return with_directory(second)
     drop = np.zeros(0, dtype=np.bool_) if dropped is None else dropped
     keys, rows = kernels.merge_sorted_lanes(first.keys, first.rows, second.keys, second.rows, drop)
-    return Run(keys, rows)
+    merged = Run(keys, rows)
+    bits = directory_bits(len(merged))
+    if (
+        dropped is None
+        and len(merged) >= MIN_DIRECTORY_ENTRIES
+        and first.directory.shape[0]
+        and first.directory.shape[1] == (1 << bits) + 1
+    ):
+        return Run(keys, rows, kernels.extended_directory(first.directory, second.keys))
+    return with_directory(merged)
 
 
 def _rows_in_range(run: Run, lane: int, bounds: KeyMatrix) -> RowVector:
@@ -350,8 +367,10 @@ class SortedTable:
             state.main.directory,
             state.frozen.keys,
             state.frozen.rows,
+            state.frozen.directory,
             state.buffer.keys,
             state.buffer.rows,
+            state.buffer.directory,
             state.tail_keys,
             state.tail_rows,
             state.tail_count,
@@ -404,9 +423,9 @@ class SortedTable:
             for lane in range(1, self.lanes):
                 assert np.array_equal(np.sort(run.rows[lane]), lane_zero), "lanes disagree"
             all_rows.append(run.rows[0])
-        if state.main.directory.shape[0]:
-            rebuilt = with_directory(Run(state.main.keys, state.main.rows)).directory
-            assert np.array_equal(state.main.directory, rebuilt), "the directory is stale"
+        for run in (state.main, state.frozen, state.buffer):
+            rebuilt = with_directory(Run(run.keys, run.rows)).directory
+            assert np.array_equal(run.directory, rebuilt), "a directory is stale"
         all_rows.append(state.tail_rows[: state.tail_count])
         rows = np.concatenate(all_rows)
         assert not one_entry_a_row or len(np.unique(rows)) == len(rows), "a row is stored twice"
