@@ -304,14 +304,12 @@ def service_costs(documents: int, runs: int) -> str:
 def lookup_costs(entries: int, runs: int) -> str:
     """A batch's passage lookups (one kernel call for 28,000 keys, an insert batch of 256
     3 KB texts) against a main run of ``entries`` spread keys, alone and with a buffer of
-    the size a sqrt-policy merge lets it reach (sorted_table.needs_merge), three ways: no
+    the largest size the table lets it reach (sorted_table.promotion_due), three ways: no
     directory (galloping from the last key), a directory of 2^16 buckets (the layout
     before session 15), and directory_bits' 8-16 keys a bucket for every run. Nanoseconds
     a key, medians of ``runs`` batches after one untimed one."""
-    import math
-
     from app.core import _index_kernels as kernels
-    from app.core.sorted_table import MERGE_BALANCE, Run, directory_bits
+    from app.core.sorted_table import Run, directory_bits, merge_due, promotion_due
 
     rng = np.random.default_rng(SEED)
 
@@ -325,7 +323,7 @@ def lookup_costs(entries: int, runs: int) -> str:
         return Run(run.keys, run.rows, kernels.build_directory(run.keys, bits))
 
     main = run_of(entries)
-    buffer = run_of(math.isqrt(MERGE_BALANCE * entries))
+    buffer = run_of(promotion_due(entries) or merge_due(entries))
     empty = Run.empty(1)
     tail = np.zeros((1, 256), np.uint64), np.zeros(256, np.int32)
     table = []

@@ -402,8 +402,8 @@ def hamming_search(
     main_keys: np.ndarray,
     main_rows: np.ndarray,
     main_directory: np.ndarray,
-    frozen_keys: np.ndarray,
-    frozen_rows: np.ndarray,
+    middle_keys: np.ndarray,
+    middle_rows: np.ndarray,
     buffer_keys: np.ndarray,
     buffer_rows: np.ndarray,
     tail_keys: np.ndarray,
@@ -434,7 +434,7 @@ def hamming_search(
                 if run == 0:
                     keys, run_rows = main_keys[t], main_rows[t]
                 elif run == 1:
-                    keys, run_rows = frozen_keys[t], frozen_rows[t]
+                    keys, run_rows = middle_keys[t], middle_rows[t]
                 else:
                     keys, run_rows = buffer_keys[t], buffer_rows[t]
                 if keys.shape[0] == 0:
@@ -588,8 +588,8 @@ def lsh_search(
     main_keys: np.ndarray,
     main_rows: np.ndarray,
     main_directory: np.ndarray,
-    frozen_keys: np.ndarray,
-    frozen_rows: np.ndarray,
+    middle_keys: np.ndarray,
+    middle_rows: np.ndarray,
     buffer_keys: np.ndarray,
     buffer_rows: np.ndarray,
     tail_keys: np.ndarray,
@@ -666,12 +666,12 @@ def lsh_search(
                 key = pair_keys[p]
                 main_first = first[p]
                 main_end = _equal_end(main_keys, band, main_first, stop[p], key)
-                frozen_first = _lane_lower_bound(frozen_keys, band, key)
-                frozen_end = _equal_end(frozen_keys, band, frozen_first, frozen_keys.shape[1], key)
+                middle_first = _lane_lower_bound(middle_keys, band, key)
+                middle_end = _equal_end(middle_keys, band, middle_first, middle_keys.shape[1], key)
                 buffer_first = _lane_lower_bound(buffer_keys, band, key)
                 buffer_end = _equal_end(buffer_keys, band, buffer_first, buffer_keys.shape[1], key)
                 # Room for all of this band's candidates, so the loops below need no checks.
-                extra = main_end - main_first + frozen_end - frozen_first
+                extra = main_end - main_first + middle_end - middle_first
                 extra += buffer_end - buffer_first + tail_count
                 while found + extra > candidates.shape[0]:
                     candidates = _grow(candidates)
@@ -679,7 +679,7 @@ def lsh_search(
                     main_rows, band, main_first, main_end, deleted, candidates, found
                 )
                 found = _live_rows(
-                    frozen_rows, band, frozen_first, frozen_end, deleted, candidates, found
+                    middle_rows, band, middle_first, middle_end, deleted, candidates, found
                 )
                 found = _live_rows(
                     buffer_rows, band, buffer_first, buffer_end, deleted, candidates, found
@@ -808,9 +808,9 @@ def equal_rows_many(
     main_keys: np.ndarray,
     main_rows: np.ndarray,
     main_directory: np.ndarray,
-    frozen_keys: np.ndarray,
-    frozen_rows: np.ndarray,
-    frozen_directory: np.ndarray,
+    middle_keys: np.ndarray,
+    middle_rows: np.ndarray,
+    middle_directory: np.ndarray,
     buffer_keys: np.ndarray,
     buffer_rows: np.ndarray,
     buffer_directory: np.ndarray,
@@ -832,10 +832,10 @@ def equal_rows_many(
     queries = order.shape[0]
     most = min(max_rows, (1 << 62) - 1) + 1
     main = np.empty((2, queries), dtype=np.int64)
-    frozen = np.empty((2, queries), dtype=np.int64)
+    middle = np.empty((2, queries), dtype=np.int64)
     buffer = np.empty((2, queries), dtype=np.int64)
     _equal_ranges(main_keys, main_directory, lane, keys, order, most, main)
-    _equal_ranges(frozen_keys, frozen_directory, lane, keys, order, most, frozen)
+    _equal_ranges(middle_keys, middle_directory, lane, keys, order, most, middle)
     _equal_ranges(buffer_keys, buffer_directory, lane, keys, order, most, buffer)
     positions = np.empty(64, dtype=np.int64)
     rows = np.empty(64, dtype=np.int64)
@@ -844,7 +844,7 @@ def equal_rows_many(
     for step in range(queries):
         query = order[step]
         key = keys[query]
-        held = main[1, step] - main[0, step] + frozen[1, step] - frozen[0, step]
+        held = main[1, step] - main[0, step] + middle[1, step] - middle[0, step]
         held += buffer[1, step] - buffer[0, step]
         for at in range(tail_count):
             if tail[at] == key:
@@ -855,7 +855,7 @@ def equal_rows_many(
             positions, rows = _grow(positions), _grow(rows)
         for part_rows, first, last in (
             (main_rows, main[0, step], main[1, step]),
-            (frozen_rows, frozen[0, step], frozen[1, step]),
+            (middle_rows, middle[0, step], middle[1, step]),
             (buffer_rows, buffer[0, step], buffer[1, step]),
         ):
             for at in range(first, last):

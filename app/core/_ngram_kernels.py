@@ -998,8 +998,8 @@ def ngram_search(
     main_keys: np.ndarray,
     main_rows: np.ndarray,
     main_directory: np.ndarray,
-    frozen_keys: np.ndarray,
-    frozen_rows: np.ndarray,
+    middle_keys: np.ndarray,
+    middle_rows: np.ndarray,
     buffer_keys: np.ndarray,
     buffer_rows: np.ndarray,
     tail_keys: np.ndarray,
@@ -1058,8 +1058,8 @@ def ngram_search(
     widths_2d = widths.reshape((1, widths.shape[0]))
     sizes_2d = sizes.reshape((1, sizes.shape[0]))
     data_2d = data.reshape((1, data.shape[0]))
-    main_lane, frozen_lane, buffer_lane = main_keys[0], frozen_keys[0], buffer_keys[0]
-    main_row_lane, frozen_row_lane, buffer_row_lane = main_rows[0], frozen_rows[0], buffer_rows[0]
+    main_lane, middle_lane, buffer_lane = main_keys[0], middle_keys[0], buffer_keys[0]
+    main_row_lane, middle_row_lane, buffer_row_lane = main_rows[0], middle_rows[0], buffer_rows[0]
     for qi in range(queries):
         n = ordered_set(
             query_data, 4 * query_offsets[qi], 4, query_offsets[qi + 1] - query_offsets[qi],
@@ -1184,8 +1184,8 @@ def ngram_search(
                         start = main_starts[position]
                         e = _gallop(main_lane, start, main_size, start, low)
                     else:
-                        lane = frozen_lane if run == 1 else buffer_lane
-                        row_lane = frozen_row_lane if run == 1 else buffer_row_lane
+                        lane = middle_lane if run == 1 else buffer_lane
+                        row_lane = middle_row_lane if run == 1 else buffer_row_lane
                         if lane.shape[0] == 0:
                             continue
                         e = lower_bound(lane, low)

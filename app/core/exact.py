@@ -62,5 +62,5 @@ class ExactIndex(TableIndex):
     def _check(self) -> None:
         self._check_rows()
         state = self._table.snapshot()
-        for run in (state.main, state.frozen, state.buffer):
+        for run in (state.main, state.middle, state.buffer):
             assert np.array_equal(run.keys[0], self._hashes.array[run.rows[0], 1])

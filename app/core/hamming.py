@@ -137,7 +137,7 @@ class HammingIndex(TableIndex):
         """Assert the table invariants and that every table holds the same fingerprints."""
         self._check_rows()
         state = self._table.snapshot()
-        for run in (state.main, state.frozen, state.buffer):
+        for run in (state.main, state.middle, state.buffer):
             for lane in range(1, self.tables):
                 assert np.array_equal(
                     np.sort(self._unpermute(run.keys[lane], lane)),

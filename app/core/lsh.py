@@ -168,7 +168,7 @@ class LSHIndex(TableIndex):
         """Assert table invariants and that every stored band key matches its signature."""
         self._check_rows()
         state = self._table.snapshot()
-        for run in (state.main, state.frozen, state.buffer):
+        for run in (state.main, state.middle, state.buffer):
             for band in range(self.bands):
                 expected = self.band_keys(self.signatures(run.rows[band]))[:, band]
                 assert np.array_equal(run.keys[band], expected), "a band key is stale"

@@ -630,7 +630,7 @@ class NgramIndex:
         snapshot = state.table.snapshot()
         state.table._check(one_entry_a_row=False)
         keys = np.concatenate(
-            [run.keys[0] for run in (snapshot.main, snapshot.frozen, snapshot.buffer)]
+            [run.keys[0] for run in (snapshot.main, snapshot.middle, snapshot.buffer)]
             + [snapshot.tail_keys[0, : snapshot.tail_count]]
         )
         rows = state.table.rows().astype(np.int64)

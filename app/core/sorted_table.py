@@ -5,8 +5,9 @@ sorted on its own, so one table serves the k+1 permutation tables of a HammingIn
 the b bands of an LSHIndex. The entries live in four places, newest last::
 
     main    sorted per lane, the bulk of the entries           (rebuilt by merge)
-    frozen  sorted per lane, the buffer a running merge is folding into main
-    buffer  sorted per lane, every entry since the last merge began
+    middle  sorted per lane: full buffers promoted by inserts, until a merge folds it
+            (with the buffer) into main; while that merge runs, the run it is folding
+    buffer  sorted per lane, every entry since the last promotion or merge began
     tail    unsorted, at most ``tail_capacity`` entries (TAIL_CAPACITY unless the table
             was made with another), appended in place
 
@@ -15,11 +16,13 @@ inserted before the snapshot was taken is in exactly one of them, also in the mi
 merge. Writers build new arrays and publish a new snapshot with one reference assignment
 (atomic in CPython), so readers never lock and never wait for a merge.
 
-Costs, for N entries in main, B in buffer and L lanes: insert of m entries
-O(L (B + m log m)) once per TAIL_CAPACITY single inserts (amortised O(L B / 256)); lookup
-O(L log N + TAIL_CAPACITY); merge O(L (N + B)) off the query path. An index that stores
-many entries per row (the n-gram index: about 20) gives its table a larger tail, so that
-a full tail still holds a few hundred single inserts.
+Costs, for N entries in main, M in middle, B in buffer and L lanes: insert of m entries
+O(L (B + m log m)) once per TAIL_CAPACITY single inserts (amortised O(L B / 256)), and a
+promotion O(L (M + B)) once the buffer holds promotion_due(N); lookup O(L log N +
+TAIL_CAPACITY); merge O(L (N + M + B)) off the query path once middle and buffer hold
+merge_due(N). An index that stores many entries per row (the n-gram index: about 20)
+gives its table a larger tail, so that a full tail still holds a few hundred single
+inserts.
 """
 
 from __future__ import annotations
@@ -38,17 +41,33 @@ from app.core import _index_kernels as kernels
 # scan of a few hundred nanoseconds per lane, and folding it into the sorted buffer costs
 # O(L B) once per 256 inserts instead of once per insert (bench/index.py).
 TAIL_CAPACITY = 256
-# The buffer is merged into main when it holds MERGE_MIN_ENTRIES or 1/MERGE_FRACTION of
-# main, whichever is larger: each entry is then copied O(MERGE_FRACTION) times by merges
-# over its life, while the buffer stays small enough for binary search to be cheap.
+# Middle and buffer are merged into main when they hold MERGE_MIN_ENTRIES or
+# 1/MERGE_FRACTION of main, whichever is larger: main's entries are then copied
+# O(MERGE_FRACTION) times by merges over their life.
 MERGE_MIN_ENTRIES = 65_536
 MERGE_FRACTION = 8
-# ... or, in a table past some 8M entries (the passage index: ~110 entries a 3 KB text),
-# sqrt(MERGE_BALANCE * main): each insert batch copies the buffer, each merge copies main,
-# and a buffer of sqrt(2 * batch entries * main) balances the two (MERGE_BALANCE is twice
-# a 256-document batch of the passage index): at 110M entries each entry is then copied
-# ~100 times over its life instead of ~260 (mostly by buffer merges).
-MERGE_BALANCE = 1 << 17
+# Each insert batch copies the buffer, so a buffer of up to main/8 entries copies each
+# entry ~(main/8) / (2 batch) times: ~250 at 110M entries (the passage index of 1M 3 KB
+# texts, batches of ~28,000 entries). A buffer promoted into the middle level once it
+# holds sqrt(PROMOTION_BATCH * merge_due) balances the copies of the buffer by batches
+# against those of the middle by promotions: at 110M entries ~17 + ~7 + ~8 (main) copies
+# an entry instead of ~100 with the buffer alone merged at sqrt(2^17 main)
+# (bench/passages.py --service). A table whose batches are small (one entry a document
+# and lane) never reaches it before its merge: promotions are the large tables'.
+PROMOTION_BATCH = 1 << 16
+
+
+def merge_due(main: int) -> int:
+    """Entries outside main (middle, buffer, tail) at which a merge folds them in."""
+    return max(MERGE_MIN_ENTRIES, main // MERGE_FRACTION)
+
+
+def promotion_due(main: int) -> int | None:
+    """Buffer entries at which an insert promotes the buffer into the middle level; None
+    where a promotion would not save copies (the buffer reaches the merge first)."""
+    due = max(MERGE_MIN_ENTRIES, math.isqrt(PROMOTION_BATCH * merge_due(main)))
+    return due if 2 * due <= merge_due(main) else None
+
 
 # Runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top bits of each key, 8-16
 # keys a bucket (directory_bits): a lookup reads the bucket's entry and the bucket's two
@@ -74,7 +93,7 @@ KeyMatrix = npt.NDArray[np.uint64]
 RowVector = npt.NDArray[np.int32]
 RowMatrix = npt.NDArray[np.int32]
 Directory = npt.NDArray[np.int64]
-# main keys, rows, directory; frozen keys, rows; buffer keys, rows; tail keys, rows, count
+# main keys, rows, directory; middle keys, rows; buffer keys, rows; tail keys, rows, count
 KernelArrays: TypeAlias = tuple[
     KeyMatrix, RowMatrix, Directory, KeyMatrix, RowMatrix, KeyMatrix, RowMatrix,
     KeyMatrix, RowVector, int,
@@ -104,24 +123,24 @@ class TableSnapshot:
     """Everything a reader needs, immutable once published (the tail only grows past count)."""
 
     main: Run
-    frozen: Run
+    middle: Run
     buffer: Run
     tail_keys: KeyMatrix  # (lanes, tail capacity); columns [:tail_count] are valid
     tail_rows: RowVector  # (tail capacity,)
     tail_count: int
 
     def __len__(self) -> int:
-        return len(self.main) + len(self.frozen) + len(self.buffer) + self.tail_count
+        return len(self.main) + len(self.middle) + len(self.buffer) + self.tail_count
 
     def kernel_arrays(self) -> KernelArrays:
         """The arrays the search kernels take, in their order (main with its directory,
-        frozen, buffer, tail and its count)."""
+        middle, buffer, tail and its count)."""
         return (
             self.main.keys,
             self.main.rows,
             self.main.directory,
-            self.frozen.keys,
-            self.frozen.rows,
+            self.middle.keys,
+            self.middle.rows,
             self.buffer.keys,
             self.buffer.rows,
             self.tail_keys,
@@ -224,6 +243,7 @@ class SortedTable:
         self.tail_capacity = tail_capacity
         self._write_lock = threading.Lock()
         self._merge_lock = threading.Lock()
+        self._merging = False  # a merge is folding the middle run: no promotion into it
         self._snapshot = TableSnapshot(
             Run.empty(lanes), Run.empty(lanes), Run.empty(lanes), *self._new_tail(), 0
         )
@@ -263,7 +283,7 @@ class SortedTable:
                 state.tail_keys[:, state.tail_count : end] = keys.T
                 state.tail_rows[state.tail_count : end] = rows
                 self._snapshot = TableSnapshot(
-                    state.main, state.frozen, state.buffer, state.tail_keys, state.tail_rows, end
+                    state.main, state.middle, state.buffer, state.tail_keys, state.tail_rows, end
                 )
                 return
             tail = state.tail_count
@@ -273,27 +293,29 @@ class SortedTable:
             else:  # sorted from the view: no transposed copy
                 pending_keys, pending_rows = keys.T, np.asarray(rows, np.int32)
             buffer = merge_runs(state.buffer, sort_run(pending_keys, pending_rows))
-            self._snapshot = TableSnapshot(state.main, state.frozen, buffer, *self._new_tail(), 0)
+            middle = state.middle
+            due = promotion_due(len(state.main))
+            if due is not None and len(buffer) >= due and not self._merging:
+                middle, buffer = merge_runs(middle, buffer), Run.empty(self.lanes)
+            self._snapshot = TableSnapshot(state.main, middle, buffer, *self._new_tail(), 0)
 
     def unmerged(self) -> int:
-        """Entries waiting outside the main run (buffer, tail, and a merge's frozen run)."""
+        """Entries waiting outside the main run (middle, buffer and tail)."""
         state = self._snapshot
-        return len(state.frozen) + len(state.buffer) + state.tail_count
+        return len(state.middle) + len(state.buffer) + state.tail_count
 
     def needs_merge(self) -> bool:
-        """True when the buffer has grown enough that a merge pays for itself."""
-        state = self._snapshot
-        pending = len(state.buffer) + state.tail_count
-        main = len(state.main)
-        due = min(main // MERGE_FRACTION, math.isqrt(MERGE_BALANCE * main))
-        return pending >= max(MERGE_MIN_ENTRIES, due)
+        """True when middle, buffer and tail have grown enough that a merge pays for itself."""
+        return self.unmerged() >= merge_due(len(self._snapshot.main))
 
     def merge(self, dropped: npt.NDArray[np.bool_] | None = None) -> bool:
-        """Fold buffer and tail into main, leaving out rows marked in ``dropped``.
+        """Fold middle, buffer and tail into main, leaving out rows marked in ``dropped``.
 
-        Safe to run beside inserts and reads: the buffer is frozen under the write lock,
-        merged without it, and the new main swapped in under it. Returns False when there
-        was nothing to merge (or another merge was running).
+        Safe to run beside inserts and reads: middle, buffer and tail are merged into the
+        middle run under the write lock (O(M + B): no promotion changes it until the
+        merge is done), that run is merged into main without the lock, and the new main
+        swapped in under it. Returns False when there was nothing to merge (or another
+        merge was running).
         """
         if not self._merge_lock.acquire(blocking=False):
             return False
@@ -301,20 +323,27 @@ class SortedTable:
             with self._write_lock:
                 state = self._snapshot
                 tail = state.tail_count
-                if len(state.buffer) + tail == 0 and dropped is None:
+                if len(state.middle) + len(state.buffer) + tail == 0 and dropped is None:
                     return False
-                frozen = merge_runs(
+                pending = merge_runs(
                     state.buffer, sort_run(state.tail_keys[:, :tail], state.tail_rows[:tail])
                 )
+                middle = merge_runs(state.middle, pending)
                 main = state.main
                 self._snapshot = TableSnapshot(
-                    main, frozen, Run.empty(self.lanes), *self._new_tail(), 0
+                    main, middle, Run.empty(self.lanes), *self._new_tail(), 0
                 )
-                # Dropped now, not when the merge returns: the old buffer and tail are held
-                # by the new snapshot (as frozen) or by nothing, not beside the merged run.
-                del state
-            merged = with_directory(merge_runs(main, frozen, dropped))
-            del main, frozen
+                self._merging = True
+                # Dropped now, not when the merge returns: the old runs are held by the new
+                # snapshot (as middle) or by nothing, not beside the merged run.
+                del state, pending
+            try:
+                merged = merge_runs(main, middle, dropped)
+                del main, middle
+            except BaseException:
+                with self._write_lock:
+                    self._merging = False
+                raise
             with self._write_lock:
                 state = self._snapshot
                 self._snapshot = TableSnapshot(
@@ -325,6 +354,7 @@ class SortedTable:
                     state.tail_rows,
                     state.tail_count,
                 )
+                self._merging = False
             return True
         finally:
             self._merge_lock.release()
@@ -334,7 +364,7 @@ class SortedTable:
         state = self._snapshot
         bounds = np.array([low, high], dtype=np.uint64)
         parts = [
-            _rows_in_range(run, lane, bounds) for run in (state.main, state.frozen, state.buffer)
+            _rows_in_range(run, lane, bounds) for run in (state.main, state.middle, state.buffer)
         ]
         tail_keys = state.tail_keys[lane, : state.tail_count]
         in_range = (tail_keys >= bounds[0]) & (tail_keys <= bounds[1])
@@ -365,9 +395,9 @@ class SortedTable:
             state.main.keys,
             state.main.rows,
             state.main.directory,
-            state.frozen.keys,
-            state.frozen.rows,
-            state.frozen.directory,
+            state.middle.keys,
+            state.middle.rows,
+            state.middle.directory,
             state.buffer.keys,
             state.buffer.rows,
             state.buffer.directory,
@@ -394,7 +424,7 @@ class SortedTable:
         return np.concatenate(
             [
                 state.main.rows[0],
-                state.frozen.rows[0],
+                state.middle.rows[0],
                 state.buffer.rows[0],
                 state.tail_rows[: state.tail_count],
             ]
@@ -403,7 +433,7 @@ class SortedTable:
     def memory_bytes(self) -> int:
         """Bytes held by the arrays of the current snapshot."""
         state = self._snapshot
-        runs = (state.main, state.frozen, state.buffer)
+        runs = (state.main, state.middle, state.buffer)
         total = sum(run.keys.nbytes + run.rows.nbytes + run.directory.nbytes for run in runs)
         return int(total + state.tail_keys.nbytes + state.tail_rows.nbytes)
 
@@ -414,7 +444,7 @@ class SortedTable:
         assert 0 <= state.tail_count <= self.tail_capacity
         assert state.tail_rows.shape == (self.tail_capacity,)
         all_rows = []
-        for run in (state.main, state.frozen, state.buffer):
+        for run in (state.main, state.middle, state.buffer):
             assert run.keys.shape == run.rows.shape
             assert run.keys.shape[0] == self.lanes
             assert run.keys.dtype == np.uint64 and run.rows.dtype == np.int32
@@ -423,7 +453,7 @@ class SortedTable:
             for lane in range(1, self.lanes):
                 assert np.array_equal(np.sort(run.rows[lane]), lane_zero), "lanes disagree"
             all_rows.append(run.rows[0])
-        for run in (state.main, state.frozen, state.buffer):
+        for run in (state.main, state.middle, state.buffer):
             rebuilt = with_directory(Run(run.keys, run.rows)).directory
             assert np.array_equal(run.directory, rebuilt), "a directory is stale"
         all_rows.append(state.tail_rows[: state.tail_count])

@@ -13,6 +13,7 @@ import pytest
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
+from app.core import sorted_table
 from app.core.sorted_table import LANE_BY_LANE_ENTRIES, TAIL_CAPACITY, Run, SortedTable
 
 SEEDS = [0, 1, 2]
@@ -32,8 +33,20 @@ def flip_bits(rng: np.random.Generator, value: int, count: int) -> int:
 # ---------------------------------------------------------------- SortedTable
 
 
+@pytest.mark.parametrize("levels", ["as shipped", "small thresholds"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_sorted_table_matches_a_dictionary(seed: int) -> None:
+def test_sorted_table_matches_a_dictionary(
+    seed: int, levels: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inserts, merges and lookups against a dictionary. With small thresholds the
+    buffer is promoted into the middle level, merges fold both, and every run of 16 keys
+    or more has a directory (crowded buckets: the keys share few top bits), extended by
+    merges or rebuilt when its size needs more buckets; _check rebuilds each one."""
+    if levels == "small thresholds":
+        monkeypatch.setattr(sorted_table, "MERGE_MIN_ENTRIES", 8)
+        monkeypatch.setattr(sorted_table, "PROMOTION_BATCH", 4)
+        monkeypatch.setattr(sorted_table, "MIN_DIRECTORY_ENTRIES", 16)
+    promotions = 0
     rng = np.random.default_rng(seed)
     lanes = 3
     table = SortedTable(lanes)
@@ -48,10 +61,13 @@ def test_sorted_table_matches_a_dictionary(seed: int) -> None:
             keys |= rng.integers(0, 4, size=(count, lanes), dtype=np.uint64)
             rows = np.arange(next_row, next_row + count)
             next_row += count
+            middle = len(table.snapshot().middle)
             table.insert(keys, rows)
+            promotions += len(table.snapshot().middle) > middle
             stored.update(zip(rows.tolist(), keys, strict=True))
         elif operation < 0.55:
-            table.merge()
+            if table.needs_merge() or rng.random() < 0.2:
+                table.merge()
         else:
             lane = int(rng.integers(lanes))
             probe = int(rng.integers(0, 64)) << 58 | int(rng.integers(0, 4))
@@ -88,6 +104,9 @@ def test_sorted_table_matches_a_dictionary(seed: int) -> None:
             assert sorted(zip(positions.tolist(), found_rows.tolist(), strict=True)) == wanted
         table._check()
     assert len(table) == len(stored)
+    if levels == "small thresholds":
+        assert promotions > 0
+        assert table.snapshot().main.directory.shape[0] == lanes
 
 
 @pytest.mark.parametrize("spread", ["uniform", "clustered"])
@@ -345,16 +364,16 @@ def test_lsh_batch_search_equals_single_searches_in_every_lane() -> None:
     index.insert(values[:main], np.arange(main))
     index.merge()
     index.insert(values[bounds[1] : bounds[2]], np.arange(bounds[1], bounds[2]))
-    # A merge in progress, caught when it has just moved the buffer to the frozen run.
+    # A merge in progress, caught when it has just moved the buffer to the middle run.
     table = index._table
     state = table.snapshot()
-    table._snapshot = dataclasses.replace(state, frozen=state.buffer, buffer=Run.empty(table.lanes))
+    table._snapshot = dataclasses.replace(state, middle=state.buffer, buffer=Run.empty(table.lanes))
     index.insert(values[bounds[2] : bounds[3]], np.arange(bounds[2], bounds[3]))
     for row in range(bounds[3], total):
         index.insert(values[row : row + 1], np.array([row]))
     state = table.snapshot()
     assert state.main.directory.shape[0] == index.bands
-    assert (len(state.main), len(state.frozen), len(state.buffer)) == (main, frozen, buffer)
+    assert (len(state.main), len(state.middle), len(state.buffer)) == (main, frozen, buffer)
     assert state.tail_count == tail
     deleted = np.concatenate(
         [rng.choice(np.arange(low, high), 30, replace=False) for low, high in pairwise(bounds)]

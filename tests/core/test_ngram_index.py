@@ -289,7 +289,7 @@ def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
     add(300)
     # A merge caught when it has just moved the buffer to the frozen run.
     state = table.snapshot()
-    table._snapshot = dataclasses.replace(state, frozen=state.buffer, buffer=Run.empty(1))
+    table._snapshot = dataclasses.replace(state, middle=state.buffer, buffer=Run.empty(1))
     add(300)
     add(120, single=True)
     state = table.snapshot()
