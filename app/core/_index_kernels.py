@@ -257,7 +257,9 @@ def merge_sorted_lanes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merge two runs lane by lane, leaving out rows marked in ``dropped``. O(L (n + m))."""
     if dropped.shape[0] == 0:
-        return _merge_blocks(first_keys, first_rows, second_keys, second_rows)
+        if first_keys.shape[1] >= _BLOCK_RATIO * second_keys.shape[1]:
+            return _merge_blocks(first_keys, first_rows, second_keys, second_rows)
+        return _merge_branchless(first_keys, first_rows, second_keys, second_rows)
     lanes = first_keys.shape[0]
     kept = 0
     for i in range(first_rows.shape[1]):
@@ -287,6 +289,41 @@ def merge_sorted_lanes(
 
 
 _LAST_KEY = _U64(0xFFFFFFFFFFFFFFFF)
+# A run this many times longer than the other is merged by block copies (_merge_blocks);
+# closer in size, the blocks are short and an entry-by-entry merge whose choice is a
+# conditional move, not a branch, is faster (3.3 against 4.4-6.4 ns an entry, 28,000
+# entries into 300,000-600,000; 9 against 13 for 5M into 40M).
+_BLOCK_RATIO = 64
+
+
+@njit(cache=True, nogil=True)
+def _merge_branchless(
+    first_keys: np.ndarray, first_rows: np.ndarray, second_keys: np.ndarray, second_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``merge_sorted_lanes`` with nothing dropped, one entry a step (equal keys: the
+    first run's go first). O(L (n + m))."""
+    lanes, n, m = first_keys.shape[0], first_keys.shape[1], second_keys.shape[1]
+    out_keys = np.empty((lanes, n + m), dtype=np.uint64)
+    out_rows = np.empty((lanes, n + m), dtype=np.int32)
+    for lane in range(lanes):
+        keys, rows = first_keys[lane], first_rows[lane]
+        other_keys, other_rows = second_keys[lane], second_rows[lane]
+        merged_keys, merged_rows = out_keys[lane], out_rows[lane]
+        i = j = out = 0
+        while i < n and j < m:
+            key, other = keys[i], other_keys[j]
+            take_other = other < key
+            merged_keys[out] = other if take_other else key
+            merged_rows[out] = other_rows[j] if take_other else rows[i]
+            j += take_other
+            i += not take_other
+            out += 1
+        merged_keys[out : out + n - i] = keys[i:]
+        merged_rows[out : out + n - i] = rows[i:]
+        out += n - i
+        merged_keys[out:] = other_keys[j:]
+        merged_rows[out:] = other_rows[j:]
+    return out_keys, out_rows
 
 
 @njit(cache=True, nogil=True)
