@@ -111,14 +111,15 @@ def test_sorted_table_matches_a_dictionary(
 
 @pytest.mark.parametrize("spread", ["uniform", "clustered"])
 def test_lookup_equal_many_through_a_directory_agrees_with_sorting(spread: str) -> None:
-    """A main run large enough for a directory is searched by interpolation inside each
-    key's bucket: keys on bucket edges, in long runs, in empty and crowded buckets, and
-    probes between and outside them find what numpy's searchsorted finds."""
+    """A main run large enough for a directory is searched inside each key's bucket
+    (counted when it holds a few keys, halved when crowded): keys on bucket edges, in
+    long runs, in empty and crowded buckets, and probes between and outside them find
+    what numpy's searchsorted finds."""
     rng = np.random.default_rng(11)
     count = 200_000
     if spread == "uniform":
         keys = rng.integers(0, 2**63, count, dtype=np.uint64) * np.uint64(2)
-    else:  # a few crowded buckets, most empty: the interpolation's guesses are poor
+    else:  # a few crowded buckets, most empty
         tops = rng.integers(0, 40, count, dtype=np.uint64) << np.uint64(48)
         keys = tops | (rng.integers(0, 2**16, count, dtype=np.uint64) ** np.uint64(2))
     keys[:500] = np.uint64(7 << 48)  # a long run on a bucket's first key
@@ -147,6 +148,48 @@ def test_lookup_equal_many_through_a_directory_agrees_with_sorting(spread: str) 
             expected.extend((at, int(row)) for row in order[start:end])
     positions, rows = table.lookup_equal_many(0, probes, cap)
     assert sorted(zip(positions.tolist(), rows.tolist(), strict=True)) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [(0, 7), (9, 0), (1000, 900), (900, 1000), (70_000, 100), (5, 5000)]
+)
+@pytest.mark.parametrize("drop", [False, True])
+def test_merged_runs_equal_a_stable_sort_and_their_directories_a_rebuild(
+    first: int, second: int, drop: bool
+) -> None:
+    """merge_runs, whichever way it merges (block copies for a much longer first run,
+    entry by entry otherwise, dropping rows), holds each lane's entries as a stable sort
+    of the two runs' concatenation does (the first run's first among equal keys), and its
+    directory, extended or rebuilt, equals one built from its keys alone."""
+    rng = np.random.default_rng(first + second)
+    lanes = 2
+
+    def run_of(count: int, rows_from: int) -> Run:
+        keys = np.sort(rng.integers(0, 300, (lanes, count), dtype=np.uint64) << np.uint64(55), 1)
+        keys |= rng.integers(0, 3, (lanes, 1), dtype=np.uint64)  # equal keys across runs
+        rows = rng.integers(rows_from, rows_from + 50_000, (lanes, count)).astype(np.int32)
+        rows[1] = rows[0]  # lanes hold the same rows (each lane sorted on its own keys)
+        return sorted_table.with_directory(Run(np.sort(keys, 1), rows))
+
+    one, other = run_of(first, 0), run_of(second, 50_000)
+    dropped = rng.random(100_000) < 0.3 if drop else None
+    merged = sorted_table.merge_runs(one, other, dropped)
+    for lane in range(lanes):
+        keys = np.concatenate([one.keys[lane], other.keys[lane]])
+        rows = np.concatenate([one.rows[lane], other.rows[lane]])
+        order = np.argsort(keys, kind="stable")
+        keep = np.ones(len(keys), bool) if dropped is None else ~dropped[rows[order]]
+        assert np.array_equal(merged.keys[lane], keys[order][keep])
+        assert np.array_equal(merged.rows[lane], rows[order][keep])
+    rebuilt = sorted_table.with_directory(Run(merged.keys, merged.rows)).directory
+    assert np.array_equal(merged.directory, rebuilt)
+    if len(merged) >= sorted_table.MIN_DIRECTORY_ENTRIES:
+        bits = sorted_table.directory_bits(len(merged))
+        assert merged.directory.shape == (lanes, (1 << bits) + 1)
+        for lane in range(lanes):
+            tops = (merged.keys[lane] >> np.uint64(64 - bits)).astype(np.int64)
+            starts = np.searchsorted(tops, np.arange((1 << bits) + 1), "left")
+            assert np.array_equal(merged.directory[lane], starts)
 
 
 @pytest.mark.parametrize("seed", range(3))
