@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig, PassagesConfig
@@ -315,12 +314,16 @@ def lookup_costs(entries: int, runs: int) -> str:
 
     def run_of(count: int) -> Run:
         keys = np.sort(rng.integers(0, 2**64 - 1, count, dtype=np.uint64)).reshape(1, -1)
-        return Run(keys, rng.integers(0, max(1, count // 110), count).astype(np.int32).reshape(1, -1))
+        return Run(
+            keys, rng.integers(0, max(1, count // 110), count).astype(np.int32).reshape(1, -1)
+        )
 
     def directed(run: Run, bits: int | None) -> Run:
         if bits is None:
             return run
-        return Run(run.keys, run.rows, kernels.build_directory(run.keys, bits))
+        directory = np.empty((1, (1 << bits) + 1), dtype=np.int64)
+        kernels.build_directory(run.keys, directory)
+        return Run(run.keys, run.rows, directory)
 
     main = run_of(entries)
     buffer = run_of(promotion_due(entries) or merge_due(entries))
@@ -350,8 +353,7 @@ def lookup_costs(entries: int, runs: int) -> str:
             table.append([runs_text, name, f"{statistics.median(times[1:]):,.0f}"])
     return (
         f"Passage lookups, {entries:,} entries in main, batches of 28,000 keys, {runs} "
-        f"batches, medians:\n\n" + markdown_table(["runs", "directories", "ns a key"], table)
-        + "\n"
+        f"batches, medians:\n\n" + markdown_table(["runs", "directories", "ns a key"], table) + "\n"
     )
 
 

@@ -118,13 +118,13 @@ def bucket_shift(directory: np.ndarray) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
-def build_directory(keys: np.ndarray, bits: int) -> np.ndarray:
-    """(lanes, 2^bits + 1): per lane, where each value of the keys' top ``bits`` bits
-    starts (the last entry: the lane's length). One pass over the keys: O(L (n + 2^bits))."""
+def build_directory(keys: np.ndarray, directory: np.ndarray) -> None:
+    """Fill ``directory`` ((lanes, 2^bits + 1)): per lane, where each value of the keys'
+    top bits starts (the last entry: the lane's length). One pass over the keys:
+    O(L (n + 2^bits))."""
     lanes, size = keys.shape
-    buckets = 1 << bits
-    shift = _U64(64 - bits)
-    directory = np.empty((lanes, buckets + 1), dtype=np.int64)
+    buckets = directory.shape[1] - 1
+    shift = bucket_shift(directory)
     for lane in range(lanes):
         bucket = 0
         for i in range(size):
@@ -135,17 +135,16 @@ def build_directory(keys: np.ndarray, bits: int) -> np.ndarray:
         while bucket <= buckets:
             directory[lane, bucket] = size
             bucket += 1
-    return directory
 
 
 @njit(cache=True, nogil=True)
-def extended_directory(directory: np.ndarray, added_keys: np.ndarray) -> np.ndarray:
+def extended_directory(directory: np.ndarray, added_keys: np.ndarray, extended: np.ndarray) -> None:
     """The directory of a run merged from the run of ``directory`` and the sorted keys
     ``added_keys`` (lanes, m), nothing dropped: each bucket's start moves by the added
-    keys in the buckets before it. O(L (m + 2^bits)), where a rebuild reads every key."""
+    keys in the buckets before it, into ``extended`` (its shape). O(L (m + 2^bits)), where
+    a rebuild reads every key."""
     lanes, size = directory.shape
     shift = bucket_shift(directory)
-    extended = np.empty_like(directory)
     before = np.empty(size, dtype=np.int64)
     for lane in range(lanes):
         before[:] = 0
@@ -155,7 +154,6 @@ def extended_directory(directory: np.ndarray, added_keys: np.ndarray) -> np.ndar
         for bucket in range(size):
             running += before[bucket]
             extended[lane, bucket] = directory[lane, bucket] + running
-    return extended
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -187,7 +185,9 @@ def directed_bounds(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def bucket_lower_bound(keys: np.ndarray, directory: np.ndarray, shift: np.uint64, key: np.uint64) -> int:
+def bucket_lower_bound(
+    keys: np.ndarray, directory: np.ndarray, shift: np.uint64, key: np.uint64
+) -> int:
     """The first index of a lane whose key is >= ``key``, searched only in the key's
     directory bucket (8-16 keys: two cache lines, which ``prefetch_bucket`` fetched
     ahead): the keys below it counted, where a binary search's branches mispredict
@@ -199,7 +199,7 @@ def bucket_lower_bound(keys: np.ndarray, directory: np.ndarray, shift: np.uint64
         below = 0
         for i in range(base, base + count):
             below += keys[i] < key
-        return base + below
+        return int(base + below)
     while count > 1:  # a crowded bucket (a key many rows hold): halved
         half = count >> 1
         if keys[base + half - 1] < key:
@@ -207,7 +207,7 @@ def bucket_lower_bound(keys: np.ndarray, directory: np.ndarray, shift: np.uint64
         count -= half
     if count == 1 and keys[base] < key:
         base += 1
-    return base
+    return int(base)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -248,19 +248,8 @@ EQUAL_PREFETCH = 32  # keys ahead whose directory entries equal_rows_many prefet
 
 
 @njit(cache=True, nogil=True)
-def merge_sorted_lanes(
-    first_keys: np.ndarray,
-    first_rows: np.ndarray,
-    second_keys: np.ndarray,
-    second_rows: np.ndarray,
-    dropped: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Merge two runs lane by lane, leaving out rows marked in ``dropped``. O(L (n + m))."""
-    if dropped.shape[0] == 0:
-        if first_keys.shape[1] >= _BLOCK_RATIO * second_keys.shape[1]:
-            return _merge_blocks(first_keys, first_rows, second_keys, second_rows)
-        return _merge_branchless(first_keys, first_rows, second_keys, second_rows)
-    lanes = first_keys.shape[0]
+def kept_entries(first_rows: np.ndarray, second_rows: np.ndarray, dropped: np.ndarray) -> int:
+    """Entries of two runs whose rows ``dropped`` does not mark: a merge's length."""
     kept = 0
     for i in range(first_rows.shape[1]):
         if not is_deleted(first_rows[0, i], dropped):
@@ -268,8 +257,29 @@ def merge_sorted_lanes(
     for i in range(second_rows.shape[1]):
         if not is_deleted(second_rows[0, i], dropped):
             kept += 1
-    out_keys = np.empty((lanes, kept), dtype=np.uint64)
-    out_rows = np.empty((lanes, kept), dtype=np.int32)
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def merge_sorted_lanes(
+    first_keys: np.ndarray,
+    first_rows: np.ndarray,
+    second_keys: np.ndarray,
+    second_rows: np.ndarray,
+    dropped: np.ndarray,
+    out_keys: np.ndarray,
+    out_rows: np.ndarray,
+) -> None:
+    """Merge two runs lane by lane into ``out_keys`` and ``out_rows`` ((lanes,
+    kept_entries) each: the caller allocates them, so that numpy's large arrays are
+    backed by huge pages), leaving out rows marked in ``dropped``. O(L (n + m))."""
+    if dropped.shape[0] == 0:
+        if first_keys.shape[1] >= _BLOCK_RATIO * second_keys.shape[1]:
+            _merge_blocks(first_keys, first_rows, second_keys, second_rows, out_keys, out_rows)
+        else:
+            _merge_branchless(first_keys, first_rows, second_keys, second_rows, out_keys, out_rows)
+        return
+    lanes = first_keys.shape[0]
     n, m = first_keys.shape[1], second_keys.shape[1]
     for lane in range(lanes):
         i = j = out = 0
@@ -285,7 +295,6 @@ def merge_sorted_lanes(
                 out_keys[lane, out] = key
                 out_rows[lane, out] = row
                 out += 1
-    return out_keys, out_rows
 
 
 _LAST_KEY = _U64(0xFFFFFFFFFFFFFFFF)
@@ -298,13 +307,16 @@ _BLOCK_RATIO = 64
 
 @njit(cache=True, nogil=True)
 def _merge_branchless(
-    first_keys: np.ndarray, first_rows: np.ndarray, second_keys: np.ndarray, second_rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    first_keys: np.ndarray,
+    first_rows: np.ndarray,
+    second_keys: np.ndarray,
+    second_rows: np.ndarray,
+    out_keys: np.ndarray,
+    out_rows: np.ndarray,
+) -> None:
     """``merge_sorted_lanes`` with nothing dropped, one entry a step (equal keys: the
     first run's go first). O(L (n + m))."""
     lanes, n, m = first_keys.shape[0], first_keys.shape[1], second_keys.shape[1]
-    out_keys = np.empty((lanes, n + m), dtype=np.uint64)
-    out_rows = np.empty((lanes, n + m), dtype=np.int32)
     for lane in range(lanes):
         keys, rows = first_keys[lane], first_rows[lane]
         other_keys, other_rows = second_keys[lane], second_rows[lane]
@@ -323,20 +335,22 @@ def _merge_branchless(
         out += n - i
         merged_keys[out:] = other_keys[j:]
         merged_rows[out:] = other_rows[j:]
-    return out_keys, out_rows
 
 
 @njit(cache=True, nogil=True)
 def _merge_blocks(
-    first_keys: np.ndarray, first_rows: np.ndarray, second_keys: np.ndarray, second_rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    first_keys: np.ndarray,
+    first_rows: np.ndarray,
+    second_keys: np.ndarray,
+    second_rows: np.ndarray,
+    out_keys: np.ndarray,
+    out_rows: np.ndarray,
+) -> None:
     """``merge_sorted_lanes`` with nothing dropped: for each entry of the second run, the
     entries of the first up to it (equal keys first) are found by galloping and copied
     as one block, so merging a small run into a large one is a few block copies, not a
     branch an entry. O(L (n + m log(n / m)))."""
     lanes, n, m = first_keys.shape[0], first_keys.shape[1], second_keys.shape[1]
-    out_keys = np.empty((lanes, n + m), dtype=np.uint64)
-    out_rows = np.empty((lanes, n + m), dtype=np.int32)
     for lane in range(lanes):
         keys, rows = first_keys[lane], first_rows[lane]
         merged_keys, merged_rows = out_keys[lane], out_rows[lane]
@@ -353,7 +367,6 @@ def _merge_blocks(
             out += 1
         merged_keys[out:] = keys[i:]
         merged_rows[out:] = rows[i:]
-    return out_keys, out_rows
 
 
 @njit(cache=True, nogil=True)

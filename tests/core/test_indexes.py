@@ -10,10 +10,10 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from app.core import sorted_table
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
-from app.core import sorted_table
 from app.core.sorted_table import LANE_BY_LANE_ENTRIES, TAIL_CAPACITY, Run, SortedTable
 
 SEEDS = [0, 1, 2]

@@ -222,8 +222,10 @@ def test_compose_serves_the_default_service_with_its_api_key(image: str, tmp_pat
     compose = Compose(tmp_path, {"NEARDUP_PUBLISHED_PORT": port})
     url = f"http://127.0.0.1:{port}"
     try:
+        started = time.monotonic()
         compose("up", "-d", "neardup")
         until(lambda: ready(url), "the compose service never became ready")
+        print(f"docker-compose up (default service) to ready: {time.monotonic() - started:.1f} s")
         document = {"id": "a", "text": "a document through compose"}
         assert httpx.post(url + DOCS, json=document).status_code == 401  # the key is required
         assert httpx.post(url + DOCS, json=document, headers=compose.headers).status_code == 201
@@ -322,8 +324,11 @@ def test_compose_redis_cluster_loses_nothing_acknowledged(image: str, tmp_path: 
     b = f"http://127.0.0.1:{ports['NEARDUP_B_PUBLISHED_PORT']}"
     writer = Writer(compose.headers)
     try:
+        started = time.monotonic()
         compose("up", "-d", "neardup-a", "neardup-b")
         until(lambda: ready(a) and ready(b), "the Redis profile never became ready", 240)
+        took = time.monotonic() - started
+        print(f"docker-compose up (redis-cluster profile, both services) to ready: {took:.1f} s")
         for _ in range(50):
             writer.insert_retrying(a)
         assert len(writer.acknowledged) == 50, writer.refusals
