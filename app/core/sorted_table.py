@@ -52,8 +52,8 @@ MERGE_FRACTION = 8
 # holds sqrt(PROMOTION_BATCH * merge_due) balances the copies of the buffer by batches
 # against those of the middle by promotions: at 110M entries ~17 + ~7 + ~8 (main) copies
 # an entry instead of ~100 with the buffer alone merged at sqrt(2^17 main)
-# (bench/passages.py --service). A table whose batches are small (one entry a document
-# and lane) never reaches it before its merge: promotions are the large tables'.
+# (bench/passages.py --service). A table with one entry a document and lane (bands,
+# permutation tables) reaches its merge first below some 2M documents.
 PROMOTION_BATCH = 1 << 16
 
 
