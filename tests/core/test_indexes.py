@@ -388,7 +388,7 @@ def test_lsh_index_matches_brute_force(seed: int, threshold: float) -> None:
 
 
 def test_lsh_batch_search_equals_single_searches_in_every_lane() -> None:
-    """search_many over main (with its directory), frozen, buffer and tail, each with
+    """search_many over main (with its directory), middle, buffer and tail, each with
     tombstones, gives every query exactly what search gives it: brute force's rows and
     scores, best first."""
     rng = np.random.default_rng(31)
@@ -400,8 +400,8 @@ def test_lsh_batch_search_equals_single_searches_in_every_lane() -> None:
         noise = rng.integers(0, 2**32, size=sources.shape, dtype=np.uint32)
         return np.where(rng.random(sources.shape) < agreement, sources, noise).astype(np.uint32)
 
-    main, frozen, buffer, tail = 70_000, 2_000, 2_000, 100
-    bounds = np.cumsum([0, main, frozen, buffer, tail]).tolist()
+    main, middle, buffer, tail = 70_000, 2_000, 2_000, 100
+    bounds = np.cumsum([0, main, middle, buffer, tail]).tolist()
     total = bounds[-1]
     values = near(bases[rng.integers(0, len(bases), total)], 0.75)
     index.insert(values[:main], np.arange(main))
@@ -416,7 +416,7 @@ def test_lsh_batch_search_equals_single_searches_in_every_lane() -> None:
         index.insert(values[row : row + 1], np.array([row]))
     state = table.snapshot()
     assert state.main.directory.shape[0] == index.bands
-    assert (len(state.main), len(state.middle), len(state.buffer)) == (main, frozen, buffer)
+    assert (len(state.main), len(state.middle), len(state.buffer)) == (main, middle, buffer)
     assert state.tail_count == tail
     deleted = np.concatenate(
         [rng.choice(np.arange(low, high), 30, replace=False) for low, high in pairwise(bounds)]

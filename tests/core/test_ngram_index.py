@@ -262,7 +262,7 @@ def test_long_texts_cap_sizes_and_positions_in_keys_without_losing_matches(
 
 
 def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
-    """Main (with its directory), a frozen run, the buffer and the tail (a large one, read
+    """Main (with its directory), a middle run, the buffer and the tail (a large one, read
     in one pass), each holding tombstoned rows: answers stay brute force's."""
     rng = np.random.default_rng(11)
     alphabet = "abcdefghij 的一是不了"
@@ -287,7 +287,7 @@ def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
     assert table.snapshot().main.directory.shape[0] == 1
     assert len(table.snapshot().main) >= MIN_DIRECTORY_ENTRIES
     add(300)
-    # A merge caught when it has just moved the buffer to the frozen run.
+    # A merge caught when it has just moved the buffer to the middle run.
     state = table.snapshot()
     table._snapshot = dataclasses.replace(state, middle=state.buffer, buffer=Run.empty(1))
     add(300)
@@ -295,7 +295,7 @@ def test_every_run_of_the_table_is_searched_with_tombstones() -> None:
     state = table.snapshot()
     # The index's tail holds many single inserts (several entries each), past the default.
     assert table.tail_capacity == ngram.TAIL_ENTRIES > TAIL_CAPACITY
-    assert len(state.frozen) and len(state.buffer)
+    assert len(state.middle) and len(state.buffer)
     assert TAIL_CAPACITY < state.tail_count <= table.tail_capacity
     deleted = set(rng.choice(len(texts), 400, replace=False).tolist())
     index.delete(list(deleted))
