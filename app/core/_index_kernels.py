@@ -102,7 +102,6 @@ def upper_bound(keys: np.ndarray, value: np.uint64) -> int:
     return low
 
 
-_NO_BUCKETS = np.zeros(0, dtype=np.int64)  # a lane without a directory
 _COUNTED_BUCKET = 64  # buckets of at most this many keys are counted, not halved
 
 

@@ -72,9 +72,9 @@ def promotion_due(main: int) -> int | None:
 # Runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top bits of each key, 8-16
 # keys a bucket (directory_bits): a lookup reads the bucket's entry and the bucket's two
 # lines, both fetched ahead while earlier keys are looked up, where a binary search over
-# millions of keys waits on a chain of ~20 misses (bench/passages.py --lookups: 60 ns a
-# key at 44M entries, against 190 with 2^16 buckets and 560 galloping). It costs 0.5-1
-# byte an entry (8 bytes a bucket).
+# millions of keys waits on a chain of ~20 misses (bench/passages.py --lookups: 116-134 ns
+# a key at 44M entries, against 190 with 2^16 buckets and 476-576 galloping). It costs
+# 0.5-1 byte an entry (8 bytes a bucket).
 MIN_DIRECTORY_ENTRIES = 1 << 16
 DIRECTORY_KEYS_A_BUCKET_BITS = 4  # between 2^3 and 2^4 keys a bucket
 MAX_DIRECTORY_BITS = 30
@@ -175,13 +175,18 @@ def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
     return Run(sorted_keys, sorted_rows)
 
 
+def _has_directory_of(run: Run, bits: int) -> bool:
+    """Whether the run carries a directory on ``bits`` top bits."""
+    return bool(run.directory.shape[0]) and run.directory.shape[1] == (1 << bits) + 1
+
+
 def with_directory(run: Run) -> Run:
     """The run with a directory of its lanes when it is large enough to pay off (and
     none when it is not). O(L (n + buckets)); the run itself when its directory fits."""
     if len(run) < MIN_DIRECTORY_ENTRIES:
         return run if not run.directory.shape[0] else Run(run.keys, run.rows)
     bits = directory_bits(len(run))
-    if run.directory.shape[0] and run.directory.shape[1] == (1 << bits) + 1:
+    if _has_directory_of(run, bits):
         return run
     directory = np.empty((run.keys.shape[0], (1 << bits) + 1), dtype=np.int64)
     kernels.build_directory(run.keys, directory)
@@ -209,12 +214,10 @@ def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = 
     keys = np.empty((lanes, size), dtype=np.uint64)
     rows = np.empty((lanes, size), dtype=np.int32)
     kernels.merge_sorted_lanes(first.keys, first.rows, second.keys, second.rows, drop, keys, rows)
-    bits = directory_bits(size)
     if (
         dropped is None
         and size >= MIN_DIRECTORY_ENTRIES
-        and first.directory.shape[0]
-        and first.directory.shape[1] == (1 << bits) + 1
+        and _has_directory_of(first, directory_bits(size))
     ):
         directory = np.empty_like(first.directory)
         kernels.extended_directory(first.directory, second.keys, directory)
