@@ -25,6 +25,12 @@ class Settings(BaseSettings):
         "FULL",
         description="SQLite synchronous mode: FULL survives power loss, NORMAL a process crash.",
     )
+    segments: bool = Field(
+        True,
+        description="Keep the embedded indexes in segments on disk beside the database "
+        "(neardup.segments/), so that a start maps them and replays only the later "
+        "documents; off: every start rebuilds the indexes from the documents.",
+    )
     log_level: str = Field("info", description="uvicorn log level.")
     max_body_bytes: int | None = Field(
         None,

@@ -31,7 +31,11 @@ DATABASE_FILE = "neardup.db"
 
 
 def sqlite_store(settings: Settings) -> Store:
-    return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
+    return SQLiteStore(
+        settings.data_dir / DATABASE_FILE,
+        settings.synchronous,
+        segments="beside" if settings.segments else None,
+    )
 
 
 def memory_store(settings: Settings) -> Store:

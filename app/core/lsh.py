@@ -87,8 +87,6 @@ class LSHIndex(TableIndex):
         if self.bands * self.rows_per_band > num_perm:
             raise ValueError("bands x rows per band must not exceed num_perm")
         self._signatures = RowArray(np.uint32, (num_perm,))
-        # Whether a restart's loaded signatures were taken as they are (``insert``).
-        self.adopted_signatures = False
         super().__init__(lanes=self.bands, values=self._signatures)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
@@ -119,7 +117,7 @@ class LSHIndex(TableIndex):
             and bool((np.diff(rows) == 1).all())
             and self._signatures.adopt(signatures)
         )
-        self.adopted_signatures = self.adopted_signatures or adopted
+        self.adopted_values = self.adopted_values or adopted
         self._signatures.ensure(self._rows.present.size)
         # The signature is written before the row enters a table: a reader that finds
         # the row can always verify it.

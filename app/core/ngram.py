@@ -116,6 +116,16 @@ import numpy.typing as npt
 
 from app.core import _ngram_kernels as kernels
 from app.core.row_array import RowArray, RowBook
+from app.core.saved import (
+    ROWS_SUFFIX,
+    SavedArrays,
+    SavedStateError,
+    nested,
+    part,
+    read_scalars,
+    scalars,
+    wanted,
+)
 from app.core.sorted_table import SortedTable
 from app.core.template import figures_key
 from app.core.types import Backlog, Rows
@@ -608,6 +618,48 @@ class NgramIndex:
                 keys, entry_rows, _ = self._postings(order, late)
                 table.insert(keys.reshape(-1, 1), entry_rows)
             self._state = _State(order, table)
+
+    # ------------------------------------------------------------ segments
+
+    def _saved_columns(self) -> dict[str, RowArray]:
+        return {
+            "data": self._data,
+            "starts": self._starts,
+            "chars": self._chars,
+            "widths": self._widths,
+            "sizes": self._sizes,
+            "figures": self._figures,
+        }
+
+    def saved_arrays(self) -> SavedArrays:
+        """Everything the index holds, for a segment: the table under the order it was
+        made with, the row book, the packed texts and the per-row columns. O(tail)."""
+        with self._write_lock:
+            state = self._state
+            arrays = {
+                **nested("table", state.table.saved_arrays()),
+                **nested("book", self._rows.saved_arrays()),
+                "order.codes": state.order.table_codes,
+                "order.classes": state.order.table_classes,
+                "order.learned": scalars([state.order.learned_rows]),
+            }
+            for name, column in self._saved_columns().items():
+                arrays[name + ROWS_SUFFIX] = column.saved()
+        return arrays
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        """Take a segment's arrays as this empty index's (``saved_arrays``)."""
+        codes, classes = wanted(arrays, "order.codes"), wanted(arrays, "order.classes")
+        if codes.dtype != np.uint32 or classes.dtype != np.uint16 or codes.shape != classes.shape:
+            raise SavedStateError("a saved q-gram order has other types or lengths")
+        (learned,) = read_scalars(arrays, "order.learned", 1)
+        with self._write_lock:
+            for name, column in self._saved_columns().items():
+                column.take(wanted(arrays, name + ROWS_SUFFIX))
+            self._rows.adopt_saved(part(arrays, "book"))
+            table = SortedTable(lanes=1, tail_capacity=TAIL_ENTRIES)
+            table.adopt_saved(part(arrays, "table"))
+            self._state = _State(QgramOrder(codes, classes, learned), table)
 
     # ------------------------------------------------------------ accounting
 

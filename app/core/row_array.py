@@ -17,6 +17,8 @@ from typing import Any, Generic, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from app.core.saved import ROWS_SUFFIX as ROWS
+from app.core.saved import SavedArrays, SavedStateError, read_scalars, scalars, wanted
 from app.core.sorted_table import SortedTable
 
 # Growing by half keeps the copies amortised O(1) per row; the untouched half of a new
@@ -166,6 +168,28 @@ class RowArray:
         self._reserved = flat.reshape((-1, *self._width))
         self.size = values.shape[0]
         return True
+
+    def saved(self) -> npt.NDArray[Any]:
+        """The rows in use, for a segment: a view (rows written later lie past it, and
+        a row is never written twice; a released page reads as zeros, and its rows are
+        dead for every reader). O(1)."""
+        return self.array[: self.size]
+
+    def take(self, values: npt.NDArray[Any]) -> bool:
+        """Hold ``values`` (rows 0 .. len - 1) as this empty array's: adopted when they
+        are the start of a reservation (True), else copied. O(1), or O(values) for a
+        copy."""
+        if values.dtype != self._dtype or values.shape[1:] != self._width:
+            raise SavedStateError(
+                f"saved rows are {values.dtype}{values.shape[1:]}, not {self._dtype}{self._width}"
+            )
+        if self.size or self.array.shape[0]:
+            raise ValueError("only an empty RowArray takes saved rows")
+        if self.adopt(values):
+            return True
+        self.ensure(len(values))
+        self.array[: len(values)] = values
+        return False
 
     def _copy_held(self, grown: npt.NDArray[Any]) -> None:
         """Copy the pages not released (copying zeros would make them resident again)."""
@@ -473,6 +497,25 @@ class RowBook:
                 self.present.release_below(release_below)
                 self.deleted.release_below(release_below)
         return merged
+
+    def saved_arrays(self) -> SavedArrays:
+        """The flags and counters, for a segment (``adopt_saved`` takes them back)."""
+        return {
+            "present" + ROWS: self.present.saved(),
+            "deleted" + ROWS: self.deleted.saved(),
+            "counts": scalars([self._deleted_count, self._dropped_count]),
+        }
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        """Take saved flags as this empty book's; the live count is counted again.
+        O(rows)."""
+        present, deleted = wanted(arrays, "present" + ROWS), wanted(arrays, "deleted" + ROWS)
+        if present.shape != deleted.shape:
+            raise SavedStateError("saved present and deleted flags differ in length")
+        self.present.take(present)
+        self.deleted.take(deleted)
+        self._deleted_count, self._dropped_count = read_scalars(arrays, "counts", 2)
+        self.live = int(np.count_nonzero(present)) - int(np.count_nonzero(present & deleted))
 
     @property
     def pending_tombstones(self) -> int:

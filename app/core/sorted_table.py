@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
+from app.core.saved import SavedArrays, SavedStateError, wanted
 
 # Single inserts go to an unsorted tail scanned linearly by every query: 256 entries is a
 # scan of a few hundred nanoseconds per lane, and folding it into the sorted buffer costs
@@ -232,6 +233,28 @@ def _rows_in_range(run: Run, lane: int, bounds: KeyMatrix) -> RowVector:
     return run.rows[lane, start:end]
 
 
+def _named_runs(state: TableSnapshot) -> tuple[tuple[str, Run], ...]:
+    return (("main", state.main), ("middle", state.middle), ("buffer", state.buffer))
+
+
+def _checked_run(lanes: int, keys: KeyMatrix, rows: RowMatrix, directory: Directory) -> Run:
+    """A run of saved arrays, if they make one of this table's: SavedStateError if not."""
+    if keys.dtype != np.uint64 or rows.dtype != np.int32 or directory.dtype != np.int64:
+        raise SavedStateError("a saved run has other types than uint64 keys and int32 rows")
+    if keys.ndim != 2 or keys.shape[0] != lanes or rows.shape != keys.shape:
+        raise SavedStateError(f"a saved run of {keys.shape} is not one of {lanes} lanes")
+    run = Run(keys, rows, directory)
+    if len(run) >= MIN_DIRECTORY_ENTRIES:
+        fits = directory.shape[0] == lanes and _has_directory_of(run, directory_bits(len(run)))
+    else:
+        fits = directory.shape[0] == 0
+    if not fits:
+        raise SavedStateError(
+            f"a saved run of {len(run)} entries has a {directory.shape} directory"
+        )
+    return run
+
+
 class SortedTable:
     """Sorted uint64 keys in L lanes, with an insert buffer and a background-safe merge.
 
@@ -372,6 +395,43 @@ class SortedTable:
             return True
         finally:
             self._merge_lock.release()
+
+    def saved_arrays(self) -> SavedArrays:
+        """The entries as arrays that never change, for a segment: the runs as they are
+        (never written once made) and a copy of the tail. O(tail)."""
+        with self._write_lock:
+            state = self._snapshot
+            arrays: SavedArrays = {}
+            for name, run in _named_runs(state):
+                arrays[f"{name}.keys"] = run.keys
+                arrays[f"{name}.rows"] = run.rows
+                arrays[f"{name}.directory"] = run.directory
+            arrays["tail.keys"] = state.tail_keys[:, : state.tail_count].copy()
+            arrays["tail.rows"] = state.tail_rows[: state.tail_count].copy()
+        return arrays
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        """Take saved entries as this empty table's: the runs held as given (a mapped
+        file is not copied), the tail copied. SavedStateError when they do not fit
+        this table (lanes, types, a run's directory). O(L buckets + tail)."""
+        runs = []
+        for name in ("main", "middle", "buffer"):
+            keys = wanted(arrays, f"{name}.keys")
+            rows = wanted(arrays, f"{name}.rows")
+            directory = wanted(arrays, f"{name}.directory")
+            run = _checked_run(self.lanes, keys, rows, directory)
+            runs.append(run)
+        tail_keys, tail_rows = wanted(arrays, "tail.keys"), wanted(arrays, "tail.rows")
+        count = tail_rows.shape[0]
+        if tail_keys.shape != (self.lanes, count) or count > self.tail_capacity:
+            raise SavedStateError(f"a saved tail of {tail_keys.shape} does not fit")
+        keys_now, rows_now = self._new_tail()
+        keys_now[:, :count] = tail_keys
+        rows_now[:count] = tail_rows
+        with self._write_lock:
+            if len(self._snapshot):
+                raise ValueError("only an empty SortedTable adopts saved entries")
+            self._snapshot = TableSnapshot(runs[0], runs[1], runs[2], keys_now, rows_now, count)
 
     def lookup_range(self, lane: int, low: int, high: int) -> RowVector:
         """Rows whose key in ``lane`` lies in [low, high], in no particular order."""

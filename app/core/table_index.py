@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core.row_array import RowArray, RowBook
+from app.core.saved import ROWS_SUFFIX, SavedArrays, nested, part, wanted
 from app.core.sorted_table import SortedTable
 from app.core.types import Backlog
 
@@ -23,10 +24,18 @@ class TableIndex:
         self._table = SortedTable(lanes=lanes)
         self._rows = RowBook()
         self._values = values
+        # Whether a restart's per-row values are held as they were loaded, not copied.
+        self.adopted_values = False
 
     def __len__(self) -> int:
         """Live rows (inserted and not deleted)."""
         return self._rows.live
+
+    def holds(self, rows: npt.NDArray[np.integer]) -> bool:
+        """Whether every row was stored here (deleted since or not). O(rows)."""
+        present = self._rows.present.array
+        at = np.asarray(rows, dtype=np.int64)
+        return bool(np.all(at < len(present))) and bool(present[at].all())
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
         """Tombstone rows: filtered from results at once, dropped at the next merge."""
@@ -49,6 +58,24 @@ class TableIndex:
         """Fold the insert buffer into the sorted runs, dropping tombstoned rows."""
         # release_below: see RowBook.merge.
         return self._rows.merge(self._table, release_below)
+
+    def saved_arrays(self) -> SavedArrays:
+        """Everything the index holds, for a segment: the table's runs, the row book and
+        the per-row values. O(tail); the caller holds the writers off meanwhile."""
+        arrays = {
+            **nested("table", self._table.saved_arrays()),
+            **nested("book", self._rows.saved_arrays()),
+        }
+        if self._values is not None:
+            arrays["values" + ROWS_SUFFIX] = self._values.saved()
+        return arrays
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        """Take a segment's arrays as this empty index's (``saved_arrays``)."""
+        if self._values is not None:
+            self.adopted_values = self._values.take(wanted(arrays, "values" + ROWS_SUFFIX))
+        self._rows.adopt_saved(part(arrays, "book"))
+        self._table.adopt_saved(part(arrays, "table"))
 
     def memory_bytes(self) -> int:
         values = 0 if self._values is None else self._values.nbytes

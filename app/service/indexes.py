@@ -35,6 +35,7 @@ from app.core.rule import (
     equal_pairs,
     positions_of,
 )
+from app.core.saved import SavedArrays
 from app.core.table_index import TableIndex
 from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes
 from app.core.verify import candidate_threshold, search_bar
@@ -99,6 +100,12 @@ class DocumentIndex(Protocol):
         """Merge the buffer, dropping tombstones; every row below ``release_below`` was
         tombstoned before the call, so its bookkeeping may go once merged."""
 
+    def saved_arrays(self) -> SavedArrays:
+        """Everything the index holds, as arrays for a segment (app/core/saved.py)."""
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        """Take a segment's arrays as this empty index's."""
+
 
 class _Kept(Protocol):
     """What every core index keeps the same way: tombstones, backlog, memory, merges."""
@@ -108,6 +115,8 @@ class _Kept(Protocol):
     def memory_bytes(self) -> int: ...
     def needs_merge(self) -> bool: ...
     def merge(self, release_below: int = 0) -> bool: ...
+    def saved_arrays(self) -> SavedArrays: ...
+    def adopt_saved(self, arrays: SavedArrays) -> None: ...
 
 
 class _KeptMatcher:
@@ -129,6 +138,12 @@ class _KeptMatcher:
 
     def merge(self, release_below: int = 0) -> bool:
         return self.index.merge(release_below)
+
+    def saved_arrays(self) -> SavedArrays:
+        return self.index.saved_arrays()
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        self.index.adopt_saved(arrays)
 
 
 class TableMatcher(_KeptMatcher):

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from app.core.types import ExactHashes, MinHashes, SimHashes
 from app.storage.commit import Commit
+from app.storage.segments import SegmentStore
 
 # (timestamp, row): a retention expired every document at or below it.
 Mark = tuple[int, int]
@@ -106,6 +107,18 @@ class StoredCollection:
     next_row: int = 0
     # Retention: every document with (timestamp, row) at or below this expired (None: none).
     expired_through: Mark | None = None
+    # Documents below this row were read without their fingerprints (zeros): a segment
+    # holds them (app/storage/segments.py).
+    fingerprints_from: int = 0
+
+
+# (collection name, its settings) -> the row below which its segment holds fingerprints.
+SavedRows = Callable[[str, dict[str, Any]], int]
+
+
+def no_saved_rows(name: str, config: dict[str, Any]) -> int:
+    """No segment: every fingerprint is read."""
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +139,17 @@ class Store(Protocol):
     """Where the service records what it acknowledges. Every method returns only once the
     change is durable (for stores that are durable at all)."""
 
-    def load(self) -> list[StoredCollection]:
-        """Every collection with its live documents, for the start-up rebuild."""
+    # Where the indexes' segments are kept beside the record (None: nowhere).
+    segments: SegmentStore | None
+
+    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+        """Every collection with its live documents, for the start-up rebuild;
+        fingerprints only from the row ``saved_rows`` gives (a segment holds those
+        below)."""
+        ...
+
+    def load_collection(self, name: str) -> StoredCollection:
+        """One collection with every fingerprint."""
         ...
 
     def create_collection(self, name: str, config: dict[str, Any]) -> None: ...

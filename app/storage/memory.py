@@ -8,12 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from app.storage.base import CommitObserver, DocumentBatch, Eviction, Mark, StoredCollection
+from app.storage.base import (
+    CommitObserver,
+    DocumentBatch,
+    Eviction,
+    Mark,
+    SavedRows,
+    StoredCollection,
+    no_saved_rows,
+)
 from app.storage.commit import Commit, settled
+from app.storage.segments import SegmentStore
 
 
 class MemoryStore:
     """Keeps collections and documents in this process only: gone at exit."""
+
+    segments: SegmentStore | None = None  # nothing on disk
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -24,7 +35,10 @@ class MemoryStore:
         self._marks: dict[str, tuple[int, int] | None] = {}
         self._next_rows: dict[str, int] = {}
 
-    def load(self) -> list[StoredCollection]:
+    def load_collection(self, name: str) -> StoredCollection:
+        return next(stored for stored in self.load() if stored.name == name)
+
+    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
         with self._lock:
             loaded = []
             for name, config in self._configs.items():

@@ -18,14 +18,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from app.core.row_array import reserved_rows
 from app.errors import StorageUnavailable, StoreDamaged
-from app.storage.base import CommitObserver, DocumentBatch, Eviction, Mark, StoredCollection
+from app.storage.base import (
+    CommitObserver,
+    DocumentBatch,
+    Eviction,
+    Mark,
+    SavedRows,
+    StoredCollection,
+    no_saved_rows,
+)
 from app.storage.commit import Commit, settle
+from app.storage.segments import SegmentStore
 
 SCHEMA_VERSION = 3
 # The statements that bring a database of version v - 1 to version v, applied in order at
@@ -51,6 +60,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 GROUP_COMMIT_MAX_CHANGES = 512
 Synchronous = Literal["FULL", "NORMAL"]
 Change = Callable[[sqlite3.Connection], object]
+T = TypeVar("T")
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, ~1 us a change.
@@ -180,9 +190,20 @@ class SQLiteStore:
     """The Store interface on SQLite. ``synchronous`` FULL survives power loss, NORMAL
     survives a crash of the process (WAL), at a fraction of the fsyncs."""
 
-    def __init__(self, path: Path, synchronous: Synchronous = "FULL") -> None:
+    def __init__(
+        self,
+        path: Path,
+        synchronous: Synchronous = "FULL",
+        segments: SegmentStore | Literal["beside"] | None = "beside",
+    ) -> None:
+        """``segments``: where the index segments are kept ("beside": a directory next
+        to the database, named like it with .segments; None: none, every start
+        rebuilds the indexes from the documents)."""
         self.path = path
         self.synchronous = synchronous
+        self.segments = (
+            SegmentStore(path.with_suffix(".segments")) if segments == "beside" else segments
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = self._open()
         self._changes: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
@@ -316,8 +337,15 @@ class SQLiteStore:
                 "INSERT INTO collections (name, config) VALUES (?, ?)", (name, text)
             )
         )
+        if self.segments is not None:  # one a collection of this name left, if any
+            self.segments.remove(name)
 
     def drop_collection(self, name: str) -> None:
+        # The segment first: a crash before the drop commits leaves a collection that
+        # rebuilds, never a segment of a dropped collection beside a new one.
+        if self.segments is not None:
+            self.segments.remove(name)
+
         def drop(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM documents WHERE collection = ?", (name,))
             db.execute("DELETE FROM collections WHERE name = ?", (name,))
@@ -400,29 +428,52 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ reads
 
-    def load(self) -> list[StoredCollection]:
+    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
         """Every collection and its documents, columns built with numpy, not row by row,
         from one snapshot of the database (a read transaction on a connection of its own:
-        another process may be writing, as the service does under ``neardup export``)."""
+        another process may be writing, as the service does under ``neardup export``).
+        ``saved_rows(name, config)``: the row below which a collection's segment holds the
+        fingerprints: they are not read (zeros)."""
+        return self._read(lambda connection: self._load_from(connection, saved_rows))
+
+    def load_collection(self, name: str) -> StoredCollection:
+        """One collection with every fingerprint (a rebuild after a damaged segment)."""
+        for stored in self._read(lambda connection: self._load_from(connection, name=name)):
+            return stored
+        raise StoreDamaged(f"collection {name!r} vanished while loading")
+
+    def collection_configs(self) -> dict[str, dict[str, Any]]:
+        """Every collection's settings, by name."""
+        rows = self._read(lambda c: c.execute("SELECT name, config FROM collections").fetchall())
+        return {name: json.loads(text) for name, text in rows}
+
+    def _read(self, read: Callable[[sqlite3.Connection], T]) -> T:
         connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             connection.execute("BEGIN")
-            loaded = self._load_from(connection)
+            result = read(connection)
             connection.execute("COMMIT")
-            return loaded
+            return result
         finally:
             connection.close()
 
-    def _load_from(self, connection: sqlite3.Connection) -> list[StoredCollection]:
+    def _load_from(
+        self,
+        connection: sqlite3.Connection,
+        saved_rows: SavedRows = no_saved_rows,
+        name: str | None = None,
+    ) -> list[StoredCollection]:
         collections = connection.execute(
             "SELECT name, config, expired_timestamp, expired_row, next_row FROM collections "
-            "ORDER BY name"
+            "WHERE ?1 IS NULL OR name = ?1 ORDER BY name",
+            (name,),
         )
         loaded = []
         for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
             config = json.loads(config_text)
             num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
-            documents = self._load_documents(connection, name, num_perm)
+            fingerprints_from = saved_rows(name, config)
+            documents = self._load_documents(connection, name, num_perm, fingerprints_from)
             # Clusters named by a row that is not live: few, looked up by primary key.
             orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()
             names: dict[int, str] = {}
@@ -442,36 +493,40 @@ class SQLiteStore:
             ).fetchone()[0]
             next_row = max(0 if last is None else int(last) + 1, int(next_floor))
             mark = None if expired_timestamp is None else (expired_timestamp, expired_row)
-            loaded.append(StoredCollection(name, config, documents, names, next_row, mark))
+            loaded.append(
+                StoredCollection(name, config, documents, names, next_row, mark, fingerprints_from)
+            )
         return loaded
 
     def _load_documents(
-        self, connection: sqlite3.Connection, name: str, num_perm: int
+        self, connection: sqlite3.Connection, name: str, num_perm: int, fingerprints_from: int
     ) -> DocumentBatch:
         """A collection's live documents as columns, read LOAD_CHUNK_ROWS rows at a time
         into arrays sized from a count first: the rows' tuples of one chunk at most are
         alive at once (all of them at once cost ~5 KB a document at 3M, freed only after
-        the rebuild), and the signatures are copied once, into their final array."""
+        the rebuild), and the signatures are copied once, into their final array. Rows
+        below ``fingerprints_from`` (a segment holds theirs) get zeros for fingerprints."""
         (count,) = connection.execute(
             "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0", (name,)
         ).fetchone()
         rows = np.empty(count, dtype=np.int64)
         created_at = np.empty(count, dtype=np.float64)
         clusters = np.empty(count, dtype=np.int64)
-        simhash = np.empty(count, dtype=np.uint64)
+        simhash = np.zeros(count, dtype=np.uint64)
         # Where the signatures' index can hold them as they are (LSHIndex.insert).
         minhash = reserved_rows(count, (num_perm,), np.uint32)
-        exact = np.empty((count, 2), dtype=np.uint64)
+        exact = np.zeros((count, 2), dtype=np.uint64)
         timestamps = np.empty(count, dtype=np.int64)
         ids: list[str] = []
         metadata: list[dict[str, Any] | None] = []
         texts: list[str | None] = []
         shorts: list[str | None] = []
         cursor = connection.execute(
-            "SELECT row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
+            "SELECT row, id, created_at, cluster, metadata, CASE WHEN row >= ?2 THEN simhash END, "
+            "CASE WHEN row >= ?2 THEN minhash END, CASE WHEN row >= ?2 THEN exact END, text, "
             "short, coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER)) "
-            "FROM documents WHERE collection = ? AND deleted = 0 ORDER BY row",
-            (name,),
+            "FROM documents WHERE collection = ?1 AND deleted = 0 ORDER BY row",
+            (name, fingerprints_from),
         )
         done = 0
         while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
@@ -484,12 +539,15 @@ class SQLiteStore:
             created_at[done:end] = columns[2]
             clusters[done:end] = columns[3]
             metadata.extend(None if m is None else json.loads(m) for m in columns[4])
-            simhash[done:end] = np.array(columns[5], dtype=np.int64).view(np.uint64)
+            # Ascending rows: those from ``fingerprints_from`` on end the chunk.
+            first = done + int(np.searchsorted(rows[done:end], fingerprints_from))
+            skip = first - done
+            simhash[first:end] = np.array(columns[5][skip:], dtype=np.int64).view(np.uint64)
             if num_perm:
-                minhash[done:end] = np.frombuffer(b"".join(columns[6]), np.uint32).reshape(
+                minhash[first:end] = np.frombuffer(b"".join(columns[6][skip:]), np.uint32).reshape(
                     -1, num_perm
                 )
-            exact[done:end] = np.frombuffer(b"".join(columns[7]), np.uint64).reshape(-1, 2)
+            exact[first:end] = np.frombuffer(b"".join(columns[7][skip:]), np.uint64).reshape(-1, 2)
             texts.extend(columns[8])
             shorts.extend(columns[9])
             timestamps[done:end] = columns[10]

@@ -21,7 +21,7 @@ from app.core import _index_kernels, _kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
 from app.core.text import is_no_space_script
 from app.main import create_app
-from app.storage.base import StoredCollection
+from app.storage.base import SavedRows, StoredCollection, no_saved_rows
 from app.storage.memory import MemoryStore
 
 READY_TIMEOUT_SECONDS = 60
@@ -35,9 +35,9 @@ class _HeldStore(MemoryStore):
         super().__init__()
         self.release = release
 
-    def load(self) -> list[StoredCollection]:
+    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
         assert self.release.wait(READY_TIMEOUT_SECONDS), "the test never released the load"
-        return super().load()
+        return super().load(saved_rows)
 
 
 def test_a_503_while_rebuilding_says_when_to_retry(tmp_path: Path) -> None:

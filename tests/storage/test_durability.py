@@ -20,7 +20,7 @@ from app.errors import StorageUnavailable, StoreDamaged
 from app.main import DATABASE_FILE, create_app
 from app.storage import MemoryStore, StoredCollection
 from app.storage import sqlite as sqlite_module
-from app.storage.base import DocumentBatch, Eviction
+from app.storage.base import DocumentBatch, Eviction, SavedRows, no_saved_rows
 from app.storage.commit import Commit
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text, mutate_words
@@ -343,9 +343,9 @@ class _SlowStore(MemoryStore):
         super().__init__()
         self.release = release
 
-    def load(self) -> list[StoredCollection]:
+    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
         assert self.release.wait(30)
-        return super().load()
+        return super().load(saved_rows)
 
 
 def test_readiness_waits_for_the_rebuild_while_liveness_answers(tmp_path: Path) -> None:
@@ -521,7 +521,7 @@ def test_a_restart_holds_the_loaded_signatures_and_answers_as_before(tmp_path: P
     for client in make_client(tmp_path):
         registry = client.app.state.registry  # type: ignore[attr-defined]
         collection = registry.get("default")
-        assert collection._matcher.lsh.adopted_signatures
+        assert collection._matcher.lsh.adopted_values
         assert {i: client.get(f"{DOCS}/{i}/similar").json() for i in sample} == before
         for number in range(0, 40, 2):  # a new copy of each: found through the held column
             answer = client.post(DOCS, json={"id": f"y{number}", "text": texts[number]}).json()

@@ -41,11 +41,13 @@ import numpy.typing as npt
 from app.backends.embedded.matcher import Matcher, matches_of
 from app.backends.embedded.retention import Retention
 from app.backends.embedded.rows import RowTable
+from app.backends.embedded.saving import SegmentKeeper, restore_from_segment, saved_arrays
 from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.rule import Pairs
+from app.core.saved import SavedArrays
 from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
 from app.service.budget import DocumentBudget
@@ -64,6 +66,7 @@ from app.service.types import (
 )
 from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
 from app.storage.commit import Commit
+from app.storage.segments import Segment, Written
 
 __all__ = ["EVICTION_CHUNK", "GONE", "HIDDEN", "LIVE", "Collection"]
 
@@ -106,6 +109,7 @@ class Collection:
             wake_evictor,
         )
         self._last_eviction: Commit | None = None
+        self._segment = SegmentKeeper(name, store.segments, config.fixed())
         self._clock_floor = np.iinfo(np.int64).min  # the clock never goes back for us
         self.evicted = 0
         self.eviction_seconds = 0.0  # CPU time of the evictions in memory
@@ -388,19 +392,53 @@ class Collection:
 
     # ------------------------------------------------------------------ start, merges
 
-    def restore(self, stored: StoredCollection) -> None:
-        """Rebuild from the store (live documents, rows ascending), apply the retention
-        (what was expired stays so), then merge the indexes."""
+    def restore(self, stored: StoredCollection, segment: Segment | None = None) -> None:
+        """Rebuild from the store (live documents, rows ascending), the indexes of the
+        rows a ``segment`` covers taken from it (app/backends/embedded/saving.py), apply
+        the retention (what was expired stays so), then merge the indexes: all of them
+        when everything was inserted, those that need it otherwise."""
         with self._write_lock:
-            self.publish(stored.documents)
+            batch = stored.documents
+            if segment is None:
+                self.publish(batch)
+            else:
+                if stored.fingerprints_from != segment.rows_below:
+                    raise ValueError("the documents were not read for this segment")
+                later, _ = restore_from_segment(self._rows, self._matcher, batch, segment)
+                self._rows.record(batch)
+                self._budget.add(len(batch))
+                self._retention.held(batch.timestamp_column(), batch.rows)
+                self._matcher.insert(later, later.rows)
+                self._rows.name(batch)
+                self._segment.adopted(segment)
             self._rows.restored(stored)
             if stored.expired_through is not None:
                 mark = (int(stored.expired_through[0]), int(stored.expired_through[1]))
                 self._retention.restore(mark)
             self.expire_locked(self.now_locked())
-            self._matcher.merge(force=True, below=self._rows.low_row(), documents=len(self))
+            below = self._rows.low_row()
+            self._matcher.merge(force=segment is None, below=below, documents=len(self))
         if self._retention.expiring:
             self._wake_evictor()
+
+    def open_segment(self) -> Segment | None:
+        """This collection's verified segment, if it has one (SegmentDamaged if it does
+        not verify)."""
+        return self._segment.open()
+
+    def save_segment(self, *, everything: bool = False) -> Written | None:
+        """Write the index segment when enough rows came since the last one (with
+        ``everything``: any); None when none was written."""
+        with self._write_lock:
+            due = self._segment.due(self._rows.next_row, len(self), everything=everything)
+        if not due:
+            return None
+
+        def take() -> tuple[int, SavedArrays]:
+            with self._write_lock:
+                return saved_arrays(self._rows, self._matcher)
+
+        return self._segment.write(take)
 
     def merge(self, *, force: bool = False) -> bool:
         """Merge every index whose buffer, or count of tombstones, has grown enough (all

@@ -15,6 +15,7 @@ from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.row_array import RowArray
 from app.core.rule import METHODS_OF_BITS, Pairs, Part, combined, pairs_within_batch, score
+from app.core.saved import SavedArrays, nested, part
 from app.core.types import Backlog, Rows
 from app.errors import InvalidDocument
 from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
@@ -212,6 +213,25 @@ class Matcher:
 
     def memory_bytes(self) -> int:
         return sum(index.memory_bytes() for index in self._every_index())
+
+    # ------------------------------------------------------------------ segments
+
+    def saved_arrays(self) -> SavedArrays:
+        """Every index's arrays, each under its name (a segment's contents)."""
+        arrays: SavedArrays = {}
+        for index in self._every_index():
+            arrays.update(nested(index.name, index.saved_arrays()))
+        return arrays
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        """Take a segment's arrays as the indexes' (all empty); SavedStateError where
+        they do not fit."""
+        for index in self._every_index():
+            index.adopt_saved(part(arrays, index.name))
+
+    def holds(self, rows: Rows) -> bool:
+        """Whether every row was indexed (the exact index holds every document)."""
+        return self._exact.holds(rows)
 
 
 def matches_of(

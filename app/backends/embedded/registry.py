@@ -3,11 +3,14 @@ fast (the merger) and within their retention (the evictor)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from typing import Any
 
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
 from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
+from app.core.saved import SavedStateError
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
@@ -22,6 +25,9 @@ from app.service.types import (
 )
 from app.storage.base import Store
 from app.storage.memory import MemoryStore
+from app.storage.segments import Segment, SegmentDamaged
+
+log = logging.getLogger("neardup")
 
 # The merger wakes when a writer asks, and at least this often to catch up after bursts.
 MERGE_POLL_SECONDS = 1.0
@@ -86,16 +92,62 @@ class Registry:
         )
 
     def open(self) -> None:
-        """Rebuild every stored collection, create ``default`` if it is missing, and
-        compile the kernels, so that the first request after /readyz is not slow."""
-        for stored in self._store.load():
-            config = CollectionConfig.from_dict(stored.config)
-            collection = self._new(stored.name, config)
-            collection.restore(stored)
+        """Rebuild every stored collection (its indexes from its segment where one
+        verifies, app/backends/embedded/saving.py), create ``default`` if it is missing,
+        and compile the kernels, so that the first request after /readyz is not slow."""
+        opened: dict[str, tuple[Collection, Segment]] = {}
+
+        def saved_rows(name: str, config: dict[str, Any]) -> int:
+            collection = self._new(name, CollectionConfig.from_dict(config))
+            try:
+                segment = collection.open_segment()
+            except SegmentDamaged as error:
+                self._drop_segment(name, error)
+                return 0
+            if segment is None:
+                return 0
+            opened[name] = (collection, segment)
+            return segment.rows_below
+
+        for stored in self._store.load(saved_rows):
+            collection, segment = opened.pop(stored.name, (None, None))
+            if collection is None or segment is None:
+                collection = self._new(stored.name, CollectionConfig.from_dict(stored.config))
+                collection.restore(stored)
+            else:
+                try:
+                    collection.restore(stored, segment)
+                except SavedStateError as error:
+                    self._drop_segment(stored.name, error)
+                    del collection, segment
+                    collection = self._new(stored.name, CollectionConfig.from_dict(stored.config))
+                    collection.restore(self._store.load_collection(stored.name))
             self._collections[stored.name] = collection
+        if self._store.segments is not None:
+            self._store.segments.remove_others(set(self._collections))
         if DEFAULT_COLLECTION not in self._collections:
             self.create(DEFAULT_COLLECTION, CollectionConfig())
         warm_up()
+
+    def _drop_segment(self, name: str, error: Exception) -> None:
+        """A segment that cannot be used: said, removed, and the collection rebuilt."""
+        log.warning(
+            "the index segment of collection %r cannot be used (%s): rebuilding its "
+            "indexes from the database",
+            name,
+            error,
+        )
+        if self._store.segments is not None:
+            self._store.segments.remove(name)
+
+    def save_segments(self, *, everything: bool = False) -> int:
+        """Write the segment of every collection that is due one (with ``everything``:
+        every collection with rows since its last). Returns how many were written."""
+        written = 0
+        for collection in list(self._collections.values()):
+            if collection.save_segment(everything=everything) is not None:
+                written += 1
+        return written
 
     def create(self, name: str, config: CollectionConfig) -> tuple[Collection, bool]:
         """(collection, created). An existing collection with the same fixed settings takes
@@ -237,6 +289,7 @@ class Registry:
                         # The arrays a merge replaced are free now: give them back
                         # (now and then: see PeriodicTrim).
                         self._trim()
+            self.save_segments()
 
     def close(self) -> None:
         self._stopping.set()
@@ -245,4 +298,7 @@ class Registry:
         for thread in (self._merger, self._evictor):
             if thread is not None:
                 thread.join()
+        # A start then replays nothing (a kill midway leaves the last segment, which
+        # is as good, only older).
+        self.save_segments(everything=True)
         self._store.close()
