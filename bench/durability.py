@@ -363,11 +363,11 @@ class SyncCounter:
 
 
 def rss_of(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process, in bytes."""
+    """VmRSS, VmHWM (peak), RssAnon and RssFile (mapped files) of a process, in bytes."""
     values = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
             values[key] = int(rest.split()[0]) * 1024
     return values
 
@@ -659,15 +659,17 @@ def insert_tables(results: InsertResults) -> str:
 # ---------------------------------------------------------------------- part 2
 
 
-def build_database(path: Path, count: int, seed: int) -> float:
-    """Write ``count`` documents of ``default`` with random fingerprints; seconds taken."""
+def build_database(path: Path, count: int, seed: int, first_row: int = 0) -> float:
+    """Write ``count`` documents of ``default`` with random fingerprints (rows from
+    ``first_row``: a database that has the earlier ones gets more); seconds taken."""
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
     store = SQLiteStore(path)
-    store.create_collection("default", CollectionConfig().to_dict())
+    if not first_row:
+        store.create_collection("default", CollectionConfig().to_dict())
     now = time.time()
-    for first in range(0, count, STARTUP_CHUNK):
-        size = min(STARTUP_CHUNK, count - first)
+    for first in range(first_row, first_row + count, STARTUP_CHUNK):
+        size = min(STARTUP_CHUNK, first_row + count - first)
         rows = np.arange(first, first + size, dtype=np.int64)
         store.add_documents(
             "default",

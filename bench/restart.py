@@ -1,0 +1,184 @@
+"""A restart of the embedded service at size: from its index segments, and rebuilt from
+SQLite alone (issue 27).
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.restart --docs 1000000 [--runs 3] [--later 50000]
+
+A data directory whose database holds N documents of ``default`` with random
+fingerprints (bench/durability.py's, no texts) is written directly through SQLiteStore.
+Then the real ``neardup serve`` (devkit/server.py) is started on it:
+
+1. **rebuild**: no segment on disk, every index built from SQLite (the path of a first
+   start, and of a damaged segment). Stopped cleanly: the stop writes the segment.
+2. **segments**, ``--runs`` times: started on the segment, then stopped with SIGKILL
+   (no segment written at the stop: each run maps the same one).
+3. **segments + later rows**: ``--later`` more documents are written to the database
+   directly (as a service killed after its last segment would have left them), and the
+   service is started again: it maps the segment and replays those rows.
+
+Each start is timed from spawning the process to /readyz 200; its memory is read from
+/proc when ready (VmRSS, and apart RssAnon and RssFile, the pages of mapped segment
+files) with VmHWM, the peak over the start. Then ``--queries`` searches of stored
+documents (GET .../documents/{id}/similar of random ids, one at a time): the first
+``--cold`` reported apart (the first queries after a start), and the rest. Nothing is
+pinned; the client runs beside the server on the same machine. Printed, and written to
+bench/results/restart-<N>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+import devkit.server
+from app.main import DATABASE_FILE
+from bench.durability import build_database, megabytes, rss_of
+from devkit.harness import markdown_table, write_result
+from devkit.server import Server
+
+
+@dataclass
+class Start:
+    kind: str
+    ready: float
+    memory: dict[str, int]
+    cold: list[float]
+    warm: list[float]
+    stop: float | None = None
+
+
+def searches(server: Server, documents: int, count: int, seed: int) -> list[float]:
+    """Seconds of ``count`` similar-by-id searches of random stored documents."""
+    rng = np.random.default_rng(seed)
+    took = []
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for number in rng.integers(0, documents, count).tolist():
+            started = time.perf_counter()
+            response = client.get(f"/v1/collections/default/documents/d{number}/similar")
+            took.append(time.perf_counter() - started)
+            if response.status_code != 200:
+                raise RuntimeError(f"search answered {response.status_code}: {response.text}")
+    return took
+
+
+def start(
+    data_dir: Path, kind: str, documents: int, queries: int, cold: int, *, clean_stop: bool
+) -> Start:
+    devkit.server.STARTUP_SECONDS = 1800
+    server = Server(data_dir, NEARDUP_LOG_LEVEL="warning")
+    began = time.perf_counter()
+    server.start()
+    ready = time.perf_counter() - began
+    assert server.process is not None
+    memory = rss_of(server.process.pid)
+    took = searches(server, documents, queries, seed=len(kind))
+    result = Start(kind, ready, memory, took[:cold], took[cold:])
+    if clean_stop:
+        began = time.perf_counter()
+        if server.stop(1800) != 0:
+            raise RuntimeError(f"the server did not stop cleanly: {server.output()}")
+        result.stop = time.perf_counter() - began
+    else:
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+    return result
+
+
+def milliseconds(values: Sequence[float], q: float) -> str:
+    return f"{np.quantile(np.array(values), q) * 1000:.2f}" if values else "-"
+
+
+def segment_bytes(data_dir: Path) -> int:
+    root = data_dir / Path(DATABASE_FILE).with_suffix(".segments")
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
+def table(starts: list[Start], documents: int) -> str:
+    rows = []
+    for run in starts:
+        memory = run.memory
+        rows.append(
+            [
+                run.kind,
+                f"{run.ready:.1f}",
+                f"{memory['VmRSS'] / documents:,.0f}",
+                f"{memory['RssAnon'] / documents:,.0f} / {memory['RssFile'] / documents:,.0f}",
+                f"{memory['VmHWM'] / documents:,.0f} ({memory['VmHWM'] / memory['VmRSS']:.2f}x)",
+                f"{milliseconds(run.cold, 0.5)} / {milliseconds(run.cold, 0.99)}",
+                f"{milliseconds(run.warm, 0.5)} / {milliseconds(run.warm, 0.99)}",
+                "-" if run.stop is None else f"{run.stop:.1f}",
+            ]
+        )
+    header = [
+        "start",
+        "to ready s",
+        "RSS B/doc",
+        "anon / file B/doc",
+        "peak B/doc (x RSS)",
+        "first queries p50 / p99 ms",
+        "then p50 / p99 ms",
+        "clean stop s",
+    ]
+    return markdown_table(header, rows)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--docs", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3, help="starts from the segment")
+    parser.add_argument("--later", type=int, default=50_000, help="rows after the segment")
+    parser.add_argument("--queries", type=int, default=3000)
+    parser.add_argument("--cold", type=int, default=200, help="first queries reported apart")
+    parser.add_argument("--scratch", type=Path, default=None, help="where the data goes")
+    arguments = parser.parse_args(argv)
+    documents = arguments.docs
+    scratch = Path(tempfile.mkdtemp(prefix="neardup-restart-", dir=arguments.scratch))
+    try:
+        data_dir = scratch / "data"
+        database = data_dir / DATABASE_FILE
+        built = build_database(database, documents, seed=7)
+        print(f"built {documents:,} documents in {built:.1f} s", flush=True)
+        queries, cold = arguments.queries, arguments.cold
+        first = start(data_dir, "rebuild (no segment)", documents, queries, cold, clean_stop=True)
+        starts = [first]
+        print(table(starts, documents), flush=True)
+        written = segment_bytes(data_dir)
+        print(f"segment: {megabytes(written)} ({written / documents:,.0f} B/doc)", flush=True)
+        for number in range(arguments.runs):
+            kind = f"segment, run {number + 1}"
+            starts.append(start(data_dir, kind, documents, queries, cold, clean_stop=False))
+            print(table(starts[-1:], documents), flush=True)
+        build_database(database, arguments.later, seed=8, first_row=documents)
+        total = documents + arguments.later
+        kind = f"segment + {arguments.later:,} later rows"
+        starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True))
+        text = "\n\n".join(
+            [
+                f"{documents:,} documents (random fingerprints, no texts), segment "
+                f"{megabytes(written)} ({written / documents:,.0f} B/doc); "
+                f"{os.cpu_count()} cores, nothing pinned",
+                table(starts, documents),
+                "Segment starts, medians: ready "
+                f"{statistics.median(s.ready for s in starts[1:-1]):.1f} s",
+            ]
+        )
+        print(text)
+        write_result(f"restart-{documents}.md", text)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

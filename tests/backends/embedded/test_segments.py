@@ -1,0 +1,224 @@
+"""A restart from index segments (app/backends/embedded/saving.py) answers exactly as the
+service that never restarted, and as a rebuild from SQLite alone: after inserts, deletes,
+replacements, merges and evictions, with rows after the last segment to replay, and with
+segments that are damaged, of other settings, or written by a process killed midway."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.backends.embedded.registry import Registry
+from app.collection_config import (
+    CollectionConfig,
+    NgramConfig,
+    PassagesConfig,
+    RetentionConfig,
+    ShingleConfig,
+)
+from app.errors import UnknownDocument
+from app.service.types import InsertOptions, NewDocument, Query
+from app.storage.segments import MANIFEST, SegmentStore
+from app.storage.sqlite import SQLiteStore
+from devkit.corpus import english_like_text, mutate_words
+
+CONFIGS = {
+    "plain": CollectionConfig(),
+    "full": CollectionConfig(
+        shingle=ShingleConfig(unit="word", size=3),
+        ngram=NgramConfig(enabled=True),
+        passages=PassagesConfig(enabled=True),
+        retention=RetentionConfig(max_documents=700),
+    ),
+}
+
+
+def stream_texts(seed: int, count: int) -> list[str]:
+    """Texts with near-duplicates among them, long and short (the n-gram index's)."""
+    rng = random.Random(seed)
+    bases = [english_like_text(rng, rng.choice([60, 400, 1500])) for _ in range(count // 3)]
+    return [mutate_words(rng, rng.choice(bases), rng.choice([0, 0.02, 0.1])) for _ in range(count)]
+
+
+def run_stream(registry: Registry, seed: int, *, save_at: set[int]) -> list[str]:
+    """A seeded stream of batches, deletes, replacements, merges and evictions into every
+    collection; a segment written after the steps in ``save_at``. Returns the texts."""
+    rng = random.Random(seed)
+    texts = stream_texts(seed, 1600)
+    for name, config in CONFIGS.items():
+        registry.create(name, config)
+    for step in range(16):
+        for name in CONFIGS:
+            collection = registry.get(name)
+            first = step * 100
+            batch = [NewDocument(texts[i], f"d{i}", {"i": i}) for i in range(first, first + 100)]
+            collection.insert(batch)
+            for _ in range(5):
+                with contextlib.suppress(UnknownDocument):  # deleted or evicted already
+                    collection.delete(f"d{rng.randrange(first + 100)}")
+            if step % 5 == 2:  # replace a document's text under its id
+                victim = f"d{rng.randrange(first + 100)}"
+                replaced = NewDocument(texts[rng.randrange(1600)], victim)
+                collection.insert([replaced], InsertOptions(replace=True))
+            if step % 4 == 3:
+                collection.merge(force=True)
+        registry.evict()
+        if step in save_at:
+            assert registry.save_segments(everything=True) == len(CONFIGS)
+    return texts
+
+
+def answers(registry: Registry, texts: list[str]) -> dict[str, Any]:
+    """What a client sees of each collection: searches, similar documents, documents."""
+    seen: dict[str, Any] = {}
+    query = Query(limit=50)
+    for name in CONFIGS:
+        collection = registry.get(name)
+        seen[f"{name} stats"] = {
+            key: collection.stats()[key] for key in ("documents", "duplicates", "expiring")
+        }
+        for number in range(0, len(texts), 37):
+            seen[f"{name} search {number}"] = collection.search(texts[number], query)
+            document_id = f"d{number}"
+            try:
+                seen[f"{name} get {number}"] = collection.get(document_id)
+                seen[f"{name} similar {number}"] = collection.similar(document_id, query)
+            except UnknownDocument as error:
+                seen[f"{name} get {number}"] = type(error).__name__
+    return seen
+
+
+# Every registry's clock: the documents' insert times are part of the answers.
+NOW = 1_800_000_000.0
+
+
+def opened(path: Path, segments: bool = True) -> Registry:
+    store = SQLiteStore(path, segments="beside" if segments else None)
+    registry = Registry(store, clock=lambda: NOW)
+    registry.open()
+    for collection in registry.list():
+        collection._check()
+    return registry
+
+
+def test_a_restart_from_segments_answers_as_the_service_that_never_restarted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    texts = run_stream(running, seed=1, save_at={6, 11})
+    expected = answers(running, texts)
+    segments = SegmentStore(path.with_suffix(".segments"))
+    covered = segments.manifest("full")
+    assert covered is not None and 0 < covered["rows_below"] < running.get("full")._rows.next_row
+    # Killed, as far as the segments know: the rows after step 11 are replayed.
+    running._store.close()
+    restarted = opened(path)
+    full = restarted.get("full")
+    assert full._segment.rows_below == covered["rows_below"]  # taken from it, then replayed
+    assert full._matcher.lsh is not None and full._matcher.lsh.adopted_values
+    assert answers(restarted, texts) == expected
+    rebuilt = opened(path, segments=False)
+    assert answers(rebuilt, texts) == expected
+    rebuilt._store.close()
+    # The restarted service goes on: inserts, deletes, a merge; then a clean stop writes
+    # its segments, and both kinds of start answer as it did.
+    for name in CONFIGS:
+        collection = restarted.get(name)
+        collection.insert([NewDocument(texts[3], "late"), NewDocument(texts[1590], "late2")])
+        with contextlib.suppress(UnknownDocument):  # evicted
+            collection.delete("d1590")
+        collection.merge(force=True)
+        collection._check()
+    after = answers(restarted, texts)
+    assert after != expected
+    restarted.close()
+    assert answers(opened(path), texts) == after
+    assert answers(opened(path, segments=False), texts) == after
+
+
+def _break(segments: SegmentStore, how: str) -> None:
+    directory = segments.directory("full")
+    if how == "bit flipped":
+        data = sorted(path for path in directory.iterdir() if path.name.endswith(".bin"))
+        biggest = max(data, key=lambda path: path.stat().st_size)
+        content = bytearray(biggest.read_bytes())
+        content[len(content) // 2] ^= 0x01
+        biggest.write_bytes(bytes(content))
+    elif how == "truncated":
+        data = [path for path in directory.iterdir() if path.name.endswith(".bin")]
+        victim = max(data, key=lambda path: path.stat().st_size)
+        victim.write_bytes(victim.read_bytes()[:100])
+    elif how == "other settings":
+        # The segment of a collection with other fixed settings, under this one's name.
+        shutil.rmtree(directory)
+        shutil.copytree(segments.directory("plain"), directory)
+        manifest = (directory / MANIFEST).read_text().replace('"plain"', '"full"')
+        (directory / MANIFEST).write_text(manifest)
+
+
+@pytest.mark.parametrize("how", ["bit flipped", "truncated", "other settings"])
+def test_a_damaged_segment_is_rebuilt_from_sqlite(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    texts = run_stream(running, seed=2, save_at={9})
+    expected = answers(running, texts)
+    running._store.close()
+    segments = SegmentStore(path.with_suffix(".segments"))
+    _break(segments, how)
+    restarted = opened(path)
+    assert "cannot be used" in caplog.text and "'full'" in caplog.text
+    assert answers(restarted, texts) == expected
+    assert segments.manifest("full") is None  # removed: the next stop writes a good one
+    restarted.close()
+    assert segments.manifest("full") is not None
+    assert answers(opened(path), texts) == expected
+
+
+KILLED_SAVE = """
+import sys
+from pathlib import Path
+from app.backends.embedded.registry import Registry
+from app.storage.segments import SegmentStore
+from app.storage.sqlite import SQLiteStore
+from tests.backends.embedded.test_segments import NOW, run_stream
+path = Path(sys.argv[1])
+segments = SegmentStore(path.with_suffix(".segments"))
+registry = Registry(SQLiteStore(path, segments=segments), clock=lambda: NOW)
+registry.open()
+run_stream(registry, seed=3, save_at={4})
+for collection in registry.list():
+    collection.flush()
+segments._fail_at = sys.argv[2]  # the next write is killed at this step
+registry.save_segments(everything=True)
+"""
+
+
+@pytest.mark.parametrize("step", ["files-synced", "manifest", "renamed"])
+def test_a_service_killed_while_writing_segments_restarts_correctly(
+    tmp_path: Path, step: str
+) -> None:
+    """A process that wrote its documents and was killed at a step of a segment write
+    (SIGKILL, no clean-up): the restart answers as a service that ran the same stream."""
+    path = tmp_path / "killed" / "neardup.db"
+    path.parent.mkdir()
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_SAVE, str(path), step],
+        capture_output=True,
+        timeout=300,
+        cwd=Path(__file__).parents[3],
+    )
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    reference = opened(tmp_path / "reference" / "neardup.db")
+    texts = run_stream(reference, seed=3, save_at=set())
+    restarted = opened(path)
+    assert answers(restarted, texts) == answers(reference, texts)
