@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from app.core.row_array import reserved_rows
 from app.errors import StorageUnavailable, StoreDamaged
@@ -184,6 +185,24 @@ def _apply_change(
     if not alone:
         connection.execute("RELEASE change")
     return None
+
+
+def _not_among(
+    values: npt.NDArray[np.int64], ascending: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The distinct values not in ``ascending`` (sorted, distinct): np.setdiff1d without
+    its two hash passes over every document (1.2 s at 1M), as most documents name their
+    own cluster. O(n + k log n) for k values that are not their own row."""
+    others = (
+        np.unique(values[values != ascending])
+        if len(values) == len(ascending)
+        else np.unique(values)
+    )
+    at = np.searchsorted(ascending, others)
+    found = at < len(ascending)
+    found[found] = ascending[at[found]] == others[found]
+    missing: npt.NDArray[np.int64] = others[~found]
+    return missing
 
 
 class SQLiteStore:
@@ -475,7 +494,7 @@ class SQLiteStore:
             fingerprints_from = saved_rows(name, config)
             documents = self._load_documents(connection, name, num_perm, fingerprints_from)
             # Clusters named by a row that is not live: few, looked up by primary key.
-            orphans = np.setdiff1d(documents.clusters, documents.rows).tolist()
+            orphans = _not_among(documents.clusters, documents.rows).tolist()
             names: dict[int, str] = {}
             for row in orphans:
                 found = connection.execute(

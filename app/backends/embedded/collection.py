@@ -451,8 +451,14 @@ class Collection:
         return self._matcher.needs_merge(len(self))
 
     def _check(self) -> None:
-        """Assert the bookkeeping (tests): states, counts, ids, clusters, the time order."""
+        """Assert the bookkeeping (tests): states, counts, ids, clusters, the time order,
+        every index's invariants."""
         with self._write_lock:
+            self._matcher._check()
             live = self._rows._check()
             state = self._rows.state.array[: self._rows.next_row]
-            self._retention._check(live, int(np.count_nonzero(state == HIDDEN)))
+            hidden = int(np.count_nonzero(state == HIDDEN))
+            self._retention._check(live, hidden)
+            # Every row the indexes hold untombstoned is LIVE or HIDDEN (GONE ones removed).
+            held = self._matcher.indexed()
+            assert held == len(live) + hidden, f"indexes hold {held}, not {len(live) + hidden}"

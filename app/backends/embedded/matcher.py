@@ -229,6 +229,15 @@ class Matcher:
         for index in self._every_index():
             index.adopt_saved(part(arrays, index.name))
 
+    def _check(self) -> None:
+        """Assert every index's invariants (tests, ``neardup check``)."""
+        for index in self._every_index():
+            index.index._check()
+
+    def indexed(self) -> int:
+        """Rows indexed and not removed (the exact index holds every document)."""
+        return len(self._exact)
+
     def holds(self, rows: Rows) -> bool:
         """Whether every row was indexed (the exact index holds every document)."""
         return self._exact.holds(rows)

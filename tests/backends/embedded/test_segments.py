@@ -6,15 +6,19 @@ segments that are damaged, of other settings, or written by a process killed mid
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from app.backends.embedded.check import check_store
 from app.backends.embedded.registry import Registry
 from app.collection_config import (
     CollectionConfig,
@@ -23,11 +27,14 @@ from app.collection_config import (
     RetentionConfig,
     ShingleConfig,
 )
+from app.core.saved import SavedArrays
 from app.errors import UnknownDocument
+from app.main import DATABASE_FILE
 from app.service.types import InsertOptions, NewDocument, Query
 from app.storage.segments import MANIFEST, SegmentStore
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text, mutate_words
+from devkit.server import neardup_command
 
 CONFIGS = {
     "plain": CollectionConfig(),
@@ -123,7 +130,6 @@ def test_a_restart_from_segments_answers_as_the_service_that_never_restarted(
     restarted = opened(path)
     full = restarted.get("full")
     assert full._segment.rows_below == covered["rows_below"]  # taken from it, then replayed
-    assert full._matcher.lsh is not None and full._matcher.lsh.adopted_values
     assert answers(restarted, texts) == expected
     rebuilt = opened(path, segments=False)
     assert answers(rebuilt, texts) == expected
@@ -222,3 +228,63 @@ def test_a_service_killed_while_writing_segments_restarts_correctly(
     texts = run_stream(reference, seed=3, save_at=set())
     restarted = opened(path)
     assert answers(restarted, texts) == answers(reference, texts)
+
+
+def _rewritten(segments: SegmentStore, name: str, change: Callable[[SavedArrays], None]) -> None:
+    """The collection's segment written again, changed, with checksums that verify."""
+    manifest = segments.manifest(name)
+    assert manifest is not None
+    segment = segments.open(name, manifest["settings"])
+    assert segment is not None
+    arrays = {key: np.array(array) for key, array in segment.arrays.items()}
+    change(arrays)
+    segments.write(name, manifest["settings"], segment.rows_below, arrays)
+
+
+def _flip_simhash(arrays: SavedArrays) -> None:
+    arrays["rows/simhash@rows"][40] ^= np.uint64(1)
+
+
+def _shuffle_a_run(arrays: SavedArrays) -> None:
+    keys = arrays["indexes/exact/table/main.keys"]
+    keys[0, [3, 9]] = keys[0, [9, 3]]
+
+
+def test_neardup_check_verifies_segments_against_the_database(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    path = data_dir / DATABASE_FILE
+    running = opened(path)
+    run_stream(running, seed=4, save_at=set())
+    documents = len(running.get("full"))
+    running.close()
+    store = SQLiteStore(path)
+    reports = {report["collection"]: report for report in check_store(store)}
+    assert {name: report["segment"] for name, report in reports.items()} == {
+        "default": "none",  # empty: nothing to write
+        "plain": "ok",
+        "full": "ok",
+    }
+    assert reports["full"]["documents"] == documents
+    segments = SegmentStore(path.with_suffix(".segments"))
+    _rewritten(segments, "plain", _flip_simhash)
+    _rewritten(segments, "full", _shuffle_a_run)
+    reports = {report["collection"]: report for report in check_store(store)}
+    assert reports["plain"]["segment"] == "damaged"
+    assert "simhash of row 40 differs" in reports["plain"]["problem"]
+    assert reports["full"]["segment"] == "damaged"
+    assert "do not check" in reports["full"]["problem"]
+    store.close()
+    # The command: one JSON line a collection, exit 1 when any is damaged.
+    command = subprocess.run(
+        [neardup_command(), "check", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert command.returncode == 1, command.stderr
+    lines = [json.loads(line) for line in command.stdout.splitlines()]
+    assert [(line["collection"], line["segment"]) for line in lines] == [
+        ("default", "none"),
+        ("full", "damaged"),
+        ("plain", "damaged"),
+    ]
