@@ -187,6 +187,101 @@ def _apply_change(
     return None
 
 
+# Rows of a collection whose records one aggregate reads: its strings stay under ~100 MB.
+RECORD_CHUNK_ROWS = 1 << 20
+# Every column SQLite aggregates into one string per range of rows, in the same order,
+# parsed by numpy: created_at with 17 significant digits (it reads back exactly), ids and
+# metadata separated by NUL (an id is printable, JSON has no raw control characters).
+_RECORDS = (
+    "SELECT count(*), group_concat(row), group_concat(id, char(0)), "
+    "group_concat(printf('%!.17g', created_at)), group_concat(cluster), "
+    "group_concat(coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER))), "
+    "group_concat(coalesce(metadata, ''), char(0)) FROM (SELECT row, id, created_at, cluster, "
+    "timestamp, metadata FROM documents "
+    "WHERE collection = ? AND deleted = 0 AND row >= ? AND row < ? ORDER BY row)"
+)
+
+
+def _numbers(text: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    parsed: npt.NDArray[Any] = np.fromstring(text, dtype=dtype, sep=",")
+    return parsed
+
+
+class _Records:
+    """The records of a collection's live documents, filled range of rows by range."""
+
+    def __init__(self, count: int) -> None:
+        self.rows = np.empty(count, dtype=np.int64)
+        self.created_at = np.empty(count, dtype=np.float64)
+        self.clusters = np.empty(count, dtype=np.int64)
+        self.timestamps = np.empty(count, dtype=np.int64)
+        self.ids: list[str] = []
+        self.metadata: list[dict[str, Any] | None] = []
+        self.done = 0
+
+    def read(self, connection: sqlite3.Connection, name: str, start: int, end: int) -> None:
+        number, rows, ids, created, clusters, stamps, metadata = connection.execute(
+            _RECORDS, (name, start, end)
+        ).fetchone()
+        if not number:
+            return
+        at, until = self.done, self.done + number
+        if until > len(self.rows):  # one snapshot: the count cannot be short
+            raise StoreDamaged(f"{name}: more documents than counted while loading")
+        columns = (
+            (self.rows, rows, np.int64),
+            (self.clusters, clusters, np.int64),
+            (self.timestamps, stamps, np.int64),
+            (self.created_at, created, np.float64),
+        )
+        for column, text, dtype in columns:
+            parsed = _numbers(text, dtype)
+            if len(parsed) != number:
+                raise StoreDamaged(f"{name}: a column of {number} documents read as {len(parsed)}")
+            column[at:until] = parsed
+        names = ids.split("\0")
+        if len(names) != number:  # an imported id with a NUL in it: read them one by one
+            names = [
+                found
+                for (found,) in connection.execute(
+                    "SELECT id FROM documents WHERE collection = ? AND deleted = 0 "
+                    "AND row >= ? AND row < ? ORDER BY row",
+                    (name, start, end),
+                )
+            ]
+        self.ids.extend(names)
+        if metadata.count("\0") == number - 1 and len(metadata) == number - 1:
+            self.metadata.extend([None] * number)  # none has metadata: the usual case
+        else:
+            self.metadata.extend(json.loads(m) if m else None for m in metadata.split("\0"))
+        self.done = until
+
+
+def _texts(
+    connection: sqlite3.Connection, name: str, rows: npt.NDArray[np.int64]
+) -> tuple[list[str | None] | None, list[str | None] | None]:
+    """(texts, shorts) of the live documents ``rows``, each None where no document has
+    one: only the rows that have either are fetched, in one pass."""
+    texts: list[str | None] = [None] * len(rows)
+    shorts: list[str | None] = [None] * len(rows)
+    has_text = has_short = False
+    cursor = connection.execute(
+        "SELECT row, text, short FROM documents WHERE collection = ? AND deleted = 0 "
+        "AND (text IS NOT NULL OR short IS NOT NULL) ORDER BY row",
+        (name,),
+    )
+    while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
+        numbers, chunk_texts, chunk_shorts = zip(*chunk, strict=True)
+        at = np.searchsorted(rows, np.array(numbers, dtype=np.int64))
+        if int(at[-1]) >= len(rows) or not np.array_equal(rows[at], numbers):
+            raise StoreDamaged(f"{name}: the documents changed while loading")
+        for position, text, short in zip(at.tolist(), chunk_texts, chunk_shorts, strict=True):
+            texts[position], shorts[position] = text, short
+            has_text = has_text or text is not None
+            has_short = has_short or short is not None
+    return (texts if has_text else None), (shorts if has_short else None)
+
+
 def _not_among(
     values: npt.NDArray[np.int64], ascending: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
@@ -490,9 +585,8 @@ class SQLiteStore:
         loaded = []
         for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
             config = json.loads(config_text)
-            num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
             fingerprints_from = saved_rows(name, config)
-            documents = self._load_documents(connection, name, num_perm, fingerprints_from)
+            documents = self._load_documents(connection, name, config, fingerprints_from)
             # Clusters named by a row that is not live: few, looked up by primary key.
             orphans = _not_among(documents.clusters, documents.rows).tolist()
             names: dict[int, str] = {}
@@ -518,74 +612,70 @@ class SQLiteStore:
         return loaded
 
     def _load_documents(
-        self, connection: sqlite3.Connection, name: str, num_perm: int, fingerprints_from: int
+        self,
+        connection: sqlite3.Connection,
+        name: str,
+        config: dict[str, Any],
+        fingerprints_from: int,
     ) -> DocumentBatch:
-        """A collection's live documents as columns, read LOAD_CHUNK_ROWS rows at a time
-        into arrays sized from a count first: the rows' tuples of one chunk at most are
-        alive at once (all of them at once cost ~5 KB a document at 3M, freed only after
-        the rebuild), and the signatures are copied once, into their final array. Rows
-        below ``fingerprints_from`` (a segment holds theirs) get zeros for fingerprints."""
+        """A collection's live documents as columns, in up to three passes over its rows:
+        the records (ids, times, clusters, metadata) aggregated by SQLite into one string
+        a column per range of rows, parsed by numpy (no Python tuple a row: ~5 s of 7 at
+        1M); the fingerprints of rows from ``fingerprints_from`` (a segment holds those
+        below: zeros here), LOAD_CHUNK_ROWS rows at a time, the signatures copied once,
+        into an array their index can hold as it is; and texts, where the collection
+        keeps any."""
+        num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
         (count,) = connection.execute(
             "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0", (name,)
         ).fetchone()
-        rows = np.empty(count, dtype=np.int64)
-        created_at = np.empty(count, dtype=np.float64)
-        clusters = np.empty(count, dtype=np.int64)
+        records = _Records(count)
+        low, high = connection.execute(
+            "SELECT min(row), max(row) FROM documents WHERE collection = ?", (name,)
+        ).fetchone()
+        for start in range(int(low or 0), int(high or 0) + 1, RECORD_CHUNK_ROWS):
+            records.read(connection, name, start, start + RECORD_CHUNK_ROWS)
+        if records.done != count:
+            raise StoreDamaged(f"{name}: {records.done} documents read of {count} counted")
+        rows = records.rows
         simhash = np.zeros(count, dtype=np.uint64)
-        # Where the signatures' index can hold them as they are (LSHIndex.insert).
         minhash = reserved_rows(count, (num_perm,), np.uint32)
         exact = np.zeros((count, 2), dtype=np.uint64)
-        timestamps = np.empty(count, dtype=np.int64)
-        ids: list[str] = []
-        metadata: list[dict[str, Any] | None] = []
-        texts: list[str | None] = []
-        shorts: list[str | None] = []
+        first = int(np.searchsorted(rows, fingerprints_from))
         cursor = connection.execute(
-            "SELECT row, id, created_at, cluster, metadata, CASE WHEN row >= ?2 THEN simhash END, "
-            "CASE WHEN row >= ?2 THEN minhash END, CASE WHEN row >= ?2 THEN exact END, text, "
-            "short, coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER)) "
-            "FROM documents WHERE collection = ?1 AND deleted = 0 ORDER BY row",
+            "SELECT row, simhash, minhash, exact FROM documents "
+            "WHERE collection = ? AND deleted = 0 AND row >= ? ORDER BY row",
             (name, fingerprints_from),
         )
-        done = 0
+        done = first
         while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
             end = done + len(chunk)
-            if end > count:  # one snapshot: the count cannot be short
-                raise StoreDamaged(f"{name}: more documents than counted while loading")
             columns = list(zip(*chunk, strict=True))
-            rows[done:end] = columns[0]
-            ids.extend(columns[1])
-            created_at[done:end] = columns[2]
-            clusters[done:end] = columns[3]
-            metadata.extend(None if m is None else json.loads(m) for m in columns[4])
-            # Ascending rows: those from ``fingerprints_from`` on end the chunk.
-            first = done + int(np.searchsorted(rows[done:end], fingerprints_from))
-            skip = first - done
-            simhash[first:end] = np.array(columns[5][skip:], dtype=np.int64).view(np.uint64)
+            if end > count or not np.array_equal(rows[done:end], columns[0]):
+                raise StoreDamaged(f"{name}: the documents changed while loading")
+            simhash[done:end] = np.array(columns[1], dtype=np.int64).view(np.uint64)
             if num_perm:
-                minhash[first:end] = np.frombuffer(b"".join(columns[6][skip:]), np.uint32).reshape(
+                minhash[done:end] = np.frombuffer(b"".join(columns[2]), np.uint32).reshape(
                     -1, num_perm
                 )
-            exact[first:end] = np.frombuffer(b"".join(columns[7][skip:]), np.uint64).reshape(-1, 2)
-            texts.extend(columns[8])
-            shorts.extend(columns[9])
-            timestamps[done:end] = columns[10]
+            exact[done:end] = np.frombuffer(b"".join(columns[3]), np.uint64).reshape(-1, 2)
             done = end
             del chunk, columns
         if done != count:
-            raise StoreDamaged(f"{name}: {done} documents read of {count} counted")
+            raise StoreDamaged(f"{name}: {done - first} fingerprints read of {count - first}")
+        texts, shorts = _texts(connection, name, rows)
         return DocumentBatch(
-            ids=ids,
+            ids=records.ids,
             rows=rows,
-            created_at=created_at,
-            clusters=clusters,
-            metadata=metadata,
+            created_at=records.created_at,
+            clusters=records.clusters,
+            metadata=records.metadata,
             simhash=simhash,
             minhash=minhash,
             exact=exact,
-            texts=texts if any(t is not None for t in texts) else None,
-            shorts=shorts if any(t is not None for t in shorts) else None,
-            timestamps=timestamps,
+            texts=texts,
+            shorts=shorts,
+            timestamps=records.timestamps,
         )
 
     def close(self) -> None:

@@ -243,42 +243,66 @@ def test_a_full_disk_gives_503_and_loses_nothing(tmp_path: Path) -> None:
         assert client.get("/v1/collections/default").json()["stats"]["documents"] == 30
 
 
-@pytest.mark.parametrize("chunk_rows", [1, 7, 16_384])
+@pytest.mark.parametrize(("chunk_rows", "record_rows"), [(1, 7), (16_384, 1 << 20)])
 def test_sqlite_store_round_trips_columns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int, record_rows: int
 ) -> None:
     """What was stored comes back, whatever the chunks ``load`` reads it in (one row, a
-    few, all at once), deleted rows left out."""
+    few, all at once) and the ranges it aggregates records over, deleted rows left out:
+    times to the last bit, negative timestamps, rows with gaps, an imported id with a NUL
+    in it; fingerprints below a segment's rows are zeros."""
     monkeypatch.setattr(sqlite_module, "LOAD_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(sqlite_module, "RECORD_CHUNK_ROWS", record_rows)
     store = SQLiteStore(tmp_path / "x.db", "NORMAL")
     config = {"minhash": {"enabled": True, "num_perm": 4}}
     store.create_collection("c", config)
     rng = np.random.default_rng(0)
     count = 40
     batch = DocumentBatch(
-        ids=[f"d{i}" for i in range(count)],
-        rows=np.arange(count),
-        created_at=np.arange(count) + 0.5,
-        clusters=np.arange(count) // 2 * 2,
-        metadata=[{"k": [i, "é"]} if i % 3 else None for i in range(count)],
+        ids=[f"d{i}" if i != 22 else "imported\x00id" for i in range(count)],
+        rows=np.arange(count) * 3,
+        created_at=1.7e9 + rng.random(count) * 1e8,
+        clusters=np.arange(count) // 2 * 6,
+        metadata=[{"k": [i, "é", "\x00"]} if i % 3 else None for i in range(count)],
         simhash=rng.integers(0, 2**64, size=count, dtype=np.uint64),
         minhash=rng.integers(0, 2**32, size=(count, 4), dtype=np.uint32),
         exact=rng.integers(0, 2**64, size=(count, 2), dtype=np.uint64),
         texts=[f"text {i}" if i % 4 else None for i in range(count)],
-        timestamps=np.arange(count) * 1_000_000,
+        shorts=[f"short {i}" if i % 5 == 1 else None for i in range(count)],
+        timestamps=(np.arange(count) - 5) * 1_000_003,
     )
     store.add_documents("c", batch)
-    store.delete_documents("c", [1, 17, 39])
+    store.delete_documents("c", [3, 51, 117])
     store.close()
     reopened = SQLiteStore(tmp_path / "x.db")
-    [loaded] = reopened.load()
     kept = batch.select(np.array([i for i in range(count) if i not in (1, 17, 39)]))
-    assert loaded.name == "c" and loaded.config == config
-    assert loaded.documents.ids == kept.ids and loaded.documents.metadata == kept.metadata
-    assert loaded.documents.texts == kept.texts
-    for column in ("rows", "created_at", "clusters", "simhash", "minhash", "exact", "timestamps"):
-        assert np.array_equal(getattr(loaded.documents, column), getattr(kept, column)), column
+    for fingerprints_from in (0, 60):
+        [loaded] = reopened.load(lambda name, settings: fingerprints_from)
+        assert loaded.name == "c" and loaded.config == config
+        assert loaded.fingerprints_from == fingerprints_from
+        documents = loaded.documents
+        assert documents.ids == kept.ids and documents.metadata == kept.metadata
+        assert documents.texts == kept.texts and documents.shorts == kept.shorts
+        for column in ("rows", "created_at", "clusters", "timestamps"):
+            assert np.array_equal(getattr(documents, column), getattr(kept, column)), column
+        below = kept.rows < fingerprints_from
+        for column in ("simhash", "minhash", "exact"):
+            loaded_column, stored_column = getattr(documents, column), getattr(kept, column)
+            assert np.array_equal(loaded_column[~below], stored_column[~below]), column
+            assert not loaded_column[below].any(), column
     reopened.close()
+
+
+def test_the_clusters_not_among_the_live_rows_are_those_of_a_set_difference() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        rows = np.unique(rng.integers(0, 60, rng.integers(0, 40)))
+        clusters = rows.copy()
+        if len(rows):
+            chosen = rng.integers(0, len(rows), rng.integers(0, len(rows) + 1))
+            clusters[chosen] = np.minimum(rows[chosen], rng.integers(0, 60, len(chosen)))
+        expected = sorted(set(clusters.tolist()) - set(rows.tolist()))
+        assert sqlite_module._not_among(clusters, rows).tolist() == expected
 
 
 def test_settings_choose_the_synchronous_mode(tmp_path: Path) -> None:
