@@ -277,7 +277,7 @@ def test_sqlite_store_round_trips_columns(
     reopened = SQLiteStore(tmp_path / "x.db")
     kept = batch.select(np.array([i for i in range(count) if i not in (1, 17, 39)]))
     for fingerprints_from in (0, 60):
-        [loaded] = reopened.load(lambda name, settings: fingerprints_from)
+        [loaded] = reopened.load(lambda name, settings, first=fingerprints_from: first)
         assert loaded.name == "c" and loaded.config == config
         assert loaded.fingerprints_from == fingerprints_from
         documents = loaded.documents
