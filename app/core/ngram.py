@@ -231,6 +231,21 @@ class QgramOrder:
     def nbytes(self) -> int:
         return int(self.table_codes.nbytes + self.table_classes.nbytes)
 
+    def saved_arrays(self) -> SavedArrays:
+        return {
+            "codes": self.table_codes,
+            "classes": self.table_classes,
+            "learned": scalars([self.learned_rows]),
+        }
+
+    @staticmethod
+    def from_saved(arrays: SavedArrays) -> QgramOrder:
+        codes, classes = wanted(arrays, "codes"), wanted(arrays, "classes")
+        if codes.dtype != np.uint32 or classes.dtype != np.uint16 or codes.shape != classes.shape:
+            raise SavedStateError("a saved q-gram order has other types or lengths")
+        (learned,) = read_scalars(arrays, "learned", 1)
+        return QgramOrder(codes, classes, learned)
+
 
 @dataclass(frozen=True, slots=True)
 class _State:
@@ -277,6 +292,73 @@ def gram_sets(
     return np.split(codes, ends[:-1])
 
 
+class PackedTexts:
+    """The texts of an n-gram index, packed: every text's code points end to end (1, 2
+    or 4 bytes a character, as its widest needs), and per row where its text starts, its
+    characters, its bytes per character, its number of distinct q-grams and, with the
+    template rule, its figures key. One writer (the index's lock); readers read rows
+    stored before their rows entered the index."""
+
+    def __init__(self) -> None:
+        self.data = RowArray(np.uint8)
+        self.starts = RowArray(np.int64)
+        self.chars = RowArray(np.int32)
+        self.widths = RowArray(np.uint8)
+        self.sizes = RowArray(np.int32)  # written when the row's postings are made
+        self.figures = RowArray(np.uint64)  # with same_numbers only (made at insert)
+
+    def _columns(self) -> dict[str, RowArray]:
+        return {
+            "data": self.data,
+            "starts": self.starts,
+            "chars": self.chars,
+            "widths": self.widths,
+            "sizes": self.sizes,
+            "figures": self.figures,
+        }
+
+    def store(
+        self,
+        rows: Rows,
+        size: int,
+        data: npt.NDArray[np.uint8],
+        starts: npt.NDArray[np.int64],
+        chars: npt.NDArray[np.int32],
+        widths: npt.NDArray[np.uint8],
+        figure_keys: npt.NDArray[np.uint64] | None,
+    ) -> None:
+        """Append packed texts (``pack_texts``) under new rows; per-row columns grown to
+        ``size`` rows. O(bytes + rows)."""
+        used = self.data.size
+        self.data.ensure(used + len(data))
+        self.data.array[used : used + len(data)] = data
+        for column in (self.starts, self.chars, self.widths, self.sizes, self.figures):
+            if column is not self.figures or figure_keys is not None:
+                column.ensure(size)
+        self.starts.array[rows] = starts + used
+        self.chars.array[rows] = chars
+        self.widths.array[rows] = widths
+        if figure_keys is not None:
+            self.figures.array[rows] = figure_keys
+
+    def text(self, row: int) -> str:
+        start, chars = int(self.starts.array[row]), int(self.chars.array[row])
+        width = int(self.widths.array[row])
+        points = kernels.unpack_text(self.data.array, start, width, chars)
+        return points.tobytes().decode("utf-32-le", "surrogatepass")
+
+    @property
+    def nbytes(self) -> int:
+        return sum(column.nbytes for column in self._columns().values())
+
+    def saved_arrays(self) -> SavedArrays:
+        return {name + ROWS_SUFFIX: column.saved() for name, column in self._columns().items()}
+
+    def adopt_saved(self, arrays: SavedArrays) -> None:
+        for name, column in self._columns().items():
+            column.take(wanted(arrays, name + ROWS_SUFFIX))
+
+
 class NgramIndex:
     """Exact Jaccard search over character q-gram sets of short, normalised texts.
 
@@ -318,23 +400,10 @@ class NgramIndex:
         self.same_numbers = same_numbers  # matches stating other numbers are dropped
         self._state = _State(QgramOrder.by_hash(), SortedTable(lanes=1, tail_capacity=TAIL_ENTRIES))
         self._rows = RowBook()
-        # The packed texts, and per row where its text starts, its characters, its bytes
-        # per character and its number of distinct q-grams.
-        self._data = RowArray(np.uint8)
-        self._starts = RowArray(np.int64)
-        self._chars = RowArray(np.int32)
-        self._widths = RowArray(np.uint8)
-        self._sizes = RowArray(np.int32)
-        # Per row, its text's figures_key, with same_numbers (made at insert, compiled).
-        self._figures = RowArray(np.uint64)
+        self._texts = PackedTexts()
         self._write_lock = threading.Lock()  # insert against a rebuild's swap
         self._merge_lock = threading.Lock()
         self._rebuild_log: list[Rows] | None = None  # rows inserted during a rebuild
-
-    def _per_row(self) -> tuple[RowArray, ...]:
-        """The per-row arrays in use: the figures keys only with the template rule."""
-        arrays = (self._starts, self._chars, self._widths, self._sizes)
-        return (*arrays, self._figures) if self.same_numbers else arrays
 
     def __len__(self) -> int:
         """Live texts (inserted and not deleted)."""
@@ -374,17 +443,8 @@ class NgramIndex:
                 return
             # Texts are stored before their rows enter the table: a reader that finds a
             # row can always verify it.
-            used = self._data.size
-            self._data.ensure(used + len(data))
-            self._data.array[used : used + len(data)] = data
-            end = self._rows.present.size
-            for array in self._per_row():
-                array.ensure(end)
-            self._starts.array[claimed] = starts + used
-            self._chars.array[claimed] = chars
-            self._widths.array[claimed] = widths
-            if self.same_numbers:
-                self._figures.array[claimed] = figure_keys
+            packed = (data, starts, chars, widths, figure_keys if self.same_numbers else None)
+            self._texts.store(claimed, self._rows.present.size, *packed)
             state = self._state
             if self._should_learn_from_batch(state, len(claimed)):
                 state = _State(self._learn(claimed, len(claimed)), state.table)
@@ -410,10 +470,10 @@ class NgramIndex:
         """(keys, rows) of the prefix entries of stored rows under ``order``, and the
         rows' set sizes."""
         result: tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]] = kernels.set_postings(
-            self._data.array,
-            self._starts.array,
-            self._chars.array,
-            self._widths.array,
+            self._texts.data.array,
+            self._texts.starts.array,
+            self._texts.chars.array,
+            self._texts.widths.array,
             rows,
             self.size,
             self.cjk_size,
@@ -426,7 +486,7 @@ class NgramIndex:
 
     def _index_rows(self, state: _State, rows: Rows) -> None:
         keys, entry_rows, sizes = self._postings(state.order, rows)
-        self._sizes.array[rows] = sizes
+        self._texts.sizes.array[rows] = sizes
         state.table.insert(keys.reshape(-1, 1), entry_rows)
 
     def delete(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> None:
@@ -512,23 +572,20 @@ class NgramIndex:
             self.prefix_matches,
             state.order.table_codes,
             state.order.table_classes,
-            self._data.array,
-            self._starts.array,
-            self._chars.array,
-            self._widths.array,
-            self._sizes.array,
+            self._texts.data.array,
+            self._texts.starts.array,
+            self._texts.chars.array,
+            self._texts.widths.array,
+            self._texts.sizes.array,
             *snapshot.kernel_arrays(),
             self._rows.deleted.array,
-            self._figures.array if checked else _NO_KEYS,
+            self._texts.figures.array if checked else _NO_KEYS,
         )
         return result
 
     def text(self, row: int) -> str:
         """The stored text of a row (deleted ones included)."""
-        start, chars = int(self._starts.array[row]), int(self._chars.array[row])
-        width = int(self._widths.array[row])
-        points = kernels.unpack_text(self._data.array, start, width, chars)
-        return points.tobytes().decode("utf-32-le", "surrogatepass")
+        return self._texts.text(row)
 
     def holds(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.bool_]:
         """Whether each row was inserted here (deleted ones included)."""
@@ -541,7 +598,7 @@ class NgramIndex:
 
     def set_sizes(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.int32]:
         """Distinct q-grams of each row's text."""
-        sizes: npt.NDArray[np.int32] = self._sizes.array[np.asarray(rows, dtype=np.int64)]
+        sizes: npt.NDArray[np.int32] = self._texts.sizes.array[np.asarray(rows, dtype=np.int64)]
         return sizes
 
     # ------------------------------------------------------------ merges
@@ -587,10 +644,10 @@ class NgramIndex:
         if len(rows) > ORDER_SAMPLE_ROWS:
             rows = rows[np.linspace(0, len(rows) - 1, ORDER_SAMPLE_ROWS).astype(np.int64)]
         codes, _ = kernels.code_sets(
-            self._data.array,
-            self._starts.array,
-            self._chars.array,
-            self._widths.array,
+            self._texts.data.array,
+            self._texts.starts.array,
+            self._texts.chars.array,
+            self._texts.widths.array,
             rows,
             self.size,
             self.cjk_size,
@@ -621,16 +678,6 @@ class NgramIndex:
 
     # ------------------------------------------------------------ segments
 
-    def _saved_columns(self) -> dict[str, RowArray]:
-        return {
-            "data": self._data,
-            "starts": self._starts,
-            "chars": self._chars,
-            "widths": self._widths,
-            "sizes": self._sizes,
-            "figures": self._figures,
-        }
-
     def saved_arrays(self) -> SavedArrays:
         """Everything the index holds, for a segment: the table under the order it was
         made with, the row book, the packed texts and the per-row columns. O(tail)."""
@@ -639,41 +686,28 @@ class NgramIndex:
             arrays = {
                 **nested("table", state.table.saved_arrays()),
                 **nested("book", self._rows.saved_arrays()),
-                "order.codes": state.order.table_codes,
-                "order.classes": state.order.table_classes,
-                "order.learned": scalars([state.order.learned_rows]),
+                **nested("order", state.order.saved_arrays()),
+                **nested("texts", self._texts.saved_arrays()),
             }
-            for name, column in self._saved_columns().items():
-                arrays[name + ROWS_SUFFIX] = column.saved()
         return arrays
 
     def adopt_saved(self, arrays: SavedArrays) -> None:
         """Take a segment's arrays as this empty index's (``saved_arrays``)."""
-        codes, classes = wanted(arrays, "order.codes"), wanted(arrays, "order.classes")
-        if codes.dtype != np.uint32 or classes.dtype != np.uint16 or codes.shape != classes.shape:
-            raise SavedStateError("a saved q-gram order has other types or lengths")
-        (learned,) = read_scalars(arrays, "order.learned", 1)
+        order = QgramOrder.from_saved(part(arrays, "order"))
         with self._write_lock:
-            for name, column in self._saved_columns().items():
-                column.take(wanted(arrays, name + ROWS_SUFFIX))
+            self._texts.adopt_saved(part(arrays, "texts"))
             self._rows.adopt_saved(part(arrays, "book"))
             table = SortedTable(lanes=1, tail_capacity=TAIL_ENTRIES)
             table.adopt_saved(part(arrays, "table"))
-            self._state = _State(QgramOrder(codes, classes, learned), table)
+            self._state = _State(order, table)
 
     # ------------------------------------------------------------ accounting
 
     def memory_bytes(self) -> int:
         """Bytes of the entries, the packed texts, the per-row arrays and the order."""
         state = self._state
-        per_row = sum(array.nbytes for array in self._per_row())
-        return int(
-            state.table.memory_bytes()
-            + self._data.nbytes
-            + per_row
-            + self._rows.nbytes
-            + state.order.nbytes
-        )
+        per_row = self._texts.nbytes
+        return int(state.table.memory_bytes() + per_row + self._rows.nbytes + state.order.nbytes)
 
     def _check(self) -> None:
         """Assert the table's invariants, that its entries are exactly the prefix entries
@@ -688,19 +722,19 @@ class NgramIndex:
         rows = state.table.rows().astype(np.int64)
         stored = np.unique(rows)
         expected_keys, expected_rows, sizes = self._postings(state.order, stored)
-        assert np.array_equal(self._sizes.array[stored], sizes), "a set size is stale"
+        assert np.array_equal(self._texts.sizes.array[stored], sizes), "a set size is stale"
         found = np.lexsort((keys, rows))
         wanted = np.lexsort((expected_keys, expected_rows))
         assert np.array_equal(rows[found], expected_rows[wanted]), "entries of a row differ"
         assert np.array_equal(keys[found], expected_keys[wanted]), "an entry key is stale"
         present = np.flatnonzero(self._rows.present.array[: self._rows.present.size])
-        empty = present[self._sizes.array[present] == 0]
+        empty = present[self._texts.sizes.array[present] == 0]
         self._rows.check(np.concatenate([stored, empty]))
         # Every text's bytes lie inside the store.
-        ends = self._starts.array[present] + self._chars.array[present].astype(
+        ends = self._texts.starts.array[present] + self._texts.chars.array[present].astype(
             np.int64
-        ) * self._widths.array[present].astype(np.int64)
-        assert bool(np.all(ends <= self._data.size)), "a text lies outside the store"
+        ) * self._texts.widths.array[present].astype(np.int64)
+        assert bool(np.all(ends <= self._texts.data.size)), "a text lies outside the store"
         if self.same_numbers:  # every row's figures key is its text's
             for row in present.tolist():
-                assert int(self._figures.array[row]) == figures_key(self.text(row)), "figures"
+                assert int(self._texts.figures.array[row]) == figures_key(self.text(row)), "figures"

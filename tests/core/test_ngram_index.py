@@ -424,7 +424,7 @@ def test_stored_texts_round_trip_at_every_width() -> None:
     index = NgramIndex()
     index.insert(texts, [0, 1, 2, 3, 5])
     assert [index.text(row) for row in (0, 1, 2, 3, 5)] == texts
-    assert index._widths.array[[0, 1, 2, 3, 5]].tolist() == [1, 1, 2, 4, 1]
+    assert index._texts.widths.array[[0, 1, 2, 3, 5]].tolist() == [1, 1, 2, 4, 1]
     assert index.holds([0, 4, 5, 9, -1]).tolist() == [True, False, True, False, False]
 
 
