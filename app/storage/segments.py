@@ -125,6 +125,33 @@ class SegmentStore:
         directory = self.directory(collection)
         directory.mkdir(parents=True, exist_ok=True)
         generation = self._next_generation(directory)
+        try:
+            return self._write(
+                directory, generation, collection, settings, rows_below, arrays, started
+            )
+        except OSError:
+            # A full disk, say: before the rename, this generation's files go and the
+            # current one stays; after it, they are the current one.
+            try:
+                current = (self.manifest(collection) or {}).get("generation")
+            except SegmentDamaged:
+                current = None
+            if current != generation:
+                for path in directory.glob(f"g{generation:08d}-*.bin"):
+                    path.unlink(missing_ok=True)
+                (directory / (MANIFEST + ".tmp")).unlink(missing_ok=True)
+            raise
+
+    def _write(
+        self,
+        directory: Path,
+        generation: int,
+        collection: str,
+        settings: str,
+        rows_below: int,
+        arrays: SavedArrays,
+        started: float,
+    ) -> Written:
         entries: dict[str, dict[str, Any]] = {}
         total = 0
         for number, (name, array) in enumerate(sorted(arrays.items())):

@@ -14,6 +14,7 @@ import xxhash
 
 from app.core.row_array import RowArray
 from app.core.saved import SavedArrays
+from app.storage import segments as segments_module
 from app.storage.segments import (
     MANIFEST,
     WRITE_STEPS,
@@ -178,3 +179,28 @@ def test_a_write_killed_at_any_step_leaves_the_old_segment_or_the_new(
     store.write("c", SETTINGS, 90_000, arrays_of(4))
     names = {path.name for path in store.directory("c").iterdir()}
     assert names == {MANIFEST} | {f"g{3:08d}-{n:04d}.bin" for n in range(len(first))}
+
+
+def test_a_write_that_fails_leaves_the_current_segment_and_no_stray_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SegmentStore(tmp_path / "segments")
+    first = arrays_of(1)
+    store.write("c", SETTINGS, 70_000, first)
+    written = segments_module._write_file
+    calls = []
+
+    def full_disk(path: Path, array: np.ndarray) -> tuple[str, int]:
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return written(path, array)
+
+    monkeypatch.setattr(segments_module, "_write_file", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        store.write("c", SETTINGS, 80_000, arrays_of(2))
+    names = {path.name for path in store.directory("c").iterdir()}
+    assert names == {MANIFEST} | {f"g00000001-{n:04d}.bin" for n in range(len(first))}
+    segment = store.open("c", SETTINGS)
+    assert segment is not None and segment.rows_below == 70_000
+    assert_same(segment.arrays, first)

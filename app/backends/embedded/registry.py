@@ -145,8 +145,13 @@ class Registry:
         every collection with rows since its last). Returns how many were written."""
         written = 0
         for collection in list(self._collections.values()):
-            if collection.save_segment(everything=everything) is not None:
-                written += 1
+            try:
+                if collection.save_segment(everything=everything) is not None:
+                    written += 1
+            except OSError as error:
+                # A full or read-only disk: the last segment stays, the record is whole,
+                # and the next start replays more. Said, and tried again later.
+                log.warning("could not write the index segment of %r: %s", collection.name, error)
         return written
 
     def create(self, name: str, config: CollectionConfig) -> tuple[Collection, bool]:

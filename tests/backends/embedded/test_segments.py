@@ -288,3 +288,23 @@ def test_neardup_check_verifies_segments_against_the_database(tmp_path: Path) ->
         ("full", "damaged"),
         ("plain", "damaged"),
     ]
+
+
+def test_a_segment_that_cannot_be_written_is_said_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    texts = run_stream(running, seed=5, save_at={3})
+    expected = answers(running, texts)
+
+    def full_disk(*arguments: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SegmentStore, "write", full_disk)
+    assert running.save_segments(everything=True) == 0
+    assert "could not write the index segment of 'full'" in caplog.text
+    assert answers(running, texts) == expected
+    monkeypatch.undo()
+    running._store.close()
+    assert answers(opened(path), texts) == expected  # the step-3 segment, then a replay
