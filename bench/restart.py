@@ -17,6 +17,12 @@ Then the real ``neardup serve`` (devkit/server.py) is started on it:
    directly (as a service killed after its last segment would have left them), and the
    service is started again: it maps the segment and replays those rows.
 
+With ``--passages``, the documents are instead 3 KB English-like texts (devkit's) inserted
+through a Collection over SQLiteStore in batches of 256 into ``default`` created with
+shared passages on (its texts kept, every text's winnowed fingerprints indexed): what a
+rebuild must then do again is fingerprint every text. The build's clean close writes the
+segment; it is removed before the first start, so that the first start rebuilds.
+
 Each start is timed from spawning the process to /readyz 200; its memory is read from
 /proc when ready (VmRSS, and apart RssAnon and RssFile, the pages of mapped segment
 files) with VmHWM, the peak over the start. Then ``--queries`` searches of stored
@@ -43,10 +49,18 @@ import httpx
 import numpy as np
 
 import devkit.server
+from app.backends.embedded.registry import Registry
+from app.collection_config import CollectionConfig, PassagesConfig
 from app.main import DATABASE_FILE
+from app.service.types import NewDocument
+from app.storage.sqlite import SQLiteStore
 from bench.durability import build_database, megabytes, rss_of
+from devkit.corpus import english_like_texts
 from devkit.harness import markdown_table, write_result
 from devkit.server import Server
+
+TEXT_BATCH = 256
+TEXT_CHARS = 3072
 
 
 @dataclass
@@ -57,6 +71,39 @@ class Start:
     cold: list[float]
     warm: list[float]
     stop: float | None = None
+
+
+def build_passages(path: Path, count: int, seed: int) -> float:
+    """``count`` 3 KB texts in ``default`` with shared passages on, inserted in batches
+    through a Collection; seconds taken (the close writes the segment)."""
+    started = time.perf_counter()
+    store = SQLiteStore(path)
+    config = CollectionConfig(passages=PassagesConfig(enabled=True))
+    store.create_collection("default", config.to_dict())
+    registry = Registry(store)
+    registry.open()
+    collection = registry.get("default")
+    for first in range(0, count, TEXT_BATCH):
+        size = min(TEXT_BATCH, count - first)
+        texts = english_like_texts(seed + first, size, TEXT_CHARS)
+        collection.insert([NewDocument(text, f"d{first + i}") for i, text in enumerate(texts)])
+        if collection.needs_merge():
+            collection.merge()
+    registry.close()
+    return time.perf_counter() - started
+
+
+def build_passages_later(path: Path, first: int, count: int) -> None:
+    """``count`` more texts after ``first``, closed without writing a segment (as a
+    service killed after them would leave them: a start replays them)."""
+    registry = Registry(SQLiteStore(path))
+    registry.open()
+    collection = registry.get("default")
+    for start in range(first, first + count, TEXT_BATCH):
+        size = min(TEXT_BATCH, first + count - start)
+        texts = english_like_texts(start + 7, size, TEXT_CHARS)
+        collection.insert([NewDocument(text, f"d{start + i}") for i, text in enumerate(texts)])
+    registry.close(save_segments=False)
 
 
 def searches(server: Server, documents: int, count: int, seed: int) -> list[float]:
@@ -142,13 +189,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=3000)
     parser.add_argument("--cold", type=int, default=200, help="first queries reported apart")
     parser.add_argument("--scratch", type=Path, default=None, help="where the data goes")
+    parser.add_argument(
+        "--passages", action="store_true", help="3 KB texts with shared passages on"
+    )
     arguments = parser.parse_args(argv)
     documents = arguments.docs
     scratch = Path(tempfile.mkdtemp(prefix="neardup-restart-", dir=arguments.scratch))
     try:
         data_dir = scratch / "data"
         database = data_dir / DATABASE_FILE
-        built = build_database(database, documents, seed=7)
+        if arguments.passages:
+            built = build_passages(database, documents, seed=7)
+            shutil.rmtree(database.with_suffix(".segments"))
+        else:
+            built = build_database(database, documents, seed=7)
         print(f"built {documents:,} documents in {built:.1f} s", flush=True)
         queries, cold = arguments.queries, arguments.cold
         first = start(data_dir, "rebuild (no segment)", documents, queries, cold, clean_stop=True)
@@ -160,7 +214,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             kind = f"segment, run {number + 1}"
             starts.append(start(data_dir, kind, documents, queries, cold, clean_stop=False))
             print(table(starts[-1:], documents), flush=True)
-        build_database(database, arguments.later, seed=8, first_row=documents)
+        if arguments.passages:
+            build_passages_later(database, documents, arguments.later)
+        else:
+            build_database(database, arguments.later, seed=8, first_row=documents)
         total = documents + arguments.later
         kind = f"segment + {arguments.later:,} later rows"
         starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True))

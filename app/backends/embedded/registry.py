@@ -296,7 +296,10 @@ class Registry:
                         self._trim()
             self.save_segments()
 
-    def close(self) -> None:
+    def close(self, *, save_segments: bool = True) -> None:
+        """Stop the background threads, write the segments of collections with rows
+        since their last (not with ``save_segments`` False: a start then replays them, as
+        after a kill), and close the store."""
         self._stopping.set()
         self._wake.set()
         self._wake_evictions.set()
@@ -305,5 +308,6 @@ class Registry:
                 thread.join()
         # A start then replays nothing (a kill midway leaves the last segment, which
         # is as good, only older).
-        self.save_segments(everything=True)
+        if save_segments:
+            self.save_segments(everything=True)
         self._store.close()

@@ -126,14 +126,14 @@ def test_a_restart_from_segments_answers_as_the_service_that_never_restarted(
     covered = segments.manifest("full")
     assert covered is not None and 0 < covered["rows_below"] < running.get("full")._rows.next_row
     # Killed, as far as the segments know: the rows after step 11 are replayed.
-    running._store.close()
+    running.close(save_segments=False)
     restarted = opened(path)
     full = restarted.get("full")
     assert full._segment.rows_below == covered["rows_below"]  # taken from it, then replayed
     assert answers(restarted, texts) == expected
     rebuilt = opened(path, segments=False)
     assert answers(rebuilt, texts) == expected
-    rebuilt._store.close()
+    rebuilt.close(save_segments=False)
     # The restarted service goes on: inserts, deletes, a merge; then a clean stop writes
     # its segments, and both kinds of start answer as it did.
     for name in CONFIGS:
@@ -178,7 +178,7 @@ def test_a_damaged_segment_is_rebuilt_from_sqlite(
     running = opened(path)
     texts = run_stream(running, seed=2, save_at={9})
     expected = answers(running, texts)
-    running._store.close()
+    running.close(save_segments=False)
     segments = SegmentStore(path.with_suffix(".segments"))
     _break(segments, how)
     restarted = opened(path)
@@ -306,5 +306,5 @@ def test_a_segment_that_cannot_be_written_is_said_and_changes_nothing(
     assert "could not write the index segment of 'full'" in caplog.text
     assert answers(running, texts) == expected
     monkeypatch.undo()
-    running._store.close()
+    running.close(save_segments=False)
     assert answers(opened(path), texts) == expected  # the step-3 segment, then a replay
