@@ -67,6 +67,23 @@ class DocumentBatch:
             timestamps=None if self.timestamps is None else self.timestamps[positions],
         )
 
+    def since(self, position: int) -> DocumentBatch:
+        """The documents from ``position`` on, their columns views (no copy: a restart's
+        documents after its segment are a tail of everything it read)."""
+        return DocumentBatch(
+            ids=self.ids[position:],
+            rows=self.rows[position:],
+            created_at=self.created_at[position:],
+            clusters=self.clusters[position:],
+            metadata=self.metadata[position:],
+            simhash=self.simhash[position:],
+            minhash=self.minhash[position:],
+            exact=self.exact[position:],
+            texts=None if self.texts is None else self.texts[position:],
+            shorts=None if self.shorts is None else self.shorts[position:],
+            timestamps=None if self.timestamps is None else self.timestamps[position:],
+        )
+
     @staticmethod
     def concatenate(batches: list[DocumentBatch], num_perm: int) -> DocumentBatch:
         if not batches:

@@ -110,5 +110,5 @@ def restore_from_segment(
     gone[covered] = False
     dropped = np.flatnonzero(gone)
     matcher.remove(dropped)
-    later = batch.select(np.arange(split, len(batch), dtype=np.int64))
+    later = batch.since(split)
     return later, len(dropped)
