@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.backends.embedded import passages as embedded_passages
 from app.backends.embedded.check import check_store
+from app.backends.embedded.passages import PassageSearch
 from app.backends.embedded.registry import Registry
 from app.collection_config import (
     CollectionConfig,
@@ -308,3 +310,28 @@ def test_a_segment_that_cannot_be_written_is_said_and_changes_nothing(
     monkeypatch.undo()
     running.close(save_segments=False)
     assert answers(opened(path), texts) == expected  # the step-3 segment, then a replay
+
+
+def test_a_rebuild_indexes_passages_in_chunks_as_it_would_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The passage index of a rebuild, made INSERT_CHUNK texts at a time, holds what one
+    insert of every text makes: the same candidates, in the same order."""
+    texts: list[str | None] = list(stream_texts(6, 300))
+    texts[5] = None  # a document whose text is not kept
+    rows = np.arange(len(texts), dtype=np.int64) * 2
+    config = CONFIGS["full"].passages
+    whole = PassageSearch(config, lambda row: None)
+    whole.insert(texts, rows)
+    monkeypatch.setattr(embedded_passages, "INSERT_CHUNK", 7)
+    chunked = PassageSearch(config, lambda row: None)
+    chunked.insert(texts, rows)
+    for search in (whole, chunked):
+        search.merge()
+        search.index._check()
+    queries = [config.fingerprints([text])[0] for text in texts[::13] if text is not None]
+    for mine, theirs in zip(
+        chunked.candidates_many(queries), whole.candidates_many(queries), strict=True
+    ):
+        assert mine.tolist() == theirs.tolist()
+    assert len(chunked.index) == len(whole.index) == len(texts) - 1
