@@ -219,11 +219,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             build_database(database, arguments.later, seed=8, first_row=documents)
         total = documents + arguments.later
+        kind_of_documents = (
+            "3 KB texts, shared passages on"
+            if arguments.passages
+            else "random fingerprints, no texts"
+        )
         kind = f"segment + {arguments.later:,} later rows"
         starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True))
         text = "\n\n".join(
             [
-                f"{documents:,} documents (random fingerprints, no texts), segment "
+                f"{documents:,} documents ({kind_of_documents}), segment "
                 f"{megabytes(written)} ({written / documents:,.0f} B/doc); "
                 f"{os.cpu_count()} cores, nothing pinned",
                 table(starts, documents),
