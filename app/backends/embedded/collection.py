@@ -411,7 +411,9 @@ class Collection:
                 self._matcher.insert(later, later.rows)
                 self._rows.name(batch)
                 self._segment.adopted(segment)
-            self._rows.restored(stored)
+            # Past every row the segment holds, stored or not (a commit that failed, or
+            # never became durable, after it took them): a row number is never reused.
+            self._rows.restored(stored, 0 if segment is None else segment.rows_below)
             if stored.expired_through is not None:
                 mark = (int(stored.expired_through[0]), int(stored.expired_through[1]))
                 self._retention.restore(mark)

@@ -99,10 +99,11 @@ class RowTable:
         """Make the batch's ids find their rows (once the indexes hold them)."""
         self.row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
 
-    def restored(self, stored: StoredCollection) -> None:
-        """After the live documents of a restart: rows up to the store's next row (those
-        between are GONE), and the ids of gone rows that still name a cluster."""
-        size = max(stored.next_row, self.next_row)
+    def restored(self, stored: StoredCollection, at_least: int = 0) -> None:
+        """After the live documents of a restart: rows up to the store's next row, or
+        ``at_least`` (those between are GONE), and the ids of gone rows that still name
+        a cluster."""
+        size = max(stored.next_row, self.next_row, at_least)
         for column in (self.created, self.timestamp, self.cluster, self.state):
             column.ensure(size)
         self.next_row = size

@@ -9,6 +9,7 @@ import contextlib
 import json
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -335,3 +336,31 @@ def test_a_rebuild_indexes_passages_in_chunks_as_it_would_at_once(
     ):
         assert mine.tolist() == theirs.tolist()
     assert len(chunked.index) == len(whole.index) == len(texts) - 1
+
+
+def test_rows_a_segment_holds_but_the_database_lost_are_never_reused(tmp_path: Path) -> None:
+    """A segment taken after documents were published whose commit then failed (or never
+    became durable before a crash) holds rows the database does not: the restart leaves
+    them out and numbers new documents after them."""
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    texts = run_stream(running, seed=7, save_at={15})  # the last step: nothing after it
+    covered = SegmentStore(path.with_suffix(".segments")).manifest("plain")
+    assert covered is not None
+    running.close(save_segments=False)
+    database = sqlite3.connect(path)  # the last 30 rows the segment holds, lost
+    with database:
+        database.execute(
+            "DELETE FROM documents WHERE collection = 'plain' AND row >= ? AND row < ?",
+            (covered["rows_below"] - 30, covered["rows_below"]),
+        )
+    database.close()  # the last connection: the WAL is checkpointed into the file
+    shutil.copy(path, tmp_path / "copy.db")  # for a rebuild from the database alone
+    restarted = opened(path)
+    rebuilt = opened(tmp_path / "copy.db", segments=False)
+    assert answers(restarted, texts) == answers(rebuilt, texts)
+    for registry in (restarted, rebuilt):
+        late = [NewDocument(texts[i], f"late{i}") for i in range(0, 300, 3)]
+        registry.get("plain").insert(late)
+        registry.get("plain")._check()
+    assert answers(restarted, texts) == answers(rebuilt, texts)
