@@ -124,11 +124,14 @@ class StoredCollection:
     next_row: int = 0
     # Retention: every document with (timestamp, row) at or below this expired (None: none).
     expired_through: Mark | None = None
-    # Documents below this row were read without their fingerprints (zeros): a segment
-    # holds them (app/storage/segments.py).
+    # Documents below this row were read without their fingerprints (zeros: a segment
+    # holds them, app/storage/segments.py), but for the last SPOT_CHECK_ROWS of them.
     fingerprints_from: int = 0
 
 
+# The fingerprints of this many live documents just below a segment's rows are read too:
+# a start checks the segment's against them (a database restored from another copy).
+SPOT_CHECK_ROWS = 512
 # (collection name, its settings) -> the row below which its segment holds fingerprints.
 SavedRows = Callable[[str, dict[str, Any]], int]
 

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from app.core.row_array import reserved_rows
 from app.errors import StorageUnavailable, StoreDamaged
 from app.storage.base import (
+    SPOT_CHECK_ROWS,
     CommitObserver,
     DocumentBatch,
     Eviction,
@@ -641,11 +642,12 @@ class SQLiteStore:
         simhash = np.zeros(count, dtype=np.uint64)
         minhash = reserved_rows(count, (num_perm,), np.uint32)
         exact = np.zeros((count, 2), dtype=np.uint64)
-        first = int(np.searchsorted(rows, fingerprints_from))
+        # Also the last SPOT_CHECK_ROWS below a segment's rows: it is checked against them.
+        first = max(0, int(np.searchsorted(rows, fingerprints_from)) - SPOT_CHECK_ROWS)
         cursor = connection.execute(
             "SELECT row, simhash, minhash, exact FROM documents "
             "WHERE collection = ? AND deleted = 0 AND row >= ? ORDER BY row",
-            (name, fingerprints_from),
+            (name, int(rows[first]) if first < count else fingerprints_from),
         )
         done = first
         while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):

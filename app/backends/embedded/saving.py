@@ -22,7 +22,7 @@ import numpy as np
 from app.backends.embedded.matcher import Matcher
 from app.backends.embedded.rows import RowTable
 from app.core.saved import ROWS_SUFFIX, SavedArrays, SavedStateError, nested, part, wanted
-from app.storage.base import DocumentBatch
+from app.storage.base import SPOT_CHECK_ROWS, DocumentBatch
 from app.storage.segments import Segment, SegmentStore, Written, settings_hash
 
 # A segment is written once this many rows came since the last one, or an eighth of the
@@ -31,6 +31,7 @@ from app.storage.segments import Segment, SegmentStore, Written, settings_hash
 SEGMENT_MIN_ROWS = 100_000
 SEGMENT_FRACTION = 8
 _SIMHASH = "rows/simhash" + ROWS_SUFFIX
+_EXACT = "indexes/exact/values" + ROWS_SUFFIX
 
 
 class SegmentKeeper:
@@ -101,6 +102,15 @@ def restore_from_segment(
     simhash = wanted(segment.arrays, _SIMHASH)
     if len(simhash) < below or simhash.dtype != np.uint64:
         raise SavedStateError(f"the SimHash column holds {len(simhash)} rows, not {below}")
+    # The last covered documents' fingerprints were read too (SPOT_CHECK_ROWS): a
+    # segment of another copy of the database, or of a collection that lived before
+    # this one, differs there.
+    spot = slice(max(0, split - SPOT_CHECK_ROWS), split)
+    exact, spot_rows = wanted(segment.arrays, _EXACT), batch.rows[spot]
+    if len(spot_rows) and int(spot_rows[-1]) >= len(exact):
+        raise SavedStateError("a live document below the segment's rows is not in it")
+    if not np.array_equal(exact[spot_rows], batch.exact[spot]):
+        raise SavedStateError("its exact hashes are not those the database holds")
     # What scoring reads of a row is in the batch before the records are written.
     batch.simhash[:split] = simhash[covered]
     matcher.adopt_saved(part(segment.arrays, "indexes"))

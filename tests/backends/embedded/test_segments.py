@@ -364,3 +364,29 @@ def test_rows_a_segment_holds_but_the_database_lost_are_never_reused(tmp_path: P
         registry.get("plain").insert(late)
         registry.get("plain")._check()
     assert answers(restarted, texts) == answers(rebuilt, texts)
+
+
+def test_a_segment_of_another_copy_of_the_database_is_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same rows, live and deleted alike, but one document other than the segment
+    holds (a database restored from another copy): found by the start's check of the
+    last documents below the segment, and rebuilt."""
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    texts = run_stream(running, seed=8, save_at={15})
+    running.close(save_segments=False)
+    database = sqlite3.connect(path)
+    with database:
+        (row,) = database.execute(
+            "SELECT max(row) FROM documents WHERE collection = 'plain' AND deleted = 0"
+        ).fetchone()
+        other = np.array([3, 4], dtype=np.uint64).tobytes()
+        database.execute(
+            "UPDATE documents SET exact = ? WHERE collection = 'plain' AND row = ?", (other, row)
+        )
+    database.close()
+    restarted = opened(path)
+    assert "exact hashes are not those the database holds" in caplog.text
+    shutil.copy(path, tmp_path / "copy.db")
+    assert answers(restarted, texts) == answers(opened(tmp_path / "copy.db", segments=False), texts)
