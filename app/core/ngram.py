@@ -589,12 +589,7 @@ class NgramIndex:
 
     def holds(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.bool_]:
         """Whether each row was inserted here (deleted ones included)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        present = self._rows.present.array
-        inside = (rows >= 0) & (rows < present.shape[0])
-        held = np.zeros(len(rows), dtype=np.bool_)
-        held[inside] = present[rows[inside]]
-        return held
+        return self._rows.holds(rows)
 
     def set_sizes(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.int32]:
         """Distinct q-grams of each row's text."""

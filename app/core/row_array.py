@@ -498,6 +498,15 @@ class RowBook:
                 self.deleted.release_below(release_below)
         return merged
 
+    def holds(self, rows: npt.NDArray[np.integer] | Sequence[int]) -> npt.NDArray[np.bool_]:
+        """Whether each row was stored here (deleted since or not). O(rows)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        present = self.present.array
+        inside = (rows >= 0) & (rows < present.shape[0])
+        held = np.zeros(len(rows), dtype=np.bool_)
+        held[inside] = present[rows[inside]]
+        return held
+
     def saved_arrays(self) -> SavedArrays:
         """The flags and counters, for a segment (``adopt_saved`` takes them back)."""
         return {

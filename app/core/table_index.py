@@ -31,11 +31,9 @@ class TableIndex:
         """Live rows (inserted and not deleted)."""
         return self._rows.live
 
-    def holds(self, rows: npt.NDArray[np.integer]) -> bool:
-        """Whether every row was stored here (deleted since or not). O(rows)."""
-        present = self._rows.present.array
-        at = np.asarray(rows, dtype=np.int64)
-        return bool(np.all(at < len(present))) and bool(present[at].all())
+    def holds(self, rows: npt.NDArray[np.integer]) -> npt.NDArray[np.bool_]:
+        """Whether each row was stored here (deleted since or not). O(rows)."""
+        return self._rows.holds(rows)
 
     def delete(self, rows: npt.NDArray[np.integer]) -> None:
         """Tombstone rows: filtered from results at once, dropped at the next merge."""

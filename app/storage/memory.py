@@ -42,6 +42,7 @@ class MemoryStore:
         with self._lock:
             loaded = []
             for name, config in self._configs.items():
+                saved_rows(name, config)  # nothing on disk: every fingerprint is here
                 num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
                 everything = DocumentBatch.concatenate(self._batches[name], num_perm)
                 everything = everything.select(

@@ -251,7 +251,7 @@ class _Records:
                 )
             ]
         self.ids.extend(names)
-        if metadata.count("\0") == number - 1 and len(metadata) == number - 1:
+        if not metadata.strip("\0"):
             self.metadata.extend([None] * number)  # none has metadata: the usual case
         else:
             self.metadata.extend(json.loads(m) if m else None for m in metadata.split("\0"))

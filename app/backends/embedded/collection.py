@@ -300,15 +300,17 @@ class Collection:
             self._store.delete_documents(self.name, [row])
             self.remove([row])
 
-    def publish(self, batch: DocumentBatch) -> None:
+    def publish(self, batch: DocumentBatch, indexed: DocumentBatch | None = None) -> None:
         """Make committed documents visible: per-row records first, then the indexes, then
-        their ids (under the write lock)."""
+        their ids (under the write lock). ``indexed``: the part of the batch still to
+        enter the indexes (a restart's documents after its segment), else all of it."""
         if len(batch) == 0:
             return
         self._rows.record(batch)
         self._budget.add(len(batch))
         self._retention.held(batch.timestamp_column(), batch.rows)
-        self._matcher.insert(batch, batch.rows)
+        entering = batch if indexed is None else indexed
+        self._matcher.insert(entering, entering.rows)
         self._rows.name(batch)
 
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]:
@@ -404,12 +406,8 @@ class Collection:
             else:
                 if stored.fingerprints_from != segment.rows_below:
                     raise ValueError("the documents were not read for this segment")
-                later, _ = restore_from_segment(self._rows, self._matcher, batch, segment)
-                self._rows.record(batch)
-                self._budget.add(len(batch))
-                self._retention.held(batch.timestamp_column(), batch.rows)
-                self._matcher.insert(later, later.rows)
-                self._rows.name(batch)
+                later = restore_from_segment(self._matcher, batch, segment)
+                self.publish(batch, indexed=later)
                 self._segment.adopted(segment)
             # Past every row the segment holds, stored or not (a commit that failed, or
             # never became durable, after it took them): a row number is never reused.

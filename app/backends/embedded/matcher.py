@@ -240,7 +240,7 @@ class Matcher:
 
     def holds(self, rows: Rows) -> bool:
         """Whether every row was indexed (the exact index holds every document)."""
-        return self._exact.holds(rows)
+        return bool(self._exact.holds(rows).all())
 
 
 def matches_of(

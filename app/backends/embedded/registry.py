@@ -10,7 +10,6 @@ from typing import Any
 
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
 from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
-from app.core.saved import SavedStateError
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
@@ -95,7 +94,9 @@ class Registry:
         """Rebuild every stored collection (its indexes from its segment where one
         verifies, app/backends/embedded/saving.py), create ``default`` if it is missing,
         and compile the kernels, so that the first request after /readyz is not slow."""
-        opened: dict[str, tuple[Collection, Segment]] = {}
+        # Made as the store reads each collection's settings: its segment, opened
+        # then, says which fingerprints the store need not read.
+        made: dict[str, tuple[Collection, Segment | None]] = {}
 
         def saved_rows(name: str, config: dict[str, Any]) -> int:
             collection = self._new(name, CollectionConfig.from_dict(config))
@@ -103,25 +104,23 @@ class Registry:
                 segment = collection.open_segment()
             except SegmentDamaged as error:
                 self._drop_segment(name, error)
-                return 0
-            if segment is None:
-                return 0
-            opened[name] = (collection, segment)
-            return segment.rows_below
+                segment = None
+            made[name] = (collection, segment)
+            return 0 if segment is None else segment.rows_below
 
         for stored in self._store.load(saved_rows):
-            collection, segment = opened.pop(stored.name, (None, None))
-            if collection is None or segment is None:
+            collection, segment = made.pop(stored.name)
+            try:
+                collection.restore(stored, segment)
+            except Exception as error:
+                if segment is None:
+                    raise
+                # Whatever does not fit in a segment that verified (SavedStateError, or
+                # arrays of other shapes): rebuilt, never a start that fails each time.
+                self._drop_segment(stored.name, error)
+                del collection, segment
                 collection = self._new(stored.name, CollectionConfig.from_dict(stored.config))
-                collection.restore(stored)
-            else:
-                try:
-                    collection.restore(stored, segment)
-                except SavedStateError as error:
-                    self._drop_segment(stored.name, error)
-                    del collection, segment
-                    collection = self._new(stored.name, CollectionConfig.from_dict(stored.config))
-                    collection.restore(self._store.load_collection(stored.name))
+                collection.restore(self._store.load_collection(stored.name))
             self._collections[stored.name] = collection
         if self._store.segments is not None:
             self._store.segments.remove_others(set(self._collections))

@@ -46,11 +46,6 @@ class SegmentKeeper:
         self._settings = settings_hash(fixed_settings)
         self._lock = threading.Lock()  # one write at a time (merger, shutdown)
         self.rows_below = 0  # what the newest segment covers
-        self.last: Written | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self._segments is not None
 
     def due(self, next_row: int, documents: int, *, everything: bool = False) -> bool:
         """Whether enough rows came since the last segment (with ``everything``: any)."""
@@ -69,7 +64,7 @@ class SegmentKeeper:
         with self._lock:
             rows_below, arrays = take()
             written = self._segments.write(self._name, self._settings, rows_below, arrays)
-            self.rows_below, self.last = rows_below, written
+            self.rows_below = rows_below
             return written
 
     def open(self) -> Segment | None:
@@ -89,36 +84,29 @@ def saved_arrays(rows: RowTable, matcher: Matcher) -> tuple[int, SavedArrays]:
     return rows.next_row, arrays
 
 
-def restore_from_segment(
-    rows: RowTable, matcher: Matcher, batch: DocumentBatch, segment: Segment
-) -> tuple[DocumentBatch, int]:
-    """Take the indexes of rows below the segment's ``rows_below`` from it; returns (the
-    batch's later documents, still to be indexed; how many rows were tombstoned). The
-    batch's records are not written here. SavedStateError where the segment does not fit
-    the database (a live document below ``rows_below`` that it does not hold)."""
+def restore_from_segment(matcher: Matcher, batch: DocumentBatch, segment: Segment) -> DocumentBatch:
+    """Take the indexes of rows below the segment's ``rows_below`` from it, tombstone
+    those the database no longer holds, and return the batch's later documents, still to
+    be indexed (the batch's records are not written here). SavedStateError where the
+    segment does not fit the database: a live document below ``rows_below`` that it does
+    not hold, or other exact hashes than the database's for the last covered documents
+    (read for that: SPOT_CHECK_ROWS), as a segment beside another copy of the database
+    would have."""
     below = segment.rows_below
     split = int(np.searchsorted(batch.rows, below))
     covered = batch.rows[:split]
-    simhash = wanted(segment.arrays, _SIMHASH)
+    simhash, exact = wanted(segment.arrays, _SIMHASH), wanted(segment.arrays, _EXACT)
     if len(simhash) < below or simhash.dtype != np.uint64:
         raise SavedStateError(f"the SimHash column holds {len(simhash)} rows, not {below}")
-    # The last covered documents' fingerprints were read too (SPOT_CHECK_ROWS): a
-    # segment of another copy of the database, or of a collection that lived before
-    # this one, differs there.
-    spot = slice(max(0, split - SPOT_CHECK_ROWS), split)
-    exact, spot_rows = wanted(segment.arrays, _EXACT), batch.rows[spot]
-    if len(spot_rows) and int(spot_rows[-1]) >= len(exact):
-        raise SavedStateError("a live document below the segment's rows is not in it")
-    if not np.array_equal(exact[spot_rows], batch.exact[spot]):
-        raise SavedStateError("its exact hashes are not those the database holds")
-    # What scoring reads of a row is in the batch before the records are written.
-    batch.simhash[:split] = simhash[covered]
     matcher.adopt_saved(part(segment.arrays, "indexes"))
     if not matcher.holds(covered):
         raise SavedStateError("a live document below the segment's rows is not in it")
+    spot = slice(max(0, split - SPOT_CHECK_ROWS), split)
+    if not np.array_equal(exact[batch.rows[spot]], batch.exact[spot]):  # held: in range
+        raise SavedStateError("its exact hashes are not those the database holds")
+    # What scoring reads of a row is in the batch before the records are written.
+    batch.simhash[:split] = simhash[covered]
     gone = np.ones(below, dtype=np.bool_)
     gone[covered] = False
-    dropped = np.flatnonzero(gone)
-    matcher.remove(dropped)
-    later = batch.since(split)
-    return later, len(dropped)
+    matcher.remove(np.flatnonzero(gone))
+    return batch.since(split)
