@@ -311,6 +311,7 @@ class Collection:
         self._retention.held(batch.timestamp_column(), batch.rows)
         entering = batch if indexed is None else indexed
         self._matcher.insert(entering, entering.rows)
+        self._rows.show(batch.rows)
         self._rows.name(batch)
 
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]:
@@ -322,7 +323,9 @@ class Collection:
         array, was = self._rows.held(rows)
         if not len(array):
             return [], []
-        # Tombstones first: a row is GONE only once no index returns it (merge relies on it).
+        # Invisible before the first index drops it; GONE only once no index returns it
+        # (merge relies on it).
+        self._rows.leaving(array, was)
         self._matcher.remove(array)
         released, named, live = self._rows.drop(array, was)
         self._budget.remove(live)

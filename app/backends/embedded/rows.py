@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.backends.embedded.clusters import ClusterMembers
-from app.backends.embedded.states import GONE, HIDDEN, LIVE
+from app.backends.embedded.states import GONE, HIDDEN, LIVE, MOVING
 from app.core.row_array import PagedList, RowArray, sorted_unique
 from app.core.types import Rows
 from app.service.times import iso_time_us
@@ -39,7 +39,7 @@ class RowTable:
         self.timestamp = RowArray(np.int64)  # row -> the document's time, microseconds
         self.cluster = RowArray(np.int64)  # row -> row of the document naming its cluster
         self.simhash = RowArray(np.uint64)
-        self.state = RowArray(np.uint8)  # LIVE, HIDDEN or GONE
+        self.state = RowArray(np.uint8)  # LIVE, HIDDEN, MOVING or GONE
         self.next_row = 0
         self._low_row = 0  # every row below is GONE (see low_row)
         self.row_of: dict[str, int] = {}
@@ -68,7 +68,8 @@ class RowTable:
 
     def record(self, batch: DocumentBatch) -> None:
         """Write the per-row records of committed documents (before any index takes
-        them): LIVE, in their clusters, counted. O(batch)."""
+        them): MOVING until ``show`` (once every index holds them), in their clusters,
+        counted as LIVE. O(batch)."""
         size = int(batch.rows[-1]) + 1
         if int(batch.rows[0]) < self.next_row:
             raise AssertionError("rows are appended in ascending order, never reused")
@@ -80,7 +81,7 @@ class RowTable:
         for column in (self.created, self.timestamp, self.cluster, self.state):
             column.ensure(size)
         # Rows of documents deleted before a restart leave gaps: GONE (zero) from the start.
-        self.state.array[rows] = LIVE
+        self.state.array[rows] = MOVING
         self.next_row = size
         self.created.array[rows] = batch.created_at
         self.timestamp.array[rows] = batch.timestamp_column()
@@ -94,6 +95,15 @@ class RowTable:
         # any index: its SimHash here, its signature by the LSH index.
         self.simhash.ensure(size)
         self.simhash.array[rows] = batch.simhash
+
+    def show(self, rows: Rows) -> None:
+        """Recorded rows that every index holds now: LIVE, visible to reads at once."""
+        self.state.array[rows] = LIVE
+
+    def leaving(self, array: Rows, was: npt.NDArray[np.uint8]) -> None:
+        """``held``'s rows, about to leave the indexes: the LIVE ones are hidden from
+        reads at once, before the first index drops them (``drop`` counts by ``was``)."""
+        self.state.array[array[was == LIVE]] = MOVING
 
     def name(self, batch: DocumentBatch) -> None:
         """Make the batch's ids find their rows (once the indexes hold them)."""
