@@ -1,10 +1,11 @@
 """Per-row storage that grows without invalidating readers, and gives back dead rows.
 
-RowArray holds a numpy array by row number; PagedList holds Python objects by row number.
-Both release the memory of rows that are gone (evicted or deleted) by whole pages, so a
-collection that expires its oldest documents forever keeps memory proportional to the
-rows it holds, not to every row it ever had: row numbers are never reused (indexes and
-the durable record name documents by them), the storage of dead ones is.
+RowArray holds a numpy array by row number (app/core/paged_list.py: Python objects by
+row number). Both release the memory of rows that are gone (evicted or deleted) by whole
+pages, so a collection that expires its oldest documents forever keeps memory
+proportional to the rows it holds, not to every row it ever had: row numbers are never
+reused (indexes and the durable record name documents by them), the storage of dead
+ones is.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import mmap
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -265,131 +266,6 @@ class RowArray:
         less the pages given back."""
         row_bytes = self.array.itemsize * int(np.prod(self._width, dtype=np.int64))
         return max(0, self.size * row_bytes - self.released_pages * PAGE_BYTES)
-
-
-T = TypeVar("T")
-
-
-class PagedList(Generic[T]):
-    """Python objects by row number, in pages of PAGE_ROWS slots; a page is allocated when
-    its first object is set and dropped when its last one is released, so rows that are
-    None or gone cost nothing once their page is empty (8 bytes a slot while it is not).
-
-    Reads take no lock: a released slot (or a dropped page) reads as None. One writer.
-    Costs: get O(1); assign and release O(rows) plus O(1) per page touched.
-
-    A page is a numpy array of objects, not a list: the garbage collector does not look
-    into it, where lists made every full collection visit each object held (8 ms of CPU
-    for 500,000 ids; ids, metadata and texts hold no reference back, so no cycle goes
-    through a page).
-
-    >>> names = PagedList[str]()
-    >>> names.assign(np.array([0, 5000]), ["a", "b"])
-    >>> names[5000], names[7], names.release(np.array([5000])), names[5000]
-    ('b', None, 1, None)
-    """
-
-    PAGE_ROWS = 4096
-    _SHIFT = 12
-
-    def __init__(self) -> None:
-        self._pages: list[npt.NDArray[np.object_] | None] = []
-        self._held: list[int] = []  # objects (not None) per page
-
-    def __getitem__(self, row: int) -> T | None:
-        page_number = row >> self._SHIFT
-        if page_number >= len(self._pages):
-            return None
-        page = self._pages[page_number]
-        return None if page is None else cast("T | None", page[row & (self.PAGE_ROWS - 1)])
-
-    def get_many(self, rows: Sequence[int]) -> list[T | None]:
-        """The objects of rows; a run of consecutive rows in one page is one slice."""
-        if len(rows) > 1 and rows[-1] - rows[0] == len(rows) - 1:
-            first, last = rows[0], rows[-1]
-            if first >> self._SHIFT == last >> self._SHIFT:
-                number = first >> self._SHIFT
-                page = self._pages[number] if number < len(self._pages) else None
-                mask = self.PAGE_ROWS - 1
-                if page is None:
-                    return [None] * len(rows)
-                return cast("list[T | None]", page[first & mask : (last & mask) + 1].tolist())
-        return [self[row] for row in rows]
-
-    def assign(self, rows: npt.NDArray[np.integer], values: Sequence[T | None]) -> None:
-        """Set the objects of rows (a None value sets nothing: it reads as None anyway).
-        A run of consecutive rows in one page without None is set with one slice."""
-        numbers = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if len(numbers) != len(values):
-            raise ValueError("one value a row")
-        if len(numbers) > 1 and numbers[-1] - numbers[0] == len(numbers) - 1:
-            first, last = int(numbers[0]), int(numbers[-1])
-            if first >> self._SHIFT == last >> self._SHIFT and None not in values:
-                page, number = self._page(first >> self._SHIFT), first >> self._SHIFT
-                mask = self.PAGE_ROWS - 1
-                self._held[number] += page[first & mask : (last & mask) + 1].tolist().count(None)
-                # fromiter: each value one object (a slice assignment would unpack lists)
-                page[first & mask : (last & mask) + 1] = np.fromiter(
-                    values, dtype=object, count=len(values)
-                )
-                return
-        mask = self.PAGE_ROWS - 1
-        for row, value in zip(numbers.tolist(), values, strict=True):
-            if value is None:
-                continue
-            page = self._page(row >> self._SHIFT)
-            if page[row & mask] is None:
-                self._held[row >> self._SHIFT] += 1
-            page[row & mask] = value
-
-    def _page(self, number: int) -> npt.NDArray[np.object_]:
-        """The page of that number, allocated (empty) if it is not."""
-        pages = self._pages
-        while number >= len(pages):
-            pages.append(None)
-            self._held.append(0)
-        page = pages[number]
-        if page is None:
-            page = pages[number] = np.full(self.PAGE_ROWS, None, dtype=object)
-        return page
-
-    def release(self, rows: npt.NDArray[np.integer]) -> int:
-        """Forget the objects of rows; returns how many were held. A run of consecutive
-        rows in one page is cleared with one slice assignment."""
-        rows = sorted_unique(rows)
-        if not len(rows):
-            return 0
-        mask = self.PAGE_ROWS - 1
-        pages, held = self._pages, self._held
-        numbers = rows >> self._SHIFT
-        bounds = np.flatnonzero(np.diff(numbers)) + 1
-        released = 0
-        for group in np.split(rows, bounds):
-            number = int(group[0]) >> self._SHIFT
-            if number >= len(pages) or pages[number] is None:
-                continue
-            page = pages[number]
-            assert page is not None
-            first, last = int(group[0]) & mask, int(group[-1]) & mask
-            if last - first + 1 == len(group):  # consecutive: one slice
-                count = len(group) - page[first : last + 1].tolist().count(None)
-                page[first : last + 1] = None
-            else:
-                count = 0
-                for row in group.tolist():
-                    if page[row & mask] is not None:
-                        page[row & mask] = None
-                        count += 1
-            released += count
-            held[number] -= count
-            if count and held[number] == 0:
-                pages[number] = None  # readers holding the page still read it safely
-        return released
-
-    @property
-    def pages(self) -> int:
-        """Pages allocated (8 bytes a slot each)."""
-        return sum(page is not None for page in self._pages)
 
 
 def claim_rows(

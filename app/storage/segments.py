@@ -49,7 +49,7 @@ from app.core.saved import ROWS_SUFFIX, SavedArrays
 
 log = logging.getLogger("neardup")
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the per-row records (ids, metadata, times, clusters) too
 MANIFEST = "manifest.json"
 _CHUNK_BYTES = 1 << 24  # written and read this much at a time
 # The steps of a write, in order; a test may kill the process at any of them.

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.collection_config import CollectionConfig
 from app.core.row_array import reserved_rows
 from app.errors import StorageUnavailable, StoreDamaged
 from app.storage.base import (
@@ -34,6 +35,7 @@ from app.storage.base import (
     SavedRows,
     StoredCollection,
     no_saved_rows,
+    not_among,
 )
 from app.storage.commit import Commit, settle
 from app.storage.segments import SegmentStore
@@ -258,6 +260,26 @@ class _Records:
         self.done = until
 
 
+def _live_rows(
+    connection: sqlite3.Connection, name: str, start: int, end: int
+) -> npt.NDArray[np.int64]:
+    """The rows of the live documents in [start, end), ascending: SQLite aggregates each
+    range of RECORD_CHUNK_ROWS rows into one string, numpy parses it."""
+    parts = [np.zeros(0, dtype=np.int64)]
+    for low in range(start, end, RECORD_CHUNK_ROWS):
+        number, text = connection.execute(
+            "SELECT count(*), group_concat(row) FROM (SELECT row FROM documents WHERE "
+            "collection = ? AND deleted = 0 AND row >= ? AND row < ? ORDER BY row)",
+            (name, low, min(end, low + RECORD_CHUNK_ROWS)),
+        ).fetchone()
+        if number:
+            rows = _numbers(text, np.int64)
+            if len(rows) != number:
+                raise StoreDamaged(f"{name}: {number} rows read as {len(rows)}")
+            parts.append(rows)
+    return np.concatenate(parts)
+
+
 def _texts(
     connection: sqlite3.Connection, name: str, rows: npt.NDArray[np.int64]
 ) -> tuple[list[str | None] | None, list[str | None] | None]:
@@ -268,8 +290,8 @@ def _texts(
     has_text = has_short = False
     cursor = connection.execute(
         "SELECT row, text, short FROM documents WHERE collection = ? AND deleted = 0 "
-        "AND (text IS NOT NULL OR short IS NOT NULL) ORDER BY row",
-        (name,),
+        "AND row >= ? AND (text IS NOT NULL OR short IS NOT NULL) ORDER BY row",
+        (name, int(rows[0]) if len(rows) else 0),
     )
     while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
         numbers, chunk_texts, chunk_shorts = zip(*chunk, strict=True)
@@ -281,24 +303,6 @@ def _texts(
             has_text = has_text or text is not None
             has_short = has_short or short is not None
     return (texts if has_text else None), (shorts if has_short else None)
-
-
-def _not_among(
-    values: npt.NDArray[np.int64], ascending: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
-    """The distinct values not in ``ascending`` (sorted, distinct): np.setdiff1d without
-    its two hash passes over every document (1.2 s at 1M), as most documents name their
-    own cluster. O(n + k log n) for k values that are not their own row."""
-    others = (
-        np.unique(values[values != ascending])
-        if len(values) == len(ascending)
-        else np.unique(values)
-    )
-    at = np.searchsorted(ascending, others)
-    found = at < len(ascending)
-    found[found] = ascending[at[found]] == others[found]
-    missing: npt.NDArray[np.int64] = others[~found]
-    return missing
 
 
 class SQLiteStore:
@@ -587,9 +591,13 @@ class SQLiteStore:
         for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
             config = json.loads(config_text)
             fingerprints_from = saved_rows(name, config)
-            documents = self._load_documents(connection, name, config, fingerprints_from)
-            # Clusters named by a row that is not live: few, looked up by primary key.
-            orphans = _not_among(documents.clusters, documents.rows).tolist()
+            documents, covered, covered_texts = self._load_documents(
+                connection, name, config, fingerprints_from
+            )
+            # Clusters named by a row that is not live: few, looked up by primary key (a
+            # segment holds the clusters of the covered rows, and the names of theirs).
+            live = np.concatenate([covered, documents.rows])
+            orphans = not_among(documents.clusters, live).tolist()
             names: dict[int, str] = {}
             for row in orphans:
                 found = connection.execute(
@@ -608,7 +616,17 @@ class SQLiteStore:
             next_row = max(0 if last is None else int(last) + 1, int(next_floor))
             mark = None if expired_timestamp is None else (expired_timestamp, expired_row)
             loaded.append(
-                StoredCollection(name, config, documents, names, next_row, mark, fingerprints_from)
+                StoredCollection(
+                    name,
+                    config,
+                    documents,
+                    names,
+                    next_row,
+                    mark,
+                    fingerprints_from,
+                    covered,
+                    covered_texts,
+                )
             )
         return loaded
 
@@ -618,23 +636,34 @@ class SQLiteStore:
         name: str,
         config: dict[str, Any],
         fingerprints_from: int,
-    ) -> DocumentBatch:
-        """A collection's live documents as columns, in up to three passes over its rows:
-        the records (ids, times, clusters, metadata) aggregated by SQLite into one string
-        a column per range of rows, parsed by numpy (no Python tuple a row: ~5 s of 7 at
-        1M); the fingerprints of rows from ``fingerprints_from`` (a segment holds those
-        below: zeros here), LOAD_CHUNK_ROWS rows at a time, the signatures copied once,
-        into an array their index can hold as it is; and texts, where the collection
-        keeps any."""
+    ) -> tuple[DocumentBatch, npt.NDArray[np.int64], list[str | None] | None]:
+        """(a collection's live documents as columns, the rows of those a segment holds,
+        their texts where the collection keeps any).
+        Below ``fingerprints_from`` (a segment's rows) only the live rows are read, but for
+        the last SPOT_CHECK_ROWS of them; from there on, in up to three passes: the records
+        (ids, times, clusters, metadata) aggregated by SQLite into one string a column per
+        range of rows, parsed by numpy (no Python tuple a row: ~5 s of 7 at 1M); the
+        fingerprints, LOAD_CHUNK_ROWS rows at a time, the signatures copied once, into an
+        array their index can hold as it is; and texts, where the collection keeps any."""
         num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
+        # Apart: SQLite reads one end of the primary key for each, where both at once scan.
+        (low,) = connection.execute(
+            "SELECT min(row) FROM documents WHERE collection = ?", (name,)
+        ).fetchone()
+        (high,) = connection.execute(
+            "SELECT max(row) FROM documents WHERE collection = ?", (name,)
+        ).fetchone()
+        below = _live_rows(
+            connection, name, int(low or 0), min(fingerprints_from, int(high or 0) + 1)
+        )
+        covered, spot = below[: max(0, len(below) - SPOT_CHECK_ROWS)], below[-SPOT_CHECK_ROWS:]
+        first = int(spot[0]) if len(spot) else fingerprints_from
         (count,) = connection.execute(
-            "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0", (name,)
+            "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0 AND row >= ?",
+            (name, first),
         ).fetchone()
         records = _Records(count)
-        low, high = connection.execute(
-            "SELECT min(row), max(row) FROM documents WHERE collection = ?", (name,)
-        ).fetchone()
-        for start in range(int(low or 0), int(high or 0) + 1, RECORD_CHUNK_ROWS):
+        for start in range(max(first, int(low or 0)), int(high or 0) + 1, RECORD_CHUNK_ROWS):
             records.read(connection, name, start, start + RECORD_CHUNK_ROWS)
         if records.done != count:
             raise StoreDamaged(f"{name}: {records.done} documents read of {count} counted")
@@ -642,14 +671,12 @@ class SQLiteStore:
         simhash = np.zeros(count, dtype=np.uint64)
         minhash = reserved_rows(count, (num_perm,), np.uint32)
         exact = np.zeros((count, 2), dtype=np.uint64)
-        # Also the last SPOT_CHECK_ROWS below a segment's rows: it is checked against them.
-        first = max(0, int(np.searchsorted(rows, fingerprints_from)) - SPOT_CHECK_ROWS)
         cursor = connection.execute(
             "SELECT row, simhash, minhash, exact FROM documents "
             "WHERE collection = ? AND deleted = 0 AND row >= ? ORDER BY row",
-            (name, int(rows[first]) if first < count else fingerprints_from),
+            (name, first),
         )
-        done = first
+        done = 0
         while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
             end = done + len(chunk)
             columns = list(zip(*chunk, strict=True))
@@ -664,9 +691,19 @@ class SQLiteStore:
             done = end
             del chunk, columns
         if done != count:
-            raise StoreDamaged(f"{name}: {done - first} fingerprints read of {count - first}")
-        texts, shorts = _texts(connection, name, rows)
-        return DocumentBatch(
+            raise StoreDamaged(f"{name}: {done} fingerprints read of {count}")
+        # Texts of covered rows only where the collection keeps them (a scan of every row).
+        keeps_text = CollectionConfig.from_dict(config).keeps_text
+        texts, shorts = _texts(
+            connection, name, np.concatenate([covered, rows]) if keeps_text else rows
+        )
+        # The covered rows' texts, for the collection to hold (their shorts are in the
+        # segment's n-gram index).
+        skipped = len(covered) if keeps_text else 0
+        covered_texts = None if texts is None or not keeps_text else texts[:skipped]
+        texts = None if texts is None else texts[skipped:]
+        shorts = None if shorts is None else shorts[skipped:]
+        documents = DocumentBatch(
             ids=records.ids,
             rows=rows,
             created_at=records.created_at,
@@ -679,6 +716,7 @@ class SQLiteStore:
             shorts=shorts,
             timestamps=records.timestamps,
         )
+        return documents, covered, covered_texts
 
     def close(self) -> None:
         self._changes.put(None)

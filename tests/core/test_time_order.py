@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from app.core.row_array import PAGE_BYTES, PagedList, RowArray
+from app.core.paged_list import PagedList
+from app.core.row_array import PAGE_BYTES, RowArray
 from app.core.time_order import TimeOrder
 
 

@@ -20,7 +20,7 @@ from app.errors import StorageUnavailable, StoreDamaged
 from app.main import DATABASE_FILE, create_app
 from app.storage import MemoryStore, StoredCollection
 from app.storage import sqlite as sqlite_module
-from app.storage.base import DocumentBatch, Eviction, SavedRows, no_saved_rows
+from app.storage.base import DocumentBatch, Eviction, SavedRows, no_saved_rows, not_among
 from app.storage.commit import Commit
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text, mutate_words
@@ -256,7 +256,7 @@ def test_sqlite_store_round_trips_columns(
     monkeypatch.setattr(sqlite_module, "RECORD_CHUNK_ROWS", record_rows)
     monkeypatch.setattr(sqlite_module, "SPOT_CHECK_ROWS", 3)
     store = SQLiteStore(tmp_path / "x.db", "NORMAL")
-    config = {"minhash": {"enabled": True, "num_perm": 4}}
+    config = {"minhash": {"enabled": True, "num_perm": 4}, "store_text": True}
     store.create_collection("c", config)
     rng = np.random.default_rng(0)
     count = 40
@@ -283,16 +283,23 @@ def test_sqlite_store_round_trips_columns(
         assert loaded.name == "c" and loaded.config == config
         assert loaded.fingerprints_from == fingerprints_from
         documents = loaded.documents
-        assert documents.ids == kept.ids and documents.metadata == kept.metadata
-        assert documents.texts == kept.texts and documents.shorts == kept.shorts
+        # Below a segment's rows: the live rows alone (and their texts), but for the last
+        # 3 (the spot check), read whole with everything after them.
+        whole = np.arange(len(kept.rows)) >= np.searchsorted(kept.rows, fingerprints_from) - 3
+        if not fingerprints_from:
+            whole[:] = True
+        assert loaded.covered.tolist() == kept.rows[~whole].tolist()
+        read = kept.select(np.flatnonzero(whole))
+        assert documents.ids == read.ids and documents.metadata == read.metadata
+        assert documents.texts == read.texts and documents.shorts == read.shorts
+        kept_texts = kept.text_column()
+        assert (loaded.covered_texts or []) == [
+            kept_texts[i] for i in np.flatnonzero(~whole).tolist()
+        ]
         for column in ("rows", "created_at", "clusters", "timestamps"):
-            assert np.array_equal(getattr(documents, column), getattr(kept, column)), column
-        # Fingerprints from the segment's rows on, and of the last 3 below (the spot check).
-        read = np.arange(len(kept.rows)) >= np.searchsorted(kept.rows, fingerprints_from) - 3
+            assert np.array_equal(getattr(documents, column), getattr(read, column)), column
         for column in ("simhash", "minhash", "exact"):
-            loaded_column, stored_column = getattr(documents, column), getattr(kept, column)
-            assert np.array_equal(loaded_column[read], stored_column[read]), column
-            assert not loaded_column[~read].any(), column
+            assert np.array_equal(getattr(documents, column), getattr(read, column)), column
     reopened.close()
 
 
@@ -305,7 +312,7 @@ def test_the_clusters_not_among_the_live_rows_are_those_of_a_set_difference() ->
             chosen = rng.integers(0, len(rows), rng.integers(0, len(rows) + 1))
             clusters[chosen] = np.minimum(rows[chosen], rng.integers(0, 60, len(chosen)))
         expected = sorted(set(clusters.tolist()) - set(rows.tolist()))
-        assert sqlite_module._not_among(clusters, rows).tolist() == expected
+        assert not_among(clusters, rows).tolist() == expected
 
 
 def test_settings_choose_the_synchronous_mode(tmp_path: Path) -> None:

@@ -41,13 +41,17 @@ import numpy.typing as npt
 from app.backends.embedded.matcher import Matcher, matches_of
 from app.backends.embedded.retention import Retention
 from app.backends.embedded.rows import RowTable
-from app.backends.embedded.saving import SegmentKeeper, restore_from_segment, saved_arrays
+from app.backends.embedded.saving import (
+    SegmentKeeper,
+    Taken,
+    restore_from_segment,
+    saved_arrays,
+)
 from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.rule import Pairs
-from app.core.saved import SavedArrays
 from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
 from app.service.budget import DocumentBudget
@@ -300,17 +304,15 @@ class Collection:
             self._store.delete_documents(self.name, [row])
             self.remove([row])
 
-    def publish(self, batch: DocumentBatch, indexed: DocumentBatch | None = None) -> None:
+    def publish(self, batch: DocumentBatch) -> None:
         """Make committed documents visible: per-row records first, then the indexes, then
-        their ids (under the write lock). ``indexed``: the part of the batch still to
-        enter the indexes (a restart's documents after its segment), else all of it."""
+        their ids (under the write lock)."""
         if len(batch) == 0:
             return
         self._rows.record(batch)
         self._budget.add(len(batch))
         self._retention.held(batch.timestamp_column(), batch.rows)
-        entering = batch if indexed is None else indexed
-        self._matcher.insert(entering, entering.rows)
+        self._matcher.insert(batch, batch.rows)
         self._rows.show(batch.rows)
         self._rows.name(batch)
 
@@ -403,18 +405,20 @@ class Collection:
         the retention (what was expired stays so), then merge the indexes: all of them
         when everything was inserted, those that need it otherwise."""
         with self._write_lock:
-            batch = stored.documents
             if segment is None:
-                self.publish(batch)
+                self.publish(stored.documents)
             else:
                 if stored.fingerprints_from != segment.rows_below:
                     raise ValueError("the documents were not read for this segment")
-                later = restore_from_segment(self._matcher, batch, segment)
-                self.publish(batch, indexed=later)
+                live, later = restore_from_segment(self._matcher, self._rows, stored, segment)
+                self._budget.add(len(live))
+                self._retention.held(self._rows.timestamp.array[live], live)
+                self.publish(later)
                 self._segment.adopted(segment)
             # Past every row the segment holds, stored or not (a commit that failed, or
             # never became durable, after it took them): a row number is never reused.
-            self._rows.restored(stored, 0 if segment is None else segment.rows_below)
+            at_least = 0 if segment is None else segment.rows_below
+            self._rows.restored(stored, stored.names, at_least)
             if stored.expired_through is not None:
                 mark = (int(stored.expired_through[0]), int(stored.expired_through[1]))
                 self._retention.restore(mark)
@@ -437,7 +441,7 @@ class Collection:
         if not due:
             return None
 
-        def take() -> tuple[int, SavedArrays]:
+        def take() -> Taken:
             with self._write_lock:
                 return saved_arrays(self._rows, self._matcher)
 

@@ -8,14 +8,19 @@ given back by whole pages once the row is GONE (app/core/row_array.py).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from app.backends.embedded.clusters import ClusterMembers
+from app.backends.embedded.id_map import IdMap, id_hashes
 from app.backends.embedded.states import GONE, HIDDEN, LIVE, MOVING
-from app.core.row_array import PagedList, RowArray, sorted_unique
+from app.core.paged_list import TEXT_CODEC, PagedList, json_codec
+from app.core.row_array import RowArray, sorted_unique
+from app.core.saved import ROWS_SUFFIX, SavedArrays, SavedStateError, nested, part, wanted
 from app.core.types import Rows
 from app.service.times import iso_time_us
 from app.service.types import StoredDocument, iso_time
@@ -23,26 +28,32 @@ from app.storage.base import DocumentBatch, StoredCollection
 
 # _low_row moves past GONE rows this many at a time.
 _LOW_ROW_STEP = 65_536
+# Metadata packed in a segment: compact JSON (never empty, so an empty slot is None).
+_METADATA_CODEC = json_codec(
+    lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False), json.loads
+)
 
 
 class RowTable:
     """Per-row columns (numbers as numpy columns: 8 bytes a row where a list of Python
     objects costs 36), the id -> row map, cluster members and the counts of LIVE rows
     and of LIVE rows that joined another's cluster. No locking: the collection's write
-    lock serialises every change."""
+    lock serialises every change. A segment holds them all but the texts and states
+    (``saved_arrays``): a start adopts them, packed, with no Python object a row."""
 
     def __init__(self) -> None:
-        self.ids = PagedList[str]()
-        self.metadata = PagedList[dict[str, Any]]()
+        self.ids = PagedList[str](TEXT_CODEC)  # ids are never empty
+        self.metadata = PagedList[dict[str, Any]](_METADATA_CODEC)
         self.texts = PagedList[str]()
         self.created = RowArray(np.float64)  # row -> unix time of the insert
         self.timestamp = RowArray(np.int64)  # row -> the document's time, microseconds
         self.cluster = RowArray(np.int64)  # row -> row of the document naming its cluster
         self.simhash = RowArray(np.uint64)
         self.state = RowArray(np.uint8)  # LIVE, HIDDEN, MOVING or GONE
+        self.id_hash = RowArray(np.uint64)  # what the id map looks a row's id up by
         self.next_row = 0
         self._low_row = 0  # every row below is GONE (see low_row)
-        self.row_of: dict[str, int] = {}
+        self.row_of = IdMap(self.ids, self.state, self.id_hash)
         self.members = ClusterMembers()  # cluster row -> the other rows that joined it
         self.visible = 0  # LIVE documents
         self.duplicates = 0  # LIVE documents listed in a cluster's members
@@ -95,6 +106,8 @@ class RowTable:
         # any index: its SimHash here, its signature by the LSH index.
         self.simhash.ensure(size)
         self.simhash.array[rows] = batch.simhash
+        self.id_hash.ensure(size)
+        self.id_hash.array[rows] = id_hashes(batch.ids)
 
     def show(self, rows: Rows) -> None:
         """Recorded rows that every index holds now: LIVE, visible to reads at once."""
@@ -107,18 +120,85 @@ class RowTable:
 
     def name(self, batch: DocumentBatch) -> None:
         """Make the batch's ids find their rows (once the indexes hold them)."""
-        self.row_of.update(zip(batch.ids, batch.rows.tolist(), strict=True))
+        self.row_of.update(batch.ids, batch.rows.tolist())
 
-    def restored(self, stored: StoredCollection, at_least: int = 0) -> None:
+    def restored(self, stored: StoredCollection, names: dict[int, str], at_least: int = 0) -> None:
         """After the live documents of a restart: rows up to the store's next row, or
         ``at_least`` (those between are GONE), and the ids of gone rows that still name
-        a cluster."""
+        a cluster (``names``; those a segment holds already are left as they are)."""
         size = max(stored.next_row, self.next_row, at_least)
-        for column in (self.created, self.timestamp, self.cluster, self.state):
+        for column in self._columns():
             column.ensure(size)
         self.next_row = size
-        names = sorted(stored.names.items())
-        self.ids.assign(np.array([row for row, _ in names], dtype=np.int64), [n for _, n in names])
+        missing = sorted((row, name) for row, name in names.items() if self.ids[row] is None)
+        self.ids.assign(
+            np.array([row for row, _ in missing], dtype=np.int64), [n for _, n in missing]
+        )
+
+    def _columns(self) -> tuple[RowArray, ...]:
+        return (self.created, self.timestamp, self.cluster, self.state, self.simhash, self.id_hash)
+
+    # ------------------------------------------------------------------ segments
+
+    _SAVED_COLUMNS = ("created", "timestamp", "cluster", "simhash", "id_hash")
+
+    def saved_arrays(self) -> tuple[SavedArrays, Callable[[], SavedArrays]]:
+        """The records of rows below next_row for a segment, in two steps: the numeric
+        columns (views: a row's are written once) and a copy of the states, O(rows /
+        8 KB) under the write lock; then a function that encodes the ids and metadata
+        of pages not packed yet and sorts the id map, off the lock."""
+        size = self.next_row
+        for column in self._columns():
+            column.ensure(size)
+        arrays = {
+            f"{name}{ROWS_SUFFIX}": getattr(self, name).array[:size] for name in self._SAVED_COLUMNS
+        }
+        state = self.state.array[:size].copy()
+        steps = {
+            "ids": self.ids.saved(size),
+            "metadata": self.metadata.saved(size),
+            "id_map": self.row_of.saved(state),
+        }
+
+        def encoded() -> SavedArrays:
+            later: SavedArrays = {}
+            for name, step in steps.items():
+                later.update(nested(name, step()))
+            return later
+
+        return arrays, encoded
+
+    def adopt_saved(self, arrays: SavedArrays, live: Rows, below: int) -> None:
+        """Take a segment's records of rows below ``below``, of which ``live`` (ascending)
+        are the live documents the database holds: LIVE, counted, in their clusters; the
+        others GONE. O(live) numpy work plus O(duplicates) for the cluster members.
+        SavedStateError where the arrays do not fit: other sizes, or a live document
+        without an id in the segment."""
+        if self.next_row:
+            raise ValueError("only an empty RowTable adopts saved records")
+        for name in self._SAVED_COLUMNS:
+            values = wanted(arrays, f"{name}{ROWS_SUFFIX}")
+            if len(values) != below:
+                raise SavedStateError(f"the {name} column holds {len(values)} rows, not {below}")
+            getattr(self, name).take(values)
+        ids = part(arrays, "ids")
+        ends = wanted(ids, "ends")
+        if len(ends) != below:
+            raise SavedStateError(f"the ids hold {len(ends)} rows, not {below}")
+        if len(live) and not bool(np.all(np.diff(ends, prepend=0)[live] > 0)):
+            raise SavedStateError("a live document below the segment's rows has no id in it")
+        self.ids.adopt_saved(ids)
+        self.metadata.adopt_saved(part(arrays, "metadata"))
+        self.row_of.adopt_saved(part(arrays, "id_map"))
+        self.state.ensure(below)
+        self.state.array[live] = LIVE
+        self.next_row = below
+        clusters = self.cluster.array[live]
+        joined = clusters != live
+        for root, row in zip(clusters[joined].tolist(), live[joined].tolist(), strict=True):
+            self.members.add(root, row)
+        self.visible = len(live)
+        self.duplicates = int(np.count_nonzero(joined))
 
     def hide(self, live: Rows) -> None:
         """LIVE rows expired: HIDDEN until they are evicted."""
@@ -146,8 +226,8 @@ class RowTable:
         state[array] = GONE
         row_of = self.row_of
         for row, document_id in zip(array.tolist(), self.ids.get_many(array.tolist()), strict=True):
-            if document_id is not None and row_of.get(document_id) == row:
-                del row_of[document_id]
+            if document_id is not None:
+                row_of.discard(document_id, row)
         orphans: list[int] = []  # clusters nobody is in now, named by a gone row
         for cluster in clusters[joined].tolist():
             if self.members.leave(cluster, state) and state[cluster] == GONE:
@@ -169,8 +249,9 @@ class RowTable:
             dead: npt.NDArray[np.bool_] = self.state.array[at] == GONE
             return dead
 
-        for column in (self.created, self.timestamp, self.cluster, self.simhash, self.state):
+        for column in (self.created, self.timestamp, self.cluster, self.simhash, self.id_hash):
             column.release(rows, gone)
+        self.state.release(rows, gone)
 
     def low_row(self) -> int:
         """The lowest row not GONE: every row below it was tombstoned in every index, so
@@ -194,11 +275,13 @@ class RowTable:
         assert self.visible == len(live), f"visible {self.visible} != {len(live)}"
         held = {row: self.ids[row] for row in np.concatenate([live, hidden]).tolist()}
         assert all(document_id is not None for document_id in held.values())
-        for document_id, row in self.row_of.items():
+        self.row_of._check()
+        self.ids._check()
+        self.metadata._check()
+        named = dict(self.row_of.items())
+        for document_id, row in named.items():
             assert state[row] != GONE and held[row] == document_id, (document_id, row)
-        assert {row for row in held if self.row_of.get(held[row] or "") == row} <= set(
-            self.row_of.values()
-        )
+            assert self.row_of.get(document_id) == row, (document_id, row)
         clusters = self.cluster.array[live]
         assert self.duplicates == int(np.count_nonzero(clusters != live))
         for row, cluster in zip(live.tolist(), clusters.tolist(), strict=True):

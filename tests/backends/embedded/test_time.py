@@ -318,7 +318,8 @@ def test_the_row_order_of_equal_timestamps_decides_the_count_retention() -> None
     collection = open_collection(MemoryStore(), config, clock)
     now = clock.us
     collection.insert([NewDocument(STORIES[i], f"e{i}", None, now) for i in range(5)])
-    assert sorted(collection._rows.row_of) == ["e0", "e1", "e2", "e3", "e4"]  # not evicted yet
+    named = sorted(dict(collection._rows.row_of.items()))
+    assert named == ["e0", "e1", "e2", "e3", "e4"]  # not evicted yet
     assert [len(collection.search(STORIES[i], Query())) for i in range(5)] == [0, 0, 1, 1, 1]
     # Older than the mark: expired on arrival, not stored.
     [late] = collection.insert([NewDocument(STORIES[5], "late", None, now - 1)])
@@ -367,7 +368,7 @@ def test_kept_memory_is_per_live_row_after_restarts(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "t.db", "NORMAL")
     collection = open_collection(store, config, clock)
     assert collection._rows.next_row == next_row == 40
-    assert sorted(collection._rows.row_of) == sorted(f"k{i}" for i in range(30, 40))
-    rows = np.array(sorted(collection._rows.row_of.values()))
+    assert sorted(dict(collection._rows.row_of.items())) == sorted(f"k{i}" for i in range(30, 40))
+    rows = np.array(sorted(dict(collection._rows.row_of.items()).values()))
     assert rows.tolist() == list(range(30, 40))
     store.close()

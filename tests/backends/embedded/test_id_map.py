@@ -1,0 +1,80 @@
+"""The id map (app/backends/embedded/id_map.py) against a dict: ids named, replaced and
+gone, across saves and adoptions, with hash collisions forced."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from app.backends.embedded import id_map as id_map_module
+from app.backends.embedded.id_map import IdMap, id_hashes
+from app.backends.embedded.states import GONE, LIVE
+from app.core.paged_list import TEXT_CODEC, PagedList
+from app.core.row_array import RowArray
+
+
+class Rows:
+    """The columns an IdMap reads, written as RowTable writes them."""
+
+    def __init__(self) -> None:
+        self.ids = PagedList[str](TEXT_CODEC)
+        self.state = RowArray(np.uint8)
+        self.hashes = RowArray(np.uint64)
+        self.map = IdMap(self.ids, self.state, self.hashes)
+        self.next_row = 0
+
+    def add(self, ids: list[str]) -> list[int]:
+        rows = list(range(self.next_row, self.next_row + len(ids)))
+        self.next_row += len(ids)
+        for column in (self.state, self.hashes):
+            column.ensure(self.next_row)
+        self.ids.assign(np.array(rows), ids)
+        self.hashes.array[rows] = id_hashes(ids)
+        self.state.array[rows] = LIVE
+        self.map.update(ids, rows)
+        return rows
+
+    def remove(self, row: int) -> None:
+        self.state.array[row] = GONE
+        document_id = self.ids[row]
+        assert document_id is not None
+        self.map.discard(document_id, row)
+
+    def restarted(self) -> Rows:
+        """A new table adopting what a save of this one holds."""
+        again = Rows()
+        again.ids.adopt_saved(self.ids.saved(self.next_row)())
+        for mine, theirs in ((self.state, again.state), (self.hashes, again.hashes)):
+            theirs.take(mine.array[: self.next_row].copy())
+        again.map.adopt_saved(self.map.saved(self.state.array[: self.next_row].copy())())
+        again.next_row = self.next_row
+        return again
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_the_id_map_answers_as_a_dict(collide: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if collide:  # few distinct hashes: ids are told apart by their text
+        monkeypatch.setattr(id_map_module, "id_hash", lambda document_id: len(document_id) % 3)
+    rng = random.Random(11)
+    table, reference = Rows(), {}
+    for step in range(6):
+        ids = [f"doc-{rng.randrange(400)}" for _ in range(60)]
+        for document_id in dict.fromkeys(ids):
+            old = reference.get(document_id)
+            if old is not None:  # a replacement: the new row first, then the old goes
+                [row] = table.add([document_id])
+                table.remove(old)
+            else:
+                [row] = table.add([document_id])
+            reference[document_id] = row
+        for document_id in rng.sample(sorted(reference), 15):
+            table.remove(reference.pop(document_id))
+        if step % 2:
+            table = table.restarted()
+        table.map._check()
+        assert dict(table.map.items()) == reference
+        for number in range(400):
+            assert table.map.get(f"doc-{number}") == reference.get(f"doc-{number}")
+        assert table.map.get("missing", -1) == -1

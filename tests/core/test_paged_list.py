@@ -1,0 +1,67 @@
+"""PagedList packed pages (app/core/paged_list.py) against a dict of row -> object: a
+list saved and adopted packed reads, releases, assigns and saves again as one that never
+was."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+
+from app.core.paged_list import TEXT_CODEC, PagedList, json_codec
+
+META = json_codec(json.dumps, json.loads)
+
+
+def saved_and_adopted(paged: PagedList[object], rows: int) -> PagedList[object]:
+    adopted = PagedList[object](paged._codec)
+    adopted.adopt_saved(paged.saved(rows)())
+    return adopted
+
+
+def test_a_packed_list_behaves_as_a_dict_through_saves_releases_and_assigns() -> None:
+    rng = random.Random(3)
+    size = 3 * PagedList.PAGE_ROWS + 17
+    reference: dict[int, object] = {}
+    paged = PagedList[object](META)
+    rows = sorted(rng.sample(range(size), size // 2))
+    values = [{"k": i, "t": "é\u4e2d" * (i % 3)} if i % 5 else [i] for i in rows]
+    paged.assign(np.array(rows), values)
+    reference.update(zip(rows, values, strict=True))
+    for round_ in range(4):
+        paged = saved_and_adopted(paged, size)
+        paged._check()
+        assert all(paged[row] == reference.get(row) for row in range(size + 5))
+        assert paged.get_many(list(range(100, 200))) == [reference.get(r) for r in range(100, 200)]
+        gone = rng.sample(range(size), 900)
+        assert paged.release(np.array(gone)) == sum(row in reference for row in set(gone))
+        for row in gone:
+            reference.pop(row, None)
+        new = rng.sample(range(size), 40)
+        paged.assign(np.array(new), [f"v{round_}-{row}" for row in new])
+        reference.update({row: f"v{round_}-{row}" for row in new})
+        paged._check()
+        assert all(paged[row] == reference.get(row) for row in range(size))
+    # Rows past a short last page that leave it untouched keep their places.
+    far = size + 2 * PagedList.PAGE_ROWS
+    paged.assign(np.array([far]), ["far"])
+    reference[far] = "far"
+    paged = saved_and_adopted(paged, far + 1)
+    assert all(paged[row] == reference.get(row) for row in range(far + 1))
+    # Every page released: dropped.
+    paged.release(np.arange(far + 1))
+    assert paged.pages == 0 and all(paged[row] is None for row in range(far + 1))
+
+
+def test_a_save_taken_before_releases_holds_what_was_there_then() -> None:
+    paged = PagedList[str](TEXT_CODEC)
+    paged.assign(np.arange(10), [f"id{i}" for i in range(10)])
+    adopted = PagedList[str](TEXT_CODEC)
+    adopted.adopt_saved(paged.saved(10)())
+    encode = adopted.saved(10)
+    adopted.release(np.array([2, 3]))
+    again = PagedList[str](TEXT_CODEC)
+    again.adopt_saved(encode())
+    assert [again[i] for i in range(10)] == [f"id{i}" for i in range(10)]
+    assert [adopted[i] for i in range(4)] == ["id0", "id1", None, None]
