@@ -85,7 +85,7 @@ from app.collection_config import CollectionConfig
 from app.config import Settings
 from app.main import DATABASE_FILE, create_app, memory_store
 from app.storage import MemoryStore, Store
-from app.storage import sqlite as sqlite_module
+from app.storage import sqlite_load as sqlite_module
 from app.storage.base import DocumentBatch, StoredCollection
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text
@@ -817,8 +817,8 @@ LOAD_PEAK_CODE = """
 import json, sys
 from pathlib import Path
 from bench.durability import rss_of
-from app.storage import sqlite
-sqlite.LOAD_CHUNK_ROWS = int(sys.argv[2])
+from app.storage import sqlite, sqlite_load
+sqlite_load.LOAD_CHUNK_ROWS = int(sys.argv[2])
 store = sqlite.SQLiteStore(Path(sys.argv[1]))
 before = rss_of(__import__("os").getpid())["VmRSS"]
 [stored] = store.load()

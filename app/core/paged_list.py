@@ -226,6 +226,11 @@ class PagedList(Generic[T]):
         return released
 
     @property
+    def held(self) -> int:
+        """Objects held (not None)."""
+        return sum(self._held)
+
+    @property
     def pages(self) -> int:
         """Pages allocated (8 bytes a slot each)."""
         return sum(page is not None for page in self._pages)

@@ -125,24 +125,36 @@ class StoredCollection:
     # Retention: every document with (timestamp, row) at or below this expired (None: none).
     expired_through: Mark | None = None
     # A segment holds the documents below this row (app/storage/segments.py): of those,
-    # only the last SPOT_CHECK_ROWS live ones are in ``documents``, and the others'
-    # rows alone are read, into ``covered``.
+    # only the last SPOT_CHECK_ROWS live ones are in ``documents``, with the rows
+    # removed since the segment (``removed``) and the texts below (``texts_below``:
+    # rows and texts, where the collection keeps texts and the segment says it has any).
     fingerprints_from: int = 0
-    covered: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    covered_texts: list[str | None] | None = None  # their texts, if any is kept
+    removed: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    texts_below: tuple[npt.NDArray[np.int64], list[str]] | None = None
 
 
 # The records and fingerprints of this many live documents just below a segment's rows
 # are read too: a start checks the segment's against them (a database restored from
 # another copy).
 SPOT_CHECK_ROWS = 512
-# (collection name, its settings) -> the row below which its segment holds fingerprints.
-SavedRows = Callable[[str, dict[str, Any]], int]
 
 
-def no_saved_rows(name: str, config: dict[str, Any]) -> int:
-    """No segment: every fingerprint is read."""
-    return 0
+@dataclass(frozen=True, slots=True)
+class Covered:
+    """What a collection's segment holds, which a start need not read."""
+
+    rows_below: int  # every row below: records, fingerprints, whether it was live
+    removed_through: int  # the last entry of the removal log it reflects
+    texts: bool  # whether any document below rows_below has a text
+
+
+# (collection name, its settings) -> what its segment holds (None: it has none).
+SavedRows = Callable[[str, dict[str, Any]], Covered | None]
+
+
+def no_saved_rows(name: str, config: dict[str, Any]) -> Covered | None:
+    """No segment: everything is read."""
+    return None
 
 
 def not_among(
@@ -190,8 +202,8 @@ class Store(Protocol):
         below)."""
         ...
 
-    def load_collection(self, name: str) -> StoredCollection:
-        """One collection with every fingerprint."""
+    def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
+        """One collection with every fingerprint, or around what a segment ``covered``."""
         ...
 
     def create_collection(self, name: str, config: dict[str, Any]) -> None: ...
@@ -220,6 +232,15 @@ class Store(Protocol):
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         """Mark documents deleted; their ids may still name clusters."""
+        ...
+
+    def removal_mark(self) -> int:
+        """The last entry committed so far to the log of removed rows (which a store
+        with segments keeps: deletes and evictions since a segment)."""
+        ...
+
+    def forget_removals(self, name: str, through: int) -> None:
+        """A segment reflects the collection's removals up to ``through``."""
         ...
 
     def observe_commits(self, observer: CommitObserver) -> None:

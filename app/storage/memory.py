@@ -10,6 +10,7 @@ import numpy as np
 
 from app.storage.base import (
     CommitObserver,
+    Covered,
     DocumentBatch,
     Eviction,
     Mark,
@@ -35,7 +36,7 @@ class MemoryStore:
         self._marks: dict[str, tuple[int, int] | None] = {}
         self._next_rows: dict[str, int] = {}
 
-    def load_collection(self, name: str) -> StoredCollection:
+    def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
         return next(stored for stored in self.load() if stored.name == name)
 
     def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
@@ -111,6 +112,12 @@ class MemoryStore:
                 self._next_rows[name] = max(self._next_rows[name], eviction.next_row)
 
         return _done(evict)
+
+    def removal_mark(self) -> int:
+        return 0  # no segments: no log
+
+    def forget_removals(self, name: str, through: int) -> None:
+        pass
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         with self._lock:

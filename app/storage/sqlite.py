@@ -21,28 +21,31 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
-from app.collection_config import CollectionConfig
-from app.core.row_array import reserved_rows
 from app.errors import StorageUnavailable, StoreDamaged
 from app.storage.base import (
-    SPOT_CHECK_ROWS,
     CommitObserver,
+    Covered,
     DocumentBatch,
     Eviction,
     Mark,
     SavedRows,
     StoredCollection,
     no_saved_rows,
-    not_among,
 )
 from app.storage.commit import Commit, settle
 from app.storage.segments import SegmentStore
+from app.storage.sqlite_load import load_collections
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The statements that bring a database of version v - 1 to version v, applied in order at
 # start-up inside one transaction.
+# AUTOINCREMENT: a sequence number is never used twice, even once the log is pruned.
+_REMOVED_TABLE = (
+    "CREATE TABLE removed (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "collection TEXT NOT NULL, row INTEGER NOT NULL)"
+)
+_REMOVED_INDEX = "CREATE INDEX removed_by_collection ON removed (collection, seq)"
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: the normalised text of short documents, for the n-gram index (older documents
     # have none: their collections were created without the n-gram index).
@@ -57,6 +60,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE collections ADD COLUMN expired_row INTEGER",
         "ALTER TABLE collections ADD COLUMN next_row INTEGER NOT NULL DEFAULT 0",
     ),
+    # 4: the log of rows removed (deleted, replaced, evicted), so that a start from an
+    # index segment learns what left after it without reading every row.
+    4: (_REMOVED_TABLE, _REMOVED_INDEX),
 }
 # Changes of at most this many callers share a transaction: large enough that a burst of
 # small inserts costs one fsync, small enough that one transaction never holds the writer
@@ -107,6 +113,7 @@ CREATE TABLE documents (
     PRIMARY KEY (collection, row)
 ) WITHOUT ROWID;
 """
+_SCHEMA += f"{_REMOVED_TABLE};\n{_REMOVED_INDEX};\n"
 
 
 _MARK_DELETED = (
@@ -130,9 +137,6 @@ def _set_mark(db: sqlite3.Connection, name: str, mark: tuple[int, int]) -> None:
 # instead of one per row. Each step lets the GIL go to the event loop and waits to take it
 # back, and between two cores that hand-over costs more than the row (issue 11).
 ROWS_PER_INSERT = 64
-# Documents read at a time by ``load``: its peak of row tuples (~2 KB each with a MinHash
-# signature and a 3 KB text) is this many, not the collection's.
-LOAD_CHUNK_ROWS = 16_384
 _DOCUMENT_COLUMNS = (
     "collection, row, id, created_at, cluster, metadata, simhash, minhash, exact, text, "
     "deleted, short, timestamp"
@@ -188,121 +192,6 @@ def _apply_change(
     if not alone:
         connection.execute("RELEASE change")
     return None
-
-
-# Rows of a collection whose records one aggregate reads: its strings stay under ~100 MB.
-RECORD_CHUNK_ROWS = 1 << 20
-# Every column SQLite aggregates into one string per range of rows, in the same order,
-# parsed by numpy: created_at with 17 significant digits (it reads back exactly), ids and
-# metadata separated by NUL (an id is printable, JSON has no raw control characters).
-_RECORDS = (
-    "SELECT count(*), group_concat(row), group_concat(id, char(0)), "
-    "group_concat(printf('%!.17g', created_at)), group_concat(cluster), "
-    "group_concat(coalesce(timestamp, cast(round(created_at * 1000000) AS INTEGER))), "
-    "group_concat(coalesce(metadata, ''), char(0)) FROM (SELECT row, id, created_at, cluster, "
-    "timestamp, metadata FROM documents "
-    "WHERE collection = ? AND deleted = 0 AND row >= ? AND row < ? ORDER BY row)"
-)
-
-
-def _numbers(text: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
-    parsed: npt.NDArray[Any] = np.fromstring(text, dtype=dtype, sep=",")
-    return parsed
-
-
-class _Records:
-    """The records of a collection's live documents, filled range of rows by range."""
-
-    def __init__(self, count: int) -> None:
-        self.rows = np.empty(count, dtype=np.int64)
-        self.created_at = np.empty(count, dtype=np.float64)
-        self.clusters = np.empty(count, dtype=np.int64)
-        self.timestamps = np.empty(count, dtype=np.int64)
-        self.ids: list[str] = []
-        self.metadata: list[dict[str, Any] | None] = []
-        self.done = 0
-
-    def read(self, connection: sqlite3.Connection, name: str, start: int, end: int) -> None:
-        number, rows, ids, created, clusters, stamps, metadata = connection.execute(
-            _RECORDS, (name, start, end)
-        ).fetchone()
-        if not number:
-            return
-        at, until = self.done, self.done + number
-        if until > len(self.rows):  # one snapshot: the count cannot be short
-            raise StoreDamaged(f"{name}: more documents than counted while loading")
-        columns = (
-            (self.rows, rows, np.int64),
-            (self.clusters, clusters, np.int64),
-            (self.timestamps, stamps, np.int64),
-            (self.created_at, created, np.float64),
-        )
-        for column, text, dtype in columns:
-            parsed = _numbers(text, dtype)
-            if len(parsed) != number:
-                raise StoreDamaged(f"{name}: a column of {number} documents read as {len(parsed)}")
-            column[at:until] = parsed
-        names = ids.split("\0")
-        if len(names) != number:  # an imported id with a NUL in it: read them one by one
-            names = [
-                found
-                for (found,) in connection.execute(
-                    "SELECT id FROM documents WHERE collection = ? AND deleted = 0 "
-                    "AND row >= ? AND row < ? ORDER BY row",
-                    (name, start, end),
-                )
-            ]
-        self.ids.extend(names)
-        if not metadata.strip("\0"):
-            self.metadata.extend([None] * number)  # none has metadata: the usual case
-        else:
-            self.metadata.extend(json.loads(m) if m else None for m in metadata.split("\0"))
-        self.done = until
-
-
-def _live_rows(
-    connection: sqlite3.Connection, name: str, start: int, end: int
-) -> npt.NDArray[np.int64]:
-    """The rows of the live documents in [start, end), ascending: SQLite aggregates each
-    range of RECORD_CHUNK_ROWS rows into one string, numpy parses it."""
-    parts = [np.zeros(0, dtype=np.int64)]
-    for low in range(start, end, RECORD_CHUNK_ROWS):
-        number, text = connection.execute(
-            "SELECT count(*), group_concat(row) FROM (SELECT row FROM documents WHERE "
-            "collection = ? AND deleted = 0 AND row >= ? AND row < ? ORDER BY row)",
-            (name, low, min(end, low + RECORD_CHUNK_ROWS)),
-        ).fetchone()
-        if number:
-            rows = _numbers(text, np.int64)
-            if len(rows) != number:
-                raise StoreDamaged(f"{name}: {number} rows read as {len(rows)}")
-            parts.append(rows)
-    return np.concatenate(parts)
-
-
-def _texts(
-    connection: sqlite3.Connection, name: str, rows: npt.NDArray[np.int64]
-) -> tuple[list[str | None] | None, list[str | None] | None]:
-    """(texts, shorts) of the live documents ``rows``, each None where no document has
-    one: only the rows that have either are fetched, in one pass."""
-    texts: list[str | None] = [None] * len(rows)
-    shorts: list[str | None] = [None] * len(rows)
-    has_text = has_short = False
-    cursor = connection.execute(
-        "SELECT row, text, short FROM documents WHERE collection = ? AND deleted = 0 "
-        "AND row >= ? AND (text IS NOT NULL OR short IS NOT NULL) ORDER BY row",
-        (name, int(rows[0]) if len(rows) else 0),
-    )
-    while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
-        numbers, chunk_texts, chunk_shorts = zip(*chunk, strict=True)
-        at = np.searchsorted(rows, np.array(numbers, dtype=np.int64))
-        if int(at[-1]) >= len(rows) or not np.array_equal(rows[at], numbers):
-            raise StoreDamaged(f"{name}: the documents changed while loading")
-        for position, text, short in zip(at.tolist(), chunk_texts, chunk_shorts, strict=True):
-            texts[position], shorts[position] = text, short
-            has_text = has_text or text is not None
-            has_short = has_short or short is not None
-    return (texts if has_text else None), (shorts if has_short else None)
 
 
 class SQLiteStore:
@@ -467,6 +356,7 @@ class SQLiteStore:
 
         def drop(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM documents WHERE collection = ?", (name,))
+            db.execute("DELETE FROM removed WHERE collection = ?", (name,))
             db.execute("DELETE FROM collections WHERE name = ?", (name,))
 
         self._submit(drop)
@@ -531,6 +421,7 @@ class SQLiteStore:
                 "DELETE FROM documents WHERE collection = ? AND row BETWEEN ? AND ?", runs
             )
             db.executemany(_MARK_DELETED, named)
+            self._log_removed(db, name, rows.tolist() + eviction.named)
             _set_mark(db, name, eviction.expired_through)
             db.execute(
                 "UPDATE collections SET next_row = max(next_row, ?) WHERE name = ?",
@@ -542,8 +433,39 @@ class SQLiteStore:
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         pairs = [(name, row) for row in rows]
-        # The row stays, without its fingerprints: its id may name a cluster.
-        self._submit(lambda db: db.executemany(_MARK_DELETED, pairs))
+
+        def delete(db: sqlite3.Connection) -> None:
+            # The row stays, without its fingerprints: its id may name a cluster.
+            db.executemany(_MARK_DELETED, pairs)
+            self._log_removed(db, name, rows)
+
+        self._submit(delete)
+
+    def _log_removed(self, db: sqlite3.Connection, name: str, rows: list[int]) -> None:
+        """Rows removed, in the transaction that removes them: what a start from a segment
+        taken before must take out (only where segments are kept: nothing prunes the log
+        otherwise)."""
+        if self.segments is not None and rows:
+            db.executemany(
+                "INSERT INTO removed (collection, row) VALUES (?, ?)", [(name, r) for r in rows]
+            )
+
+    def removal_mark(self) -> int:
+        """The last entry of the removal log committed so far (0: none ever)."""
+        found = self._read(
+            lambda c: c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'removed'").fetchone()
+        )
+        return 0 if found is None else int(found[0])
+
+    def forget_removals(self, name: str, through: int) -> None:
+        """A segment that reflects the removals up to ``through`` is written: their
+        entries are not needed any more (queued, not waited for)."""
+        self._enqueue(
+            lambda db: db.execute(
+                "DELETE FROM removed WHERE collection = ? AND seq <= ?", (name, through)
+            ),
+            checked=False,
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -553,11 +475,14 @@ class SQLiteStore:
         another process may be writing, as the service does under ``neardup export``).
         ``saved_rows(name, config)``: the row below which a collection's segment holds the
         fingerprints: they are not read (zeros)."""
-        return self._read(lambda connection: self._load_from(connection, saved_rows))
+        return self._read(lambda connection: load_collections(connection, saved_rows))
 
-    def load_collection(self, name: str) -> StoredCollection:
-        """One collection with every fingerprint (a rebuild after a damaged segment)."""
-        for stored in self._read(lambda connection: self._load_from(connection, name=name)):
+    def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
+        """One collection with every fingerprint (a rebuild after a damaged segment), or
+        around what a segment ``covered``."""
+        for stored in self._read(
+            lambda connection: load_collections(connection, lambda n, c: covered, name=name)
+        ):
             return stored
         raise StoreDamaged(f"collection {name!r} vanished while loading")
 
@@ -575,148 +500,6 @@ class SQLiteStore:
             return result
         finally:
             connection.close()
-
-    def _load_from(
-        self,
-        connection: sqlite3.Connection,
-        saved_rows: SavedRows = no_saved_rows,
-        name: str | None = None,
-    ) -> list[StoredCollection]:
-        collections = connection.execute(
-            "SELECT name, config, expired_timestamp, expired_row, next_row FROM collections "
-            "WHERE ?1 IS NULL OR name = ?1 ORDER BY name",
-            (name,),
-        )
-        loaded = []
-        for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
-            config = json.loads(config_text)
-            fingerprints_from = saved_rows(name, config)
-            documents, covered, covered_texts = self._load_documents(
-                connection, name, config, fingerprints_from
-            )
-            # Clusters named by a row that is not live: few, looked up by primary key (a
-            # segment holds the clusters of the covered rows, and the names of theirs).
-            live = np.concatenate([covered, documents.rows])
-            orphans = not_among(documents.clusters, live).tolist()
-            names: dict[int, str] = {}
-            for row in orphans:
-                found = connection.execute(
-                    "SELECT id FROM documents WHERE collection = ? AND row = ?", (name, row)
-                ).fetchone()
-                if found is not None:
-                    names[row] = found[0]
-                else:
-                    # Its first document never committed (a failed write): the oldest
-                    # stored member names the cluster instead.
-                    members = documents.clusters == row
-                    documents.clusters[members] = documents.rows[members].min()
-            last = connection.execute(
-                "SELECT max(row) FROM documents WHERE collection = ?", (name,)
-            ).fetchone()[0]
-            next_row = max(0 if last is None else int(last) + 1, int(next_floor))
-            mark = None if expired_timestamp is None else (expired_timestamp, expired_row)
-            loaded.append(
-                StoredCollection(
-                    name,
-                    config,
-                    documents,
-                    names,
-                    next_row,
-                    mark,
-                    fingerprints_from,
-                    covered,
-                    covered_texts,
-                )
-            )
-        return loaded
-
-    def _load_documents(
-        self,
-        connection: sqlite3.Connection,
-        name: str,
-        config: dict[str, Any],
-        fingerprints_from: int,
-    ) -> tuple[DocumentBatch, npt.NDArray[np.int64], list[str | None] | None]:
-        """(a collection's live documents as columns, the rows of those a segment holds,
-        their texts where the collection keeps any).
-        Below ``fingerprints_from`` (a segment's rows) only the live rows are read, but for
-        the last SPOT_CHECK_ROWS of them; from there on, in up to three passes: the records
-        (ids, times, clusters, metadata) aggregated by SQLite into one string a column per
-        range of rows, parsed by numpy (no Python tuple a row: ~5 s of 7 at 1M); the
-        fingerprints, LOAD_CHUNK_ROWS rows at a time, the signatures copied once, into an
-        array their index can hold as it is; and texts, where the collection keeps any."""
-        num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
-        # Apart: SQLite reads one end of the primary key for each, where both at once scan.
-        (low,) = connection.execute(
-            "SELECT min(row) FROM documents WHERE collection = ?", (name,)
-        ).fetchone()
-        (high,) = connection.execute(
-            "SELECT max(row) FROM documents WHERE collection = ?", (name,)
-        ).fetchone()
-        below = _live_rows(
-            connection, name, int(low or 0), min(fingerprints_from, int(high or 0) + 1)
-        )
-        covered, spot = below[: max(0, len(below) - SPOT_CHECK_ROWS)], below[-SPOT_CHECK_ROWS:]
-        first = int(spot[0]) if len(spot) else fingerprints_from
-        (count,) = connection.execute(
-            "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0 AND row >= ?",
-            (name, first),
-        ).fetchone()
-        records = _Records(count)
-        for start in range(max(first, int(low or 0)), int(high or 0) + 1, RECORD_CHUNK_ROWS):
-            records.read(connection, name, start, start + RECORD_CHUNK_ROWS)
-        if records.done != count:
-            raise StoreDamaged(f"{name}: {records.done} documents read of {count} counted")
-        rows = records.rows
-        simhash = np.zeros(count, dtype=np.uint64)
-        minhash = reserved_rows(count, (num_perm,), np.uint32)
-        exact = np.zeros((count, 2), dtype=np.uint64)
-        cursor = connection.execute(
-            "SELECT row, simhash, minhash, exact FROM documents "
-            "WHERE collection = ? AND deleted = 0 AND row >= ? ORDER BY row",
-            (name, first),
-        )
-        done = 0
-        while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
-            end = done + len(chunk)
-            columns = list(zip(*chunk, strict=True))
-            if end > count or not np.array_equal(rows[done:end], columns[0]):
-                raise StoreDamaged(f"{name}: the documents changed while loading")
-            simhash[done:end] = np.array(columns[1], dtype=np.int64).view(np.uint64)
-            if num_perm:
-                minhash[done:end] = np.frombuffer(b"".join(columns[2]), np.uint32).reshape(
-                    -1, num_perm
-                )
-            exact[done:end] = np.frombuffer(b"".join(columns[3]), np.uint64).reshape(-1, 2)
-            done = end
-            del chunk, columns
-        if done != count:
-            raise StoreDamaged(f"{name}: {done} fingerprints read of {count}")
-        # Texts of covered rows only where the collection keeps them (a scan of every row).
-        keeps_text = CollectionConfig.from_dict(config).keeps_text
-        texts, shorts = _texts(
-            connection, name, np.concatenate([covered, rows]) if keeps_text else rows
-        )
-        # The covered rows' texts, for the collection to hold (their shorts are in the
-        # segment's n-gram index).
-        skipped = len(covered) if keeps_text else 0
-        covered_texts = None if texts is None or not keeps_text else texts[:skipped]
-        texts = None if texts is None else texts[skipped:]
-        shorts = None if shorts is None else shorts[skipped:]
-        documents = DocumentBatch(
-            ids=records.ids,
-            rows=rows,
-            created_at=records.created_at,
-            clusters=records.clusters,
-            metadata=records.metadata,
-            simhash=simhash,
-            minhash=minhash,
-            exact=exact,
-            texts=texts,
-            shorts=shorts,
-            timestamps=records.timestamps,
-        )
-        return documents, covered, covered_texts
 
     def close(self) -> None:
         self._changes.put(None)

@@ -19,8 +19,15 @@ from app.config import Settings
 from app.errors import StorageUnavailable, StoreDamaged
 from app.main import DATABASE_FILE, create_app
 from app.storage import MemoryStore, StoredCollection
-from app.storage import sqlite as sqlite_module
-from app.storage.base import DocumentBatch, Eviction, SavedRows, no_saved_rows, not_among
+from app.storage import sqlite_load as sqlite_module
+from app.storage.base import (
+    Covered,
+    DocumentBatch,
+    Eviction,
+    SavedRows,
+    no_saved_rows,
+    not_among,
+)
 from app.storage.commit import Commit
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text, mutate_words
@@ -279,27 +286,34 @@ def test_sqlite_store_round_trips_columns(
     reopened = SQLiteStore(tmp_path / "x.db")
     kept = batch.select(np.array([i for i in range(count) if i not in (1, 17, 39)]))
     for fingerprints_from in (0, 60):
-        [loaded] = reopened.load(lambda name, settings, first=fingerprints_from: first)
+        covered = Covered(fingerprints_from, 0, True) if fingerprints_from else None
+        [loaded] = reopened.load(lambda name, settings, given=covered: given)
         assert loaded.name == "c" and loaded.config == config
         assert loaded.fingerprints_from == fingerprints_from
         documents = loaded.documents
-        # Below a segment's rows: the live rows alone (and their texts), but for the last
-        # 3 (the spot check), read whole with everything after them.
+        # Below a segment's rows: only the last 3 live documents (the spot check), read
+        # whole with everything after them; the texts below; the rows removed since.
         whole = np.arange(len(kept.rows)) >= np.searchsorted(kept.rows, fingerprints_from) - 3
         if not fingerprints_from:
             whole[:] = True
-        assert loaded.covered.tolist() == kept.rows[~whole].tolist()
+            assert loaded.removed.tolist() == [] and loaded.texts_below is None
+        else:
+            assert loaded.removed.tolist() == [3, 51, 117]  # the log since entry 0
+            assert loaded.texts_below is not None
+            text_rows, texts = loaded.texts_below
+            expected = [i for i in np.flatnonzero(~whole).tolist() if kept.text_column()[i]]
+            assert text_rows.tolist() == kept.rows[expected].tolist()
+            assert texts == [kept.text_column()[i] for i in expected]
         read = kept.select(np.flatnonzero(whole))
         assert documents.ids == read.ids and documents.metadata == read.metadata
         assert documents.texts == read.texts and documents.shorts == read.shorts
-        kept_texts = kept.text_column()
-        assert (loaded.covered_texts or []) == [
-            kept_texts[i] for i in np.flatnonzero(~whole).tolist()
-        ]
         for column in ("rows", "created_at", "clusters", "timestamps"):
             assert np.array_equal(getattr(documents, column), getattr(read, column)), column
         for column in ("simhash", "minhash", "exact"):
             assert np.array_equal(getattr(documents, column), getattr(read, column)), column
+    # Past the log's entry for the first delete, only the later ones.
+    [loaded] = reopened.load(lambda name, settings: Covered(60, 1, False))
+    assert loaded.removed.tolist() == [51, 117] and loaded.texts_below is None
     reopened.close()
 
 

@@ -10,12 +10,13 @@ plus one read of every fingerprint and the checks' O(entries) work.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 
 from app.backends.embedded.collection import Collection
+from app.backends.embedded.saving import covered_by
+from app.backends.embedded.states import GONE
 from app.collection_config import CollectionConfig
 from app.storage.base import DocumentBatch
 from app.storage.segments import Segment, SegmentDamaged
@@ -44,10 +45,12 @@ def check_collection(store: SQLiteStore, name: str, config: dict[str, Any]) -> d
     problem = _fingerprint_mismatch(segment, stored.documents)
     if problem is None:
         try:
-            collection.restore(
-                dataclasses.replace(stored, fingerprints_from=segment.rows_below), segment
-            )
+            collection.restore(store.load_collection(name, covered_by(segment)), segment)
             collection._check()
+            below = segment.rows_below
+            held = np.flatnonzero(collection._rows.state.array[:below] != GONE)
+            if not np.array_equal(held, stored.documents.rows[stored.documents.rows < below]):
+                problem = "the documents it holds are not those the database holds"
         except Exception as error:  # a check reports, whatever does not fit
             problem = f"the indexes started from it do not check: {error}"
     if problem is not None:

@@ -443,9 +443,15 @@ class Collection:
 
         def take() -> Taken:
             with self._write_lock:
-                return saved_arrays(self._rows, self._matcher)
+                commits = self._writes.unsettled()
+                if self._last_eviction is not None:
+                    commits.append(self._last_eviction)
+                mark = self._store.removal_mark()
+                return saved_arrays(self._rows, self._matcher, mark, commits)
 
-        return self._segment.write(take)
+        return self._segment.write(
+            take, lambda through: self._store.forget_removals(self.name, through)
+        )
 
     def merge(self, *, force: bool = False) -> bool:
         """Merge every index whose buffer, or count of tombstones, has grown enough (all

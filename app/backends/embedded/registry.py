@@ -9,7 +9,9 @@ import time
 from typing import Any
 
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
+from app.backends.embedded.saving import covered_by
 from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
+from app.core.saved import SavedStateError
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
@@ -22,7 +24,7 @@ from app.service.types import (
     Query,
     Unobserved,
 )
-from app.storage.base import Store
+from app.storage.base import Covered, Store
 from app.storage.memory import MemoryStore
 from app.storage.segments import Segment, SegmentDamaged
 
@@ -98,15 +100,17 @@ class Registry:
         # then, says which fingerprints the store need not read.
         made: dict[str, tuple[Collection, Segment | None]] = {}
 
-        def saved_rows(name: str, config: dict[str, Any]) -> int:
+        def saved_rows(name: str, config: dict[str, Any]) -> Covered | None:
             collection = self._new(name, CollectionConfig.from_dict(config))
+            covered = None
             try:
                 segment = collection.open_segment()
-            except SegmentDamaged as error:
+                covered = None if segment is None else covered_by(segment)
+            except (SegmentDamaged, SavedStateError) as error:
                 self._drop_segment(name, error)
                 segment = None
             made[name] = (collection, segment)
-            return 0 if segment is None else segment.rows_below
+            return covered
 
         for stored in self._store.load(saved_rows):
             collection, segment = made.pop(stored.name)

@@ -144,8 +144,8 @@ class RowTable:
 
     def saved_arrays(self) -> tuple[SavedArrays, Callable[[], SavedArrays]]:
         """The records of rows below next_row for a segment, in two steps: the numeric
-        columns (views: a row's are written once) and a copy of the states, O(rows /
-        8 KB) under the write lock; then a function that encodes the ids and metadata
+        columns (views: a row's are written once) and a copy of the states, O(rows)
+        memcpy under the write lock; then a function that encodes the ids and metadata
         of pages not packed yet and sorts the id map, off the lock."""
         size = self.next_row
         for column in self._columns():
@@ -154,6 +154,7 @@ class RowTable:
             f"{name}{ROWS_SUFFIX}": getattr(self, name).array[:size] for name in self._SAVED_COLUMNS
         }
         state = self.state.array[:size].copy()
+        arrays["state"] = state  # whether each row was held: a start takes out the removed
         steps = {
             "ids": self.ids.saved(size),
             "metadata": self.metadata.saved(size),

@@ -16,26 +16,53 @@ below) numpy work, and the inserts of the later rows.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from app.backends.embedded.matcher import Matcher
 from app.backends.embedded.rows import RowTable
-from app.core.saved import ROWS_SUFFIX, SavedArrays, SavedStateError, nested, part, wanted
+from app.backends.embedded.states import GONE
+from app.core.saved import (
+    ROWS_SUFFIX,
+    SavedArrays,
+    SavedStateError,
+    nested,
+    part,
+    read_scalars,
+    scalars,
+    wanted,
+)
 from app.core.types import Rows
-from app.storage.base import DocumentBatch, StoredCollection, not_among
+from app.storage.base import SPOT_CHECK_ROWS, Covered, DocumentBatch, StoredCollection, not_among
+from app.storage.commit import Commit
 from app.storage.segments import Segment, SegmentStore, Written, settings_hash
 
 # A segment is written once this many rows came since the last one, or an eighth of the
 # documents, whichever is more: a restart replays at most that many documents, and the
 # index is written at most ~8 times per doubling of the collection.
+log = logging.getLogger("neardup.segments")
 SEGMENT_MIN_ROWS = 100_000
 SEGMENT_FRACTION = 8
 _EXACT = "indexes/exact/values" + ROWS_SUFFIX
-# (rows below, the arrays taken under the write lock, what is made of them off it)
-Taken = tuple[int, SavedArrays, Callable[[], SavedArrays]]
+_STATE = "rows/state"
+_MARKS = "rows/marks"  # (the removal log's entry it reflects, documents with a text)
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A segment as taken under the write lock: the rest is done off it."""
+
+    rows_below: int
+    arrays: SavedArrays
+    later: Callable[[], SavedArrays]  # what is encoded off the lock
+    removed_through: int
+    # Commits queued before it: the segment is written only once all are durable (it
+    # would hold documents the database never gets, or lack ones it keeps).
+    commits: list[Commit]
 
 
 class SegmentKeeper:
@@ -60,16 +87,27 @@ class SegmentKeeper:
             return unsaved > 0
         return unsaved >= max(SEGMENT_MIN_ROWS, documents // SEGMENT_FRACTION)
 
-    def write(self, take: Callable[[], Taken]) -> Written | None:
+    def write(self, take: Callable[[], Taken], forget: Callable[[int], None]) -> Written | None:
         """Write a segment of what ``take`` returns (called under the collection's write
-        lock). None without a segment store."""
+        lock), once the commits queued before it are durable; then ``forget`` the
+        removals it reflects. None without a segment store, or when one of those
+        commits failed (the next try takes a new one)."""
         if self._segments is None:
             return None
         with self._lock:
-            rows_below, arrays, later = take()
-            arrays.update(later())
-            written = self._segments.write(self._name, self._settings, rows_below, arrays)
-            self.rows_below = rows_below
+            taken = take()
+            for commit in taken.commits:
+                error = commit.exception()
+                if error is not None:
+                    log.warning(
+                        "no index segment of %r this time: a commit failed (%s)", self._name, error
+                    )
+                    return None
+            arrays = dict(taken.arrays)
+            arrays.update(taken.later())
+            written = self._segments.write(self._name, self._settings, taken.rows_below, arrays)
+            self.rows_below = taken.rows_below
+            forget(taken.removed_through)
             return written
 
     def open(self) -> Segment | None:
@@ -82,13 +120,24 @@ class SegmentKeeper:
         self.rows_below = segment.rows_below
 
 
-def saved_arrays(rows: RowTable, matcher: Matcher) -> Taken:
-    """What a segment of a collection holds now; under its write lock. O(tails + rows /
-    8 KB) there; the returned function encodes the records off the lock."""
+def saved_arrays(
+    rows: RowTable, matcher: Matcher, removed_through: int, commits: list[Commit]
+) -> Taken:
+    """What a segment of a collection holds now; under its write lock, with the removal
+    log's last entry now and the commits not yet durable. O(tails + rows / 8 KB) there;
+    the encoding of the records is left for after the lock."""
     arrays = nested("indexes", matcher.saved_arrays())
     records, encoded = rows.saved_arrays()
     arrays.update(nested("rows", records))
-    return rows.next_row, arrays, lambda: nested("rows", encoded())
+    arrays[_MARKS] = scalars([removed_through, rows.texts.held])
+    return Taken(rows.next_row, arrays, lambda: nested("rows", encoded()), removed_through, commits)
+
+
+def covered_by(segment: Segment) -> Covered:
+    """What the segment holds, for the store to read the rest. SavedStateError where it
+    says nothing of it."""
+    removed_through, texts = read_scalars(segment.arrays, _MARKS, 2)
+    return Covered(segment.rows_below, removed_through, texts > 0)
 
 
 def restore_from_segment(
@@ -103,17 +152,32 @@ def restore_from_segment(
     segment beside another copy of the database would have."""
     below, batch = segment.rows_below, stored.documents
     split = int(np.searchsorted(batch.rows, below))
-    live = np.concatenate([stored.covered, batch.rows[:split]])
+    spot = batch.rows[:split]
+    # Live below: those the segment held, less those the database removed since.
+    state = wanted(segment.arrays, _STATE)
+    if state.shape != (below,) or state.dtype != np.uint8:
+        raise SavedStateError(f"the states hold {state.shape}, not {below} rows")
+    held = state != GONE
+    removed = stored.removed[stored.removed < below]
+    held[removed] = False
+    live = np.flatnonzero(held)
+    # The database's last live documents below are the segment's (a commit that failed,
+    # or a segment beside another copy of the database, shows here).
+    last = live[max(0, len(live) - len(spot)) :]
+    if not np.array_equal(last, spot) or (len(spot) < SPOT_CHECK_ROWS and len(live) > len(spot)):
+        raise SavedStateError("the last live documents below its rows are not the database's")
     exact = wanted(segment.arrays, _EXACT)
     matcher.adopt_saved(part(segment.arrays, "indexes"))
     if not matcher.holds(live):
         raise SavedStateError("a live document below the segment's rows is not in it")
-    if not np.array_equal(exact[batch.rows[:split]], batch.exact[:split]):  # held: in range
+    if not np.array_equal(exact[spot], batch.exact[:split]):  # held: in range
         raise SavedStateError("its exact hashes are not those the database holds")
     rows.adopt_saved(part(segment.arrays, "rows"), live, below)
-    # Clusters of covered documents named by a row that is not live: the segment holds
-    # their names (ids of a row that left, still naming a cluster, are kept).
-    named = not_among(rows.cluster.array[live], np.concatenate([live, batch.rows[split:]]))
+    # Clusters named by a row below that is not live: the segment holds their names (the
+    # id of a row that left is kept while it names a cluster).
+    clusters = np.concatenate([rows.cluster.array[live], batch.clusters[split:]])
+    named = not_among(clusters, np.concatenate([live, batch.rows[split:]]))
+    named = named[named < below]  # the store looked up those after
     if any(rows.ids[row] is None for row in named.tolist()):
         raise SavedStateError("the name of a cluster below the segment's rows is not in it")
     gone = np.ones(below, dtype=np.bool_)
@@ -123,9 +187,12 @@ def restore_from_segment(
     naming = np.zeros(below, dtype=np.bool_)
     naming[named] = True
     rows.release(gone_rows, gone_rows[~naming[gone_rows]])
-    if stored.covered_texts is not None or batch.texts is not None:
-        texts = (stored.covered_texts or [None] * len(stored.covered)) + list(
-            batch.text_column()[:split]
+    if stored.texts_below is not None or batch.texts is not None:
+        text_rows, texts = stored.texts_below or (np.zeros(0, np.int64), [])
+        keep = held[text_rows]
+        rows.texts.assign(
+            np.concatenate([text_rows[keep], spot]),
+            [t for t, k in zip(texts, keep.tolist(), strict=True) if k]
+            + batch.text_column()[:split],
         )
-        rows.texts.assign(live, texts)
     return live, batch.since(split)

@@ -114,6 +114,9 @@ class Writes:
         self._wake_evictor = wake_evictor
         # The newest group commit queued by an insert (commits complete in queue order).
         self.last_commit: Commit | None = None
+        # Commits queued and not yet known durable, or failed and not undone yet: a
+        # segment taken meanwhile holds rows the database may never have.
+        self._inflight: list[Commit] = []
         self._unchecked_documents = 0  # inserted since the last needs_merge()
         self.single_inserts = SingleInserts(self._insert_many_async)
 
@@ -247,6 +250,15 @@ class Writes:
         if insertion.batch is not None:
             with self._write_lock:
                 self._host.remove(insertion.batch.rows.tolist())
+                if insertion.committed in self._inflight:
+                    self._inflight.remove(insertion.committed)
+
+    def unsettled(self) -> list[Commit]:
+        """The commits queued that are not known durable yet, or that failed and whose
+        documents are not out again (under the write lock). O(commits since the last
+        call)."""
+        self._inflight = [c for c in self._inflight if not c.done() or c.exception() is not None]
+        return list(self._inflight)
 
     def _settled(self, insertion: Insertion) -> list[InsertResult | Refused]:
         """The answers, once every commit they depend on is done (waits for the commit
@@ -437,6 +449,7 @@ class Writes:
                     self.name, batch, self._retention.mark_to_record()
                 )
                 self.last_commit = committed
+                self._inflight.append(committed)
         finally:
             self._budget.release(granted)
         return results, committed, batch

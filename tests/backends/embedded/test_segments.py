@@ -31,9 +31,10 @@ from app.collection_config import (
     ShingleConfig,
 )
 from app.core.saved import SavedArrays
-from app.errors import UnknownDocument
+from app.errors import StorageUnavailable, UnknownDocument
 from app.main import DATABASE_FILE
 from app.service.types import InsertOptions, NewDocument, Query
+from app.storage.commit import settled
 from app.storage.segments import MANIFEST, SegmentStore
 from app.storage.sqlite import SQLiteStore
 from devkit.corpus import english_like_text, mutate_words
@@ -390,3 +391,69 @@ def test_a_segment_of_another_copy_of_the_database_is_rebuilt(
     assert "exact hashes are not those the database holds" in caplog.text
     shutil.copy(path, tmp_path / "copy.db")
     assert answers(restarted, texts) == answers(opened(tmp_path / "copy.db", segments=False), texts)
+
+
+def test_no_segment_is_written_while_a_commit_it_would_cover_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents published whose commit failed are in memory until they are taken out
+    again: a segment taken then would hold documents the database never got. It is not
+    written; the next one, once they are out, is, and a restart from it answers as a
+    rebuild from the database alone."""
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    texts = run_stream(running, seed=3, save_at={4})
+    before = SegmentStore(path.with_suffix(".segments")).manifest("plain")
+    assert before is not None
+    collection = running.get("plain")
+    store = collection._store
+    writes = collection._writes
+    tried: list[int] = []
+    undo = writes._undo
+
+    def failing_commit(name: str, documents: Any, mark: Any = None) -> Any:
+        return settled(StorageUnavailable("disk full"))
+
+    def undo_after_a_save(insertion: Any) -> None:
+        tried.append(running.save_segments(everything=True))  # the failed rows still in
+        undo(insertion)
+
+    monkeypatch.setattr(store, "begin_add_documents", failing_commit)
+    monkeypatch.setattr(writes, "_undo", undo_after_a_save)
+    with pytest.raises(StorageUnavailable):
+        collection.insert([NewDocument(texts[i], f"lost{i}") for i in range(10)])
+    monkeypatch.undo()
+    assert tried == [len(CONFIGS) - 1]  # every collection's but this one
+    assert SegmentStore(path.with_suffix(".segments")).manifest("plain") == before
+    assert running.save_segments(everything=True) == 1  # now that they are out
+    running.close(save_segments=False)
+    shutil.copy(path, tmp_path / "copy.db")
+    restarted = opened(path)
+    rebuilt = opened(tmp_path / "copy.db", segments=False)
+    assert answers(restarted, texts) == answers(rebuilt, texts)
+    assert restarted.get("plain").stats()["documents"] == rebuilt.get("plain").stats()["documents"]
+
+
+def test_the_removal_log_is_pruned_up_to_the_segment(tmp_path: Path) -> None:
+    """Deletes and evictions are logged in their transactions; a segment written forgets
+    the entries it reflects; a store without segments logs nothing."""
+    path = tmp_path / "neardup.db"
+    running = opened(path)
+    run_stream(running, seed=5, save_at=set())
+    database = sqlite3.connect(path)
+
+    def logged() -> int:
+        return int(database.execute("SELECT count(*) FROM removed").fetchone()[0])
+
+    assert logged() > 0
+    assert running.save_segments(everything=True) == len(CONFIGS)
+    running.get("plain").delete("d1500")
+    running.close(save_segments=False)  # commits what was queued (the pruning)
+    assert logged() == 1  # only the delete after the segment
+    database.close()
+    plain = opened(tmp_path / "plain.db", segments=False)
+    run_stream(plain, seed=5, save_at=set())
+    plain.close(save_segments=False)
+    other = sqlite3.connect(tmp_path / "plain.db")
+    assert other.execute("SELECT count(*) FROM removed").fetchone()[0] == 0
+    other.close()
