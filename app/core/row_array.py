@@ -10,10 +10,12 @@ ones is.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -66,6 +68,59 @@ def reserved_rows(count: int, width: tuple[int, ...], dtype: type[np.generic]) -
     reserved, _ = _allocate((count, *width), np.dtype(dtype))
     view: npt.NDArray[Any] = reserved[:count]
     return view
+
+
+# A file mapped over the start of a reservation (mmap with MAP_FIXED at its address),
+# which the mmap module cannot do: through the C library.
+_MAP_FIXED = 0x10  # Linux, every architecture
+_mmap_at: Any
+try:
+    _mmap_at = ctypes.CDLL(None, use_errno=True).mmap
+    _mmap_at.restype = ctypes.c_void_p
+    _mmap_at.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+except (OSError, AttributeError):  # no C library to ask
+    _mmap_at = None
+
+
+def reserved_rows_of_file(
+    file: BinaryIO, count: int, width: tuple[int, ...], dtype: type[np.generic]
+) -> npt.NDArray[Any] | None:
+    """``reserved_rows`` whose first ``count`` rows are the file's bytes, mapped
+    copy-on-write over the start of the reservation: nothing is read until a page is
+    touched (from the page cache, not copied), a page is copied only when written, and the
+    rows past the file grow in place as in any reservation. A page released later reads
+    as the file again, not zeros: for columns whose released rows are never read (a
+    RowArray's contract), such as signatures. None where it cannot be done (no C
+    library, not Linux, an array too small to be mapped, or mmap refused). O(1)."""
+    if _mmap_at is None or not sys.platform.startswith("linux") or not _CAN_RELEASE:
+        return None
+    array = reserved_rows(count, width, dtype)
+    flat = array.base
+    if (
+        array.nbytes < MAPPED_MIN_BYTES
+        or not isinstance(flat, np.ndarray)
+        or not isinstance(flat.base, memoryview)
+        or not isinstance(flat.base.obj, mmap.mmap)
+    ):
+        return None
+    address = array.ctypes.data
+    length = -(-array.nbytes // PAGE_BYTES) * PAGE_BYTES  # the last page: zeros past the end
+    flags = mmap.MAP_PRIVATE | _MAP_FIXED
+    placed = _mmap_at(address, length, mmap.PROT_READ | mmap.PROT_WRITE, flags, file.fileno(), 0)
+    if placed != address:
+        error = ctypes.get_errno()
+        if placed not in (None, ctypes.c_void_p(-1).value):  # elsewhere: never with MAP_FIXED
+            raise OSError(f"mmap placed the file at {placed:#x}, not {address:#x}")
+        log_error = os.strerror(error) if error else "unknown error"
+        raise OSError(error, f"could not map the file over its rows: {log_error}")
+    return array
 
 
 def _allocate(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[npt.NDArray[Any], Any]:

@@ -29,6 +29,7 @@ mapping, which also brings its pages in before the first query.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import mmap
@@ -44,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from app.core.row_array import reserved_rows
+from app.core.row_array import reserved_rows, reserved_rows_of_file
 from app.core.saved import ROWS_SUFFIX, SavedArrays
 
 log = logging.getLogger("neardup")
@@ -315,10 +316,20 @@ def _read_array(path: Path, name: str, entry: dict[str, Any]) -> npt.NDArray[Any
     if actual != size:
         raise SegmentDamaged(f"{name}: {path.name} holds {actual} bytes, not {size}")
     if name.endswith(ROWS_SUFFIX):
-        array = reserved_rows(shape[0], shape[1:], dtype.type) if shape else np.zeros(shape, dtype)
-        target = array.reshape(-1).view(np.uint8).data
         with open(path, "rb", buffering=0) as file:
-            _checked(name, expected, target, file.readinto)
+            mapped = None
+            if shape and len(shape) > 1 and dtype.itemsize * int(np.prod(shape[1:])) >= 16:
+                # Wide values (signatures, exact hashes) are mapped, not read: their
+                # released rows are never read again, so reading the file back is fine.
+                with contextlib.suppress(OSError):
+                    mapped = reserved_rows_of_file(file, shape[0], shape[1:], dtype.type)
+            if mapped is not None:
+                _checked(name, expected, mapped.reshape(-1).view(np.uint8).data, None)
+                return mapped
+            array = (
+                reserved_rows(shape[0], shape[1:], dtype.type) if shape else np.zeros(shape, dtype)
+            )
+            _checked(name, expected, array.reshape(-1).view(np.uint8).data, file.readinto)
         return array
     if size == 0:
         return np.zeros(shape, dtype)

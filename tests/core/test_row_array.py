@@ -5,13 +5,14 @@ what was written."""
 from __future__ import annotations
 
 import mmap
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from app.core import row_array
-from app.core.row_array import RowArray, reserved_rows
+from app.core.row_array import RowArray, reserved_rows, reserved_rows_of_file
 
 
 def _fill(array: RowArray, rows: range, written: dict[int, np.ndarray]) -> None:
@@ -103,3 +104,25 @@ def test_a_loaded_column_is_adopted_not_copied() -> None:
     assert not RowArray(np.uint32, width).adopt(np.zeros((20_000, 128), np.uint32))
     assert not RowArray(np.uint32, width).adopt(reserved_rows(20_000, width, np.uint32)[1:])
     assert not RowArray(np.uint64, (64,)).adopt(reserved_rows(20_000, width, np.uint32))
+
+
+def test_a_file_mapped_over_a_reservation_reads_as_the_file_and_is_never_written(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 2**32, size=(5000, 128), dtype=np.uint32)  # 2.5 MB, mapped
+    path = tmp_path / "column.bin"
+    path.write_bytes(values.tobytes())
+    with open(path, "rb", buffering=0) as file:
+        mapped = reserved_rows_of_file(file, len(values), (128,), np.uint32)
+    if mapped is None:
+        pytest.skip("no file mapping over a reservation on this platform")
+    assert np.array_equal(mapped, values)
+    column = RowArray(np.uint32, (128,))
+    assert column.take(mapped)  # adopted, not copied
+    column.array[10] = 7  # a row written: a private copy of its page
+    column.ensure(40_000)  # grows in place, past the file: zeros
+    column.array[39_999] = 9
+    assert not column.array[5000:39_999].any() and column.array[39_999, 0] == 9
+    assert np.array_equal(column.array[11:5000], values[11:5000])
+    assert path.read_bytes() == values.tobytes()  # the file never changes
