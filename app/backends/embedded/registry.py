@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
@@ -56,6 +57,27 @@ def warm_up() -> None:
         collection.merge(force=True)
 
 
+class _Background:
+    """A function run in a thread; ``join`` waits for it and raises what it raised."""
+
+    def __init__(self, function: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                function()
+            except BaseException as error:  # handed to join
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name="warm-up", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 class Registry:
     """Every collection of a service, and the background merger that keeps them fast."""
 
@@ -96,6 +118,9 @@ class Registry:
         """Rebuild every stored collection (its indexes from its segment where one
         verifies, app/backends/embedded/saving.py), create ``default`` if it is missing,
         and compile the kernels, so that the first request after /readyz is not slow."""
+        # The kernels load beside the reading (at 10M documents the checksums of the
+        # segment's files take ~1 s without the GIL, the warm-up ~1 s with it).
+        warming = _Background(warm_up)
         # Made as the store reads each collection's settings: its segment, opened
         # then, says which fingerprints the store need not read.
         made: dict[str, tuple[Collection, Segment | None]] = {}
@@ -130,7 +155,7 @@ class Registry:
             self._store.segments.remove_others(set(self._collections))
         if DEFAULT_COLLECTION not in self._collections:
             self.create(DEFAULT_COLLECTION, CollectionConfig())
-        warm_up()
+        warming.join()
 
     def _drop_segment(self, name: str, error: Exception) -> None:
         """A segment that cannot be used: said, removed, and the collection rebuilt."""
