@@ -44,6 +44,8 @@ from app.service.types import (
 from app.storage.base import DocumentBatch, Eviction, Store
 from app.storage.commit import Commit
 
+# The commits not known durable are pruned of the settled ones past this many.
+_INFLIGHT_PRUNE = 256
 # Merges are due after tens of thousands of entries: asking every index after each single
 # insert cost it ~20 us, after every MERGE_CHECK_DOCUMENTS is enough.
 MERGE_CHECK_DOCUMENTS = 64
@@ -449,6 +451,8 @@ class Writes:
                     self.name, batch, self._retention.mark_to_record()
                 )
                 self.last_commit = committed
+                if len(self._inflight) >= _INFLIGHT_PRUNE:  # without segments, none asks
+                    self.unsettled()
                 self._inflight.append(committed)
         finally:
             self._budget.release(granted)

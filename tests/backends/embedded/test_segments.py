@@ -457,3 +457,14 @@ def test_the_removal_log_is_pruned_up_to_the_segment(tmp_path: Path) -> None:
     other = sqlite3.connect(tmp_path / "plain.db")
     assert other.execute("SELECT count(*) FROM removed").fetchone()[0] == 0
     other.close()
+
+
+def test_commits_known_durable_are_not_kept_without_segments(tmp_path: Path) -> None:
+    """What a segment waits for is pruned as commits settle, even where no segment ever
+    asks (segments off): memory does not grow with the inserts."""
+    registry = opened(tmp_path / "neardup.db", segments=False)
+    collection = registry.get("default")
+    for number in range(700):
+        collection.insert([NewDocument(f"document number {number} of a few words", f"n{number}")])
+    assert len(collection._writes._inflight) <= 256
+    registry.close(save_segments=False)
