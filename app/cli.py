@@ -215,20 +215,29 @@ def import_(arguments: argparse.Namespace) -> None:
 
 
 def check(arguments: argparse.Namespace) -> None:
-    """Verify the index segments of the embedded service's data directory against its
-    database: one JSON line a collection; exit 1 if any is damaged."""
+    """Verify the database (every page) and the index segments of the embedded service's
+    data directory against it: a JSON line for the database, then one a collection;
+    exit 1 if anything is damaged."""
     import json
 
     from app.backends.embedded.check import check_store
 
     store = _store(_settings(arguments.data_dir))
     try:
+        integrity = store.integrity()
+        print(
+            json.dumps(
+                {"database": "ok" if integrity == "ok" else "damaged", "problem": integrity}
+                if integrity != "ok"
+                else {"database": "ok"}
+            )
+        )
         reports = check_store(store)
     finally:
         store.close()
     for report in reports:
         print(json.dumps(report))
-    if any(report["segment"] == "damaged" for report in reports):
+    if integrity != "ok" or any(report["segment"] == "damaged" for report in reports):
         sys.exit(1)
 
 
@@ -297,15 +306,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     check_parser = commands.add_parser(
         "check",
-        help="verify the index segments against the database",
-        description="Verify each collection's index segment (neardup.segments/ beside the "
+        help="verify the database and the index segments against it",
+        description="Verify the database (SQLite's quick_check of every page: a start "
+        "reads only what it needs, and SQLite refuses a damaged page when it reads it), "
+        "then each collection's index segment (neardup.segments/ beside the "
         "database): its files' checksums, format and settings; the fingerprints it holds "
         "against the database's; every index started from it against its invariants. One "
-        "JSON line a collection (segment: ok, none or damaged, and the problem); exit 1 if "
-        "any is damaged. A damaged segment is never used: the service rebuilds that "
-        "collection's indexes from the database at its next start. It may run beside the "
-        "service; a segment the service replaces meanwhile can read as missing: check "
-        "again.",
+        "JSON line for the database (ok or damaged), then one a collection (segment: ok, "
+        "none or damaged, and the problem); exit 1 if anything is damaged. A damaged "
+        "segment is never used: the service rebuilds that collection's indexes from the "
+        "database at its next start. It may run beside the service; a segment the "
+        "service replaces meanwhile can read as missing: check again.",
     )
     check_parser.add_argument(
         "--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)"

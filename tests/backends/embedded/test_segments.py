@@ -286,7 +286,8 @@ def test_neardup_check_verifies_segments_against_the_database(tmp_path: Path) ->
         timeout=300,
     )
     assert command.returncode == 1, command.stderr
-    lines = [json.loads(line) for line in command.stdout.splitlines()]
+    database, *lines = [json.loads(line) for line in command.stdout.splitlines()]
+    assert database == {"database": "ok"}
     assert [(line["collection"], line["segment"]) for line in lines] == [
         ("default", "none"),
         ("full", "damaged"),
@@ -468,3 +469,26 @@ def test_commits_known_durable_are_not_kept_without_segments(tmp_path: Path) -> 
         collection.insert([NewDocument(f"document number {number} of a few words", f"n{number}")])
     assert len(collection._writes._inflight) <= 256
     registry.close(save_segments=False)
+
+
+def test_neardup_check_finds_a_damaged_page_of_the_database(tmp_path: Path) -> None:
+    """A start reads only the pages it needs; ``neardup check`` reads every one."""
+    data_dir = tmp_path / "data"
+    running = opened(data_dir / DATABASE_FILE, segments=False)
+    run_stream(running, seed=2, save_at=set())
+    running.close(save_segments=False)
+    path = data_dir / DATABASE_FILE
+    data = bytearray(path.read_bytes())
+    page = 4096
+    middle = (len(data) // page // 2) * page  # a page of documents, not the header
+    data[middle + 100 : middle + 400] = bytes(300)
+    path.write_bytes(bytes(data))
+    command = subprocess.run(
+        [neardup_command(), "check", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert command.returncode == 1, command.stderr
+    first = json.loads(command.stdout.splitlines()[0])
+    assert first["database"] == "damaged" and first["problem"], first
