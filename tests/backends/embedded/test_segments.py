@@ -254,6 +254,16 @@ def _shuffle_a_run(arrays: SavedArrays) -> None:
     keys[0, [3, 9]] = keys[0, [9, 3]]
 
 
+def neardup_check(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``neardup check`` of a data directory, as a user runs it."""
+    return subprocess.run(
+        [neardup_command(), "check", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_neardup_check_verifies_segments_against_the_database(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     path = data_dir / DATABASE_FILE
@@ -279,12 +289,7 @@ def test_neardup_check_verifies_segments_against_the_database(tmp_path: Path) ->
     assert "do not check" in reports["full"]["problem"]
     store.close()
     # The command: one JSON line a collection, exit 1 when any is damaged.
-    command = subprocess.run(
-        [neardup_command(), "check", "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = neardup_check(data_dir)
     assert command.returncode == 1, command.stderr
     database, *lines = [json.loads(line) for line in command.stdout.splitlines()]
     assert database == {"database": "ok"}
@@ -483,12 +488,7 @@ def test_neardup_check_finds_a_damaged_page_of_the_database(tmp_path: Path) -> N
     middle = (len(data) // page // 2) * page  # a page of documents, not the header
     data[middle + 100 : middle + 400] = bytes(300)
     path.write_bytes(bytes(data))
-    command = subprocess.run(
-        [neardup_command(), "check", "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = neardup_check(data_dir)
     assert command.returncode == 1, command.stderr
     first = json.loads(command.stdout.splitlines()[0])
     assert first["database"] == "damaged" and first["problem"], first
