@@ -8,10 +8,11 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config import Settings
+from app.config import DATABASE_FILE, Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -23,13 +24,6 @@ if TYPE_CHECKING:
 
 
 def serve(arguments: argparse.Namespace) -> None:
-    import uvicorn
-
-    from app import logs
-    from app.api.auth import InvalidKeys
-    from app.logs import logging_config
-    from app.main import create_app
-
     overrides = {
         key: value
         for key, value in (
@@ -41,6 +35,21 @@ def serve(arguments: argparse.Namespace) -> None:
         if value is not None
     }
     settings = Settings(**overrides)
+    segments = None
+    if settings.backend is None and settings.segments and settings.workers == 1:
+        # First, before the server's imports: the segment files are hashed beside them.
+        from app.storage.segments import SegmentStore, segments_beside
+
+        segments = SegmentStore(segments_beside(settings.data_dir / DATABASE_FILE))
+        segments.check_ahead()
+
+    import uvicorn
+
+    from app import logs
+    from app.api.auth import InvalidKeys
+    from app.logs import logging_config
+    from app.main import create_app, sqlite_store
+
     log_config = logging_config(settings.log_level, settings.log_format)
     if settings.workers > 1:
         _serve_workers(settings, overrides, log_config)
@@ -48,7 +57,7 @@ def serve(arguments: argparse.Namespace) -> None:
     logging.config.dictConfig(log_config)
     logs.use_access_log(logs.AccessLog(sys.stderr, settings.log_format))
     try:
-        app = create_app(settings)
+        app = create_app(settings, store_factory=partial(sqlite_store, segments=segments))
     except InvalidKeys as error:
         sys.exit(f"neardup serve: {error}")
     # uvicorn shuts down gracefully on SIGTERM (stops accepting, finishes requests in
@@ -125,7 +134,6 @@ def _settings(data_dir: str | None) -> Settings:
 
 
 def _store(settings: Settings) -> SQLiteStore:
-    from app.main import DATABASE_FILE
     from app.storage.sqlite import SQLiteStore
 
     return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)

@@ -18,23 +18,26 @@ from app.api.hot import HotRoutes, NeardupApp
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.api.request_id import RequestIdMiddleware
 from app.backends.embedded.registry import Registry
-from app.config import Settings
+from app.config import DATABASE_FILE, Settings
 from app.memory import release_free_memory
 from app.service.protocols import ServiceBackend
 from app.storage import MemoryStore, Store
+from app.storage.segments import SegmentStore
 from app.storage.sqlite import SQLiteStore
 
 log = logging.getLogger("neardup")
 
 StoreFactory = Callable[[Settings], Store]
-DATABASE_FILE = "neardup.db"
+__all__ = ["DATABASE_FILE", "create_app", "memory_store", "sqlite_store"]
 
 
-def sqlite_store(settings: Settings) -> Store:
+def sqlite_store(settings: Settings, segments: SegmentStore | None = None) -> Store:
+    """The database of ``settings``; its segments beside it, or ``segments`` where the
+    caller made them already (``neardup serve`` has them take their checksums ahead)."""
     return SQLiteStore(
         settings.data_dir / DATABASE_FILE,
         settings.synchronous,
-        segments="beside" if settings.segments else None,
+        segments=segments or ("beside" if settings.segments else None),
     )
 
 

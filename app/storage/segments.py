@@ -24,7 +24,9 @@ SegmentDamaged: the caller rebuilds that collection from the database.
 Reading: per-row columns (names ending in ROWS_SUFFIX) are read into memory a RowArray
 adopts (they keep growing in place); every other array (sorted runs, which are never
 written once made) is mapped copy-on-write from its file, and verified through the
-mapping, which also brings its pages in before the first query.
+mapping, which also brings its pages in before the first query. ``neardup serve`` takes
+the checksums ahead, beside its imports (app/storage/segment_checks.py); the open then
+compares them and does not hash those files again.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import mmap
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ import xxhash
 
 from app.core.row_array import reserved_rows, reserved_rows_of_file
 from app.core.saved import ROWS_SUFFIX, SavedArrays
+from app.storage.segment_checks import ChecksumsAhead
 
 log = logging.getLogger("neardup")
 
@@ -59,6 +62,11 @@ WRITE_STEPS = ("files", "files-synced", "manifest", "renamed", "done")
 
 class SegmentDamaged(Exception):
     """A segment that must not be used: rebuild from the database."""
+
+
+def segments_beside(database: Path) -> Path:
+    """Where the segments of a database are kept: next to it, named like it."""
+    return database.with_suffix(".segments")
 
 
 def settings_hash(fixed_settings: dict[str, Any]) -> str:
@@ -106,6 +114,28 @@ class SegmentStore:
             raise ValueError(f"fail_at must be one of {WRITE_STEPS}")
         self.root = root
         self._fail_at = fail_at
+        self._ahead: ChecksumsAhead | None = None
+
+    def check_ahead(self) -> ChecksumsAhead:
+        """Start hashing every segment file now, in a thread, so that the open finds
+        its checksums taken (app/storage/segment_checks.py: why)."""
+        if self._ahead is None:
+            self._ahead = ChecksumsAhead(self._files_in_open_order())
+        return self._ahead
+
+    def _files_in_open_order(self) -> Iterator[Path]:
+        """Every file of every verified manifest, in the order a start opens them:
+        collections by name (hex names sort as their UTF-8 bytes, as SQLite orders the
+        names), each one's arrays in manifest order."""
+        if not self.root.is_dir():
+            return
+        for directory in sorted(self.root.iterdir()):
+            try:
+                body = self.manifest(bytes.fromhex(directory.name).decode())
+            except (ValueError, SegmentDamaged):
+                continue  # not one of ours, or damaged: the open says so
+            for entry in (body or {}).get("arrays", {}).values():
+                yield directory / str(entry["file"])
 
     def directory(self, collection: str) -> Path:
         return self.root / collection.encode().hex()
@@ -272,7 +302,9 @@ class SegmentStore:
         arrays: SavedArrays = {}
         total = 0
         for name, entry in body["arrays"].items():
-            arrays[name] = _read_array(directory / entry["file"], name, entry)
+            path = directory / str(entry["file"])
+            taken = None if self._ahead is None else self._ahead.checksum(path)
+            arrays[name] = _read_array(path, name, entry, taken)
             total += int(entry["bytes"])
         return Segment(int(body["rows_below"]), int(body["generation"]), arrays, total)
 
@@ -297,9 +329,12 @@ def _fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def _read_array(path: Path, name: str, entry: dict[str, Any]) -> npt.NDArray[Any]:
+def _read_array(
+    path: Path, name: str, entry: dict[str, Any], taken: str | None
+) -> npt.NDArray[Any]:
     """The array of one manifest entry, verified: loaded where it is a per-row column,
-    else mapped copy-on-write."""
+    else mapped copy-on-write. ``taken``: the file's checksum as taken ahead (then it is
+    compared, and the bytes not hashed again), or None."""
     try:
         dtype = np.dtype(entry["dtype"])
         shape = tuple(int(size) for size in entry["shape"])
@@ -315,6 +350,8 @@ def _read_array(path: Path, name: str, entry: dict[str, Any]) -> npt.NDArray[Any
         raise SegmentDamaged(f"{name}: its file {path.name} is missing") from error
     if actual != size:
         raise SegmentDamaged(f"{name}: {path.name} holds {actual} bytes, not {size}")
+    if taken is not None and taken != expected:
+        raise SegmentDamaged(f"{name}: the checksum does not match")
     if name.endswith(ROWS_SUFFIX):
         with open(path, "rb", buffering=0) as file:
             mapped = None
@@ -324,30 +361,36 @@ def _read_array(path: Path, name: str, entry: dict[str, Any]) -> npt.NDArray[Any
                 with contextlib.suppress(OSError):
                     mapped = reserved_rows_of_file(file, shape[0], shape[1:], dtype.type)
             if mapped is not None:
-                _checked(name, expected, mapped.reshape(-1).view(np.uint8).data, None)
+                if taken is None:
+                    _checked(name, expected, mapped.reshape(-1).view(np.uint8).data, None)
                 return mapped
             array = (
                 reserved_rows(shape[0], shape[1:], dtype.type) if shape else np.zeros(shape, dtype)
             )
-            _checked(name, expected, array.reshape(-1).view(np.uint8).data, file.readinto)
+            _checked(
+                name,
+                None if taken is not None else expected,
+                array.reshape(-1).view(np.uint8).data,
+                file.readinto,
+            )
         return array
     if size == 0:
         return np.zeros(shape, dtype)
     with open(path, "rb") as file:
         mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_COPY)
-    view = memoryview(mapping)
-    _checked(name, expected, view, None)
+    if taken is None:
+        _checked(name, expected, memoryview(mapping), None)
     return np.frombuffer(mapping, dtype=dtype).reshape(shape)
 
 
 def _checked(
     name: str,
-    expected: str,
+    expected: str | None,
     target: memoryview,
     read_into: Callable[[memoryview], int | None] | None,
 ) -> None:
     """Hash ``target`` chunk by chunk (filling it first with ``read_into`` if given);
-    SegmentDamaged if the hash is not ``expected``."""
+    SegmentDamaged if the hash is not ``expected`` (None: filled, not hashed)."""
     hasher = xxhash.xxh3_64()
     for start in range(0, len(target), _CHUNK_BYTES):
         chunk = target[start : start + _CHUNK_BYTES]
@@ -358,6 +401,7 @@ def _checked(
                 if not count:
                     raise SegmentDamaged(f"{name}: its file ended early")
                 filled += count
-        hasher.update(chunk)
-    if hasher.hexdigest() != expected:
+        if expected is not None:
+            hasher.update(chunk)
+    if expected is not None and hasher.hexdigest() != expected:
         raise SegmentDamaged(f"{name}: the checksum does not match")

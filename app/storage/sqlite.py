@@ -34,7 +34,7 @@ from app.storage.base import (
     no_saved_rows,
 )
 from app.storage.commit import Commit, settle
-from app.storage.segments import SegmentStore
+from app.storage.segments import SegmentStore, segments_beside
 from app.storage.sqlite_load import load_collections
 
 SCHEMA_VERSION = 4
@@ -209,9 +209,7 @@ class SQLiteStore:
         rebuilds the indexes from the documents)."""
         self.path = path
         self.synchronous = synchronous
-        self.segments = (
-            SegmentStore(path.with_suffix(".segments")) if segments == "beside" else segments
-        )
+        self.segments = SegmentStore(segments_beside(path)) if segments == "beside" else segments
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = self._open()
         self._changes: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()

@@ -136,13 +136,20 @@ def _edit_manifest(store: SegmentStore, change: dict[str, object]) -> None:
         "edited manifest",
     ],
 )
-def test_a_damaged_segment_is_refused(tmp_path: Path, damage: object, message: str) -> None:
+@pytest.mark.parametrize("ahead", [False, True], ids=["hashed by the open", "hashed ahead"])
+def test_a_damaged_segment_is_refused(
+    tmp_path: Path, damage: object, message: str, ahead: bool
+) -> None:
     store = SegmentStore(tmp_path / "segments")
     store.write("c", SETTINGS, 70_000, arrays_of(3))
     assert store.open("c", SETTINGS) is not None
     damage(store)  # type: ignore[operator]
+    # A start's store: its checksums taken ahead (as neardup serve's), or by the open.
+    starting = SegmentStore(tmp_path / "segments")
+    if ahead:
+        starting.check_ahead().wait()  # every file hashed before the open asks
     with pytest.raises(SegmentDamaged, match=message):
-        store.open("c", SETTINGS)
+        starting.open("c", SETTINGS)
 
 
 KILLED_WRITE = """
