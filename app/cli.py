@@ -37,11 +37,11 @@ def serve(arguments: argparse.Namespace) -> None:
     settings = Settings(**overrides)
     segments = None
     if settings.backend is None and settings.segments and settings.workers == 1:
-        # First, before the server's imports: the segment files are hashed beside them.
+        # First, before the server's imports: the segment files are read beside them.
         from app.storage.segments import SegmentStore, segments_beside
 
         segments = SegmentStore(segments_beside(settings.data_dir / DATABASE_FILE))
-        segments.check_ahead()
+        segments.read_ahead()
 
     import uvicorn
 

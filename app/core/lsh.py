@@ -32,10 +32,14 @@ from app.core.types import MinHashes, Rows
 FALSE_POSITIVE_WEIGHT = 0.05
 FALSE_NEGATIVE_WEIGHT = 0.95
 _GRID = np.linspace(0.0, 1.0, 2001)
+_PAIRS_AT_ONCE = 256  # (b, r) pairs per numpy call: 256 x 2,001 doubles, 4 MB a temporary
 
 
-def candidate_probability(similarity: float | np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """Probability that two signatures with Jaccard ``similarity`` share a band."""
+def candidate_probability(
+    similarity: float | np.ndarray, bands: int | np.ndarray, rows: int | np.ndarray
+) -> np.ndarray:
+    """Probability that two signatures with Jaccard ``similarity`` share a band (arrays
+    broadcast: a column of (b, r) pairs against a row of similarities)."""
     return np.asarray(1.0 - (1.0 - np.power(similarity, rows)) ** bands)
 
 
@@ -46,18 +50,27 @@ def optimal_bands(
     false_positive_weight: float = FALSE_POSITIVE_WEIGHT,
     false_negative_weight: float = FALSE_NEGATIVE_WEIGHT,
 ) -> tuple[int, int]:
-    """(b, r) minimising the weighted false positive and false negative areas."""
+    """(b, r) minimising the weighted false positive and false negative areas; the first
+    (b, then r, ascending) of those within 1e-12 of the least. O(K log K) pairs, each
+    integrated over a 2,001-point grid, _PAIRS_AT_ONCE pairs per numpy call (a start
+    makes a collection's index with it: one pair at a time took 0.47 s at K = 128)."""
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), not {threshold}")
     below, above = _GRID[threshold >= _GRID], _GRID[threshold <= _GRID]
+    pairs = [(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    errors: list[float] = []
+    for start in range(0, len(pairs), _PAIRS_AT_ONCE):
+        chunk = np.array(pairs[start : start + _PAIRS_AT_ONCE], dtype=np.int64)
+        bands, rows = chunk[:, :1], chunk[:, 1:]
+        false_positive = np.trapezoid(candidate_probability(below, bands, rows), below, axis=1)
+        false_negative = np.trapezoid(1 - candidate_probability(above, bands, rows), above, axis=1)
+        errors += (
+            false_positive_weight * false_positive + false_negative_weight * false_negative
+        ).tolist()
     best: tuple[float, int, int] = (math.inf, 1, num_perm)
-    for bands in range(1, num_perm + 1):
-        for rows in range(1, num_perm // bands + 1):
-            false_positive = np.trapezoid(candidate_probability(below, bands, rows), below)
-            false_negative = np.trapezoid(1 - candidate_probability(above, bands, rows), above)
-            error = false_positive_weight * false_positive + false_negative_weight * false_negative
-            if error < best[0] - 1e-12:
-                best = (float(error), bands, rows)
+    for (bands_count, rows_count), error in zip(pairs, errors, strict=True):
+        if error < best[0] - 1e-12:
+            best = (error, bands_count, rows_count)
     return best[1], best[2]
 
 

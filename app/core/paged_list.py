@@ -291,13 +291,12 @@ class PagedList(Generic[T]):
         data, ends = wanted(arrays, "data"), wanted(arrays, "ends")
         if data.dtype != np.uint8 or ends.dtype != np.int64 or ends.ndim != 1:
             raise SavedStateError("saved objects are not bytes and int64 ends")
-        if len(ends) and (
-            int(ends[-1]) != len(data) or int(ends[0]) < 0 or bool(np.any(np.diff(ends) < 0))
-        ):
+        lengths = np.diff(ends, prepend=0)
+        if len(ends) and (int(ends[-1]) != len(data) or bool(np.any(lengths < 0))):
             raise SavedStateError("saved objects' ends do not fit their bytes")
         # Objects a page holds, for every page at once (a per-page count cost 0.24 s
         # at 10M rows).
-        present = np.diff(ends, prepend=0) > 0
+        present = lengths > 0
         starts = np.arange(0, len(ends), self.PAGE_ROWS)
         counts = np.add.reduceat(present, starts).tolist() if len(ends) else []
         first = 0

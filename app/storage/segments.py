@@ -24,9 +24,9 @@ SegmentDamaged: the caller rebuilds that collection from the database.
 Reading: per-row columns (names ending in ROWS_SUFFIX) are read into memory a RowArray
 adopts (they keep growing in place); every other array (sorted runs, which are never
 written once made) is mapped copy-on-write from its file, and verified through the
-mapping, which also brings its pages in before the first query. ``neardup serve`` takes
-the checksums ahead, beside its imports (app/storage/segment_checks.py); the open then
-compares them and does not hash those files again.
+mapping, which also brings its pages in before the first query. ``neardup serve`` does
+all of that ahead, in a thread beside its imports (app/storage/read_ahead.py); the open
+then takes the arrays it made.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +48,20 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from app.core.row_array import reserved_rows, reserved_rows_of_file
+from app.core.reservations import reserved_rows, reserved_rows_of_file
 from app.core.saved import ROWS_SUFFIX, SavedArrays
-from app.storage.segment_checks import ChecksumsAhead
+from app.storage.read_ahead import ReadAhead
 
 log = logging.getLogger("neardup")
 
 FORMAT_VERSION = 2  # 2: the per-row records (ids, metadata, times, clusters) too
 MANIFEST = "manifest.json"
-_CHUNK_BYTES = 1 << 24  # written and read this much at a time
+_CHUNK_BYTES = 1 << 24  # written this much at a time
+# Read and hashed this much per call, without the GIL. Large: between two calls a thread
+# waits for the GIL, up to the 5 ms switch interval while another holds it (the imports,
+# beside a read-ahead), which at 16 MB a call (2 ms of hashing) left it idle most of
+# the time.
+READ_CHUNK_BYTES = 1 << 30
 # The steps of a write, in order; a test may kill the process at any of them.
 WRITE_STEPS = ("files", "files-synced", "manifest", "renamed", "done")
 
@@ -114,19 +120,21 @@ class SegmentStore:
             raise ValueError(f"fail_at must be one of {WRITE_STEPS}")
         self.root = root
         self._fail_at = fail_at
-        self._ahead: ChecksumsAhead | None = None
+        self._ahead: ReadAhead[npt.NDArray[Any]] | None = None
 
-    def check_ahead(self) -> ChecksumsAhead:
-        """Start hashing every segment file now, in a thread, so that the open finds
-        its checksums taken (app/storage/segment_checks.py: why)."""
+    def read_ahead(self) -> ReadAhead[npt.NDArray[Any]]:
+        """Start reading and verifying every segment file now, in a thread, so that the
+        open finds that done (app/storage/read_ahead.py: why)."""
         if self._ahead is None:
-            self._ahead = ChecksumsAhead(self._files_in_open_order())
+            self._ahead = ReadAhead(self._files_in_open_order())
         return self._ahead
 
-    def _files_in_open_order(self) -> Iterator[Path]:
-        """Every file of every verified manifest, in the order a start opens them:
-        collections by name (hex names sort as their UTF-8 bytes, as SQLite orders the
-        names), each one's arrays in manifest order."""
+    def _files_in_open_order(
+        self,
+    ) -> Iterator[tuple[Path, Callable[[Path], npt.NDArray[Any]]]]:
+        """Every file of every verified manifest with what to do with it, in the order a
+        start opens them: collections by name (hex names sort as their UTF-8 bytes, as
+        SQLite orders the names), each one's arrays in manifest order."""
         if not self.root.is_dir():
             return
         for directory in sorted(self.root.iterdir()):
@@ -134,8 +142,12 @@ class SegmentStore:
                 body = self.manifest(bytes.fromhex(directory.name).decode())
             except (ValueError, SegmentDamaged):
                 continue  # not one of ours, or damaged: the open says so
-            for entry in (body or {}).get("arrays", {}).values():
-                yield directory / str(entry["file"])
+            for name, entry in (body or {}).get("arrays", {}).items():
+                if isinstance(entry, dict) and "file" in entry:
+                    yield (
+                        directory / str(entry["file"]),
+                        partial(_read_array, name=name, entry=entry),
+                    )
 
     def directory(self, collection: str) -> Path:
         return self.root / collection.encode().hex()
@@ -303,8 +315,8 @@ class SegmentStore:
         total = 0
         for name, entry in body["arrays"].items():
             path = directory / str(entry["file"])
-            taken = None if self._ahead is None else self._ahead.checksum(path)
-            arrays[name] = _read_array(path, name, entry, taken)
+            ahead = None if self._ahead is None else self._ahead.take(path)
+            arrays[name] = ahead if ahead is not None else _read_array(path, name, entry)
             total += int(entry["bytes"])
         return Segment(int(body["rows_below"]), int(body["generation"]), arrays, total)
 
@@ -329,79 +341,105 @@ def _fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def _read_array(
-    path: Path, name: str, entry: dict[str, Any], taken: str | None
-) -> npt.NDArray[Any]:
-    """The array of one manifest entry, verified: loaded where it is a per-row column,
-    else mapped copy-on-write. ``taken``: the file's checksum as taken ahead (then it is
-    compared, and the bytes not hashed again), or None."""
-    try:
-        dtype = np.dtype(entry["dtype"])
-        shape = tuple(int(size) for size in entry["shape"])
-        size = int(entry["bytes"])
-        expected = str(entry["xxh3"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise SegmentDamaged(f"{name}: a manifest entry cannot be read ({error})") from error
-    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != size:
-        raise SegmentDamaged(f"{name}: {size} bytes cannot hold {dtype}{shape}")
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What a manifest entry says of its array."""
+
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    size: int
+    checksum: str
+
+    @classmethod
+    def of(cls, name: str, entry: dict[str, Any]) -> _Layout:
+        try:
+            dtype = np.dtype(entry["dtype"])
+            shape = tuple(int(size) for size in entry["shape"])
+            layout = cls(dtype, shape, int(entry["bytes"]), str(entry["xxh3"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise SegmentDamaged(f"{name}: a manifest entry cannot be read ({error})") from error
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != layout.size:
+            raise SegmentDamaged(f"{name}: {layout.size} bytes cannot hold {dtype}{shape}")
+        return layout
+
+    @property
+    def wide(self) -> bool:
+        """Rows of 16 bytes or more (signatures, exact hashes): a per-row column of them
+        is mapped, not read (their released rows are never read again, so reading the
+        file back is fine); narrower columns are read into memory (the books' flags of
+        released rows are read, as zeros)."""
+        row_bytes = self.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64))
+        return len(self.shape) > 1 and row_bytes >= 16
+
+
+def _read_array(path: Path, name: str, entry: dict[str, Any]) -> npt.NDArray[Any]:
+    """The array of one manifest entry, verified (SegmentDamaged otherwise): a per-row
+    column read into memory (or mapped over its reservation, where wide), anything else
+    mapped copy-on-write; either way hashed through the memory it will be read from,
+    which also brings in the pages the first queries read. O(bytes), without the GIL but
+    between calls of READ_CHUNK_BYTES."""
+    layout = _Layout.of(name, entry)
     try:
         actual = path.stat().st_size
     except FileNotFoundError as error:
         raise SegmentDamaged(f"{name}: its file {path.name} is missing") from error
-    if actual != size:
-        raise SegmentDamaged(f"{name}: {path.name} holds {actual} bytes, not {size}")
-    if taken is not None and taken != expected:
-        raise SegmentDamaged(f"{name}: the checksum does not match")
+    if actual != layout.size:
+        raise SegmentDamaged(f"{name}: {path.name} holds {actual} bytes, not {layout.size}")
     if name.endswith(ROWS_SUFFIX):
         with open(path, "rb", buffering=0) as file:
             mapped = None
-            if shape and len(shape) > 1 and dtype.itemsize * int(np.prod(shape[1:])) >= 16:
-                # Wide values (signatures, exact hashes) are mapped, not read: their
-                # released rows are never read again, so reading the file back is fine.
+            if layout.wide:
                 with contextlib.suppress(OSError):
-                    mapped = reserved_rows_of_file(file, shape[0], shape[1:], dtype.type)
+                    mapped = reserved_rows_of_file(
+                        file, layout.shape[0], layout.shape[1:], layout.dtype.type
+                    )
             if mapped is not None:
-                if taken is None:
-                    _checked(name, expected, mapped.reshape(-1).view(np.uint8).data, None)
-                return mapped
-            array = (
-                reserved_rows(shape[0], shape[1:], dtype.type) if shape else np.zeros(shape, dtype)
-            )
-            _checked(
-                name,
-                None if taken is not None else expected,
-                array.reshape(-1).view(np.uint8).data,
-                file.readinto,
-            )
-        return array
-    if size == 0:
-        return np.zeros(shape, dtype)
-    with open(path, "rb") as file:
-        mapping = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_COPY)
-    if taken is None:
-        _checked(name, expected, memoryview(mapping), None)
-    return np.frombuffer(mapping, dtype=dtype).reshape(shape)
+                array = mapped
+                checksum = _hashed(array.reshape(-1).view(np.uint8).data, None)
+            else:
+                array, checksum = _read_column(name, layout, file.readinto)
+    elif layout.size == 0:
+        array = np.zeros(layout.shape, layout.dtype)
+        checksum = xxhash.xxh3_64_hexdigest(b"")
+    else:
+        with open(path, "rb") as file:
+            mapping = mmap.mmap(file.fileno(), layout.size, access=mmap.ACCESS_COPY)
+        checksum = _hashed(memoryview(mapping), None)
+        array = np.frombuffer(mapping, dtype=layout.dtype).reshape(layout.shape)
+    if checksum != layout.checksum:
+        raise SegmentDamaged(f"{name}: the checksum does not match")
+    return array
 
 
-def _checked(
-    name: str,
-    expected: str | None,
-    target: memoryview,
-    read_into: Callable[[memoryview], int | None] | None,
-) -> None:
-    """Hash ``target`` chunk by chunk (filling it first with ``read_into`` if given);
-    SegmentDamaged if the hash is not ``expected`` (None: filled, not hashed)."""
+def _read_column(
+    name: str, layout: _Layout, read_into: Callable[[memoryview], int | None]
+) -> tuple[npt.NDArray[Any], str]:
+    """A per-row column read into a reservation a RowArray adopts; (array, its xxh3-64)."""
+    shape = layout.shape
+    array = (
+        reserved_rows(shape[0], shape[1:], layout.dtype.type, filled_at_once=True)
+        if shape
+        else np.zeros(shape, layout.dtype)
+    )
+    try:
+        checksum = _hashed(array.reshape(-1).view(np.uint8).data, read_into)
+    except EOFError as error:
+        raise SegmentDamaged(f"{name}: its file ended early") from error
+    return array, checksum
+
+
+def _hashed(target: memoryview, read_into: Callable[[memoryview], int | None] | None) -> str:
+    """The xxh3-64 of ``target``, chunk by chunk (each filled first with ``read_into`` if
+    given; EOFError where it ends early). O(bytes)."""
     hasher = xxhash.xxh3_64()
-    for start in range(0, len(target), _CHUNK_BYTES):
-        chunk = target[start : start + _CHUNK_BYTES]
+    for start in range(0, len(target), READ_CHUNK_BYTES):
+        chunk = target[start : start + READ_CHUNK_BYTES]
         if read_into is not None:
             filled = 0
             while filled < len(chunk):
                 count = read_into(chunk[filled:])
                 if not count:
-                    raise SegmentDamaged(f"{name}: its file ended early")
+                    raise EOFError
                 filled += count
-        if expected is not None:
-            hasher.update(chunk)
-    if expected is not None and hasher.hexdigest() != expected:
-        raise SegmentDamaged(f"{name}: the checksum does not match")
+        hasher.update(chunk)
+    return hasher.hexdigest()

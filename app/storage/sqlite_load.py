@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import CollectionConfig
-from app.core.row_array import reserved_rows
+from app.core.reservations import reserved_rows
 from app.errors import StoreDamaged
 from app.storage.base import (
     SPOT_CHECK_ROWS,

@@ -491,6 +491,87 @@ def test_optimal_bands_fit_in_the_signature_and_move_with_the_threshold() -> Non
         assert candidate_probability(max(threshold - 0.3, 0.01), bands, rows) <= 0.2
 
 
+def _bands_by_brute_force(threshold: float, num_perm: int) -> tuple[int, int]:
+    """Every (b, r) with b r <= K, its weighted error areas by the trapezoid rule in
+    plain Python over the same 2,001-point grid; the least, first in (b, r) order."""
+    grid = [i / 2000 for i in range(2001)]
+
+    def area(points: list[float], height: Callable[[float], float]) -> float:
+        return sum(
+            (right - left) * (height(left) + height(right)) / 2 for left, right in pairwise(points)
+        )
+
+    below = [s for s in grid if s <= threshold]
+    above = [s for s in grid if s >= threshold]
+    scored = []
+    for bands in range(1, num_perm + 1):
+        for rows in range(1, num_perm // bands + 1):
+
+            def chance(s: float, bands: int = bands, rows: int = rows) -> float:
+                return 1 - (1 - s**rows) ** bands
+
+            error = 0.05 * area(below, chance) + 0.95 * area(above, lambda s: 1 - chance(s))
+            scored.append((error, bands, rows))
+    least = min(error for error, _, _ in scored)
+    return next((b, r) for error, b, r in scored if error < least + 1e-9)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "num_perm"), [(0.3, 16), (0.55, 16), (0.93, 16), (0.3, 64), (0.7, 64), (0.8, 128)]
+)
+def test_optimal_bands_are_those_of_a_brute_force_search(threshold: float, num_perm: int) -> None:
+    assert optimal_bands(threshold, num_perm) == _bands_by_brute_force(threshold, num_perm)
+
+
+# (threshold, K, b, r) as the first implementation (one pair at a time) chose them: the
+# bands of a stored collection's index (segments, the Redis layout) must never change.
+BANDS_CHOSEN_BEFORE = [
+    (0.05, 128, 91, 1),
+    (0.1, 128, 44, 1),
+    (0.15, 128, 28, 1),
+    (0.2, 128, 64, 2),
+    (0.25, 128, 60, 2),
+    (0.3, 128, 41, 2),
+    (0.35, 128, 29, 2),
+    (0.4, 128, 42, 3),
+    (0.45, 128, 37, 3),
+    (0.5, 128, 26, 3),
+    (0.55, 128, 32, 4),
+    (0.6, 128, 24, 4),
+    (0.65, 128, 25, 5),
+    (0.7, 128, 21, 6),
+    (0.75, 128, 18, 7),
+    (0.8, 128, 16, 8),
+    (0.85, 128, 12, 10),
+    (0.9, 128, 9, 14),
+    (0.95, 128, 6, 21),
+    (0.05, 256, 91, 1),
+    (0.1, 256, 44, 1),
+    (0.15, 256, 128, 2),
+    (0.2, 256, 95, 2),
+    (0.25, 256, 60, 2),
+    (0.3, 256, 85, 3),
+    (0.35, 256, 82, 3),
+    (0.4, 256, 54, 3),
+    (0.45, 256, 64, 4),
+    (0.5, 256, 53, 4),
+    (0.55, 256, 51, 5),
+    (0.6, 256, 41, 5),
+    (0.65, 256, 42, 6),
+    (0.7, 256, 36, 7),
+    (0.75, 256, 30, 8),
+    (0.8, 256, 25, 10),
+    (0.85, 256, 19, 13),
+    (0.9, 256, 15, 17),
+    (0.95, 256, 9, 28),
+]
+
+
+def test_optimal_bands_are_those_chosen_before() -> None:
+    for threshold, num_perm, bands, rows in BANDS_CHOSEN_BEFORE:
+        assert optimal_bands(threshold, num_perm) == (bands, rows), (threshold, num_perm)
+
+
 # ---------------------------------------------------------------- ExactIndex
 
 

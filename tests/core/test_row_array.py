@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.core import row_array
-from app.core.row_array import RowArray, reserved_rows, reserved_rows_of_file
+from app.core import reservations
+from app.core.reservations import reserved_rows, reserved_rows_of_file
+from app.core.row_array import RowArray
 
 
 def _fill(array: RowArray, rows: range, written: dict[int, np.ndarray]) -> None:
@@ -46,8 +47,8 @@ def test_growth_within_the_reservation_copies_nothing() -> None:
 def test_moves_past_the_reservation_keep_held_rows_and_released_pages(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(row_array, "RESERVE_ROWS", 2048)
-    monkeypatch.setattr(row_array, "RESERVE_FACTOR", 1)
+    monkeypatch.setattr(reservations, "RESERVE_ROWS", 2048)
+    monkeypatch.setattr(reservations, "RESERVE_FACTOR", 1)
     signatures = RowArray(np.uint32, (128,))
     written: dict[int, np.ndarray] = {}
     _fill(signatures, range(2500), written)
@@ -73,11 +74,11 @@ def test_without_address_space_to_reserve_it_grows_by_copies(
 
     def no_reservations(fileno: int, length: int, **options: Any) -> mmap.mmap:
         asked.append(length)
-        if options.get("flags", 0) & row_array._MAP_NORESERVE:
+        if options.get("flags", 0) & reservations._MAP_NORESERVE:
             raise OSError(12, "Cannot allocate memory")
         return real_mmap(fileno, length, **options)
 
-    monkeypatch.setattr(row_array.mmap, "mmap", no_reservations)
+    monkeypatch.setattr(reservations.mmap, "mmap", no_reservations)
     stamps = RowArray(np.int64)
     written: dict[int, np.ndarray] = {}
     _fill(stamps, range(300_000), written)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from app.core.paged_list import PagedList
-from app.core.row_array import PAGE_BYTES, RowArray
+from app.core.reservations import PAGE_BYTES
+from app.core.row_array import RowArray
 from app.core.time_order import TimeOrder
 
 

@@ -113,6 +113,7 @@ def _edit_manifest(store: SegmentStore, change: dict[str, object]) -> None:
         (lambda s: _damage_file(s, "minhash/table/main.keys", "truncated"), "holds"),
         (lambda s: _damage_file(s, "minhash/values@rows", "bit flipped"), "checksum"),
         (lambda s: _damage_file(s, "minhash/table/main.rows", "bit flipped"), "checksum"),
+        (lambda s: _damage_file(s, "minhash/book/deleted@rows", "bit flipped"), "checksum"),
         (lambda s: _damage_file(s, "minhash/book/deleted@rows", "missing"), "missing"),
         (lambda s: _rewrite_manifest(s, {"format": 0}), "format version"),
         (lambda s: _rewrite_manifest(s, {"settings": "another"}), "other settings"),
@@ -128,6 +129,7 @@ def _edit_manifest(store: SegmentStore, change: dict[str, object]) -> None:
         "truncated run",
         "flipped column",
         "flipped run",
+        "flipped narrow column",
         "missing file",
         "stale version",
         "other settings",
@@ -136,7 +138,7 @@ def _edit_manifest(store: SegmentStore, change: dict[str, object]) -> None:
         "edited manifest",
     ],
 )
-@pytest.mark.parametrize("ahead", [False, True], ids=["hashed by the open", "hashed ahead"])
+@pytest.mark.parametrize("ahead", [False, True], ids=["read by the open", "read ahead"])
 def test_a_damaged_segment_is_refused(
     tmp_path: Path, damage: object, message: str, ahead: bool
 ) -> None:
@@ -144,10 +146,10 @@ def test_a_damaged_segment_is_refused(
     store.write("c", SETTINGS, 70_000, arrays_of(3))
     assert store.open("c", SETTINGS) is not None
     damage(store)  # type: ignore[operator]
-    # A start's store: its checksums taken ahead (as neardup serve's), or by the open.
+    # A start's store: its files read and hashed ahead (as neardup serve's), or by the open.
     starting = SegmentStore(tmp_path / "segments")
     if ahead:
-        starting.check_ahead().wait()  # every file hashed before the open asks
+        starting.read_ahead().wait()  # every file done before the open asks
     with pytest.raises(SegmentDamaged, match=message):
         starting.open("c", SETTINGS)
 

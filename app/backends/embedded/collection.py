@@ -51,6 +51,7 @@ from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
+from app.core.row_array import gathered
 from app.core.rule import Pairs
 from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
@@ -412,7 +413,7 @@ class Collection:
                     raise ValueError("the documents were not read for this segment")
                 live, later = restore_from_segment(self._matcher, self._rows, stored, segment)
                 self._budget.add(len(live))
-                self._retention.held(self._rows.timestamp.array[live], live)
+                self._retention.held(gathered(self._rows.timestamp.array, live), live)
                 self.publish(later)
                 self._segment.adopted(segment)
             # Past every row the segment holds, stored or not (a commit that failed, or

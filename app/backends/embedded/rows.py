@@ -19,7 +19,7 @@ from app.backends.embedded.clusters import ClusterMembers
 from app.backends.embedded.id_map import IdMap, id_hashes
 from app.backends.embedded.states import GONE, HIDDEN, LIVE, MOVING
 from app.core.paged_list import TEXT_CODEC, PagedList, json_codec
-from app.core.row_array import RowArray, sorted_unique
+from app.core.row_array import RowArray, ascending_run, gathered, sorted_unique
 from app.core.saved import ROWS_SUFFIX, SavedArrays, SavedStateError, nested, part, wanted
 from app.core.types import Rows
 from app.service.times import iso_time_us
@@ -186,15 +186,20 @@ class RowTable:
         ends = wanted(ids, "ends")
         if len(ends) != below:
             raise SavedStateError(f"the ids hold {len(ends)} rows, not {below}")
-        if len(live) and not bool(np.all(np.diff(ends, prepend=0)[live] > 0)):
+        lengths = np.diff(ends, prepend=0)
+        if len(live) and not bool(np.all(gathered(lengths, live) > 0)):
             raise SavedStateError("a live document below the segment's rows has no id in it")
         self.ids.adopt_saved(ids)
         self.metadata.adopt_saved(part(arrays, "metadata"))
         self.row_of.adopt_saved(part(arrays, "id_map"))
         self.state.ensure(below)
-        self.state.array[live] = LIVE
+        run = ascending_run(live)
+        if run is None:
+            self.state.array[live] = LIVE
+        else:
+            self.state.array[run[0] : run[1]] = LIVE
         self.next_row = below
-        clusters = self.cluster.array[live]
+        clusters = gathered(self.cluster.array, live)
         joined = clusters != live
         for root, row in zip(clusters[joined].tolist(), live[joined].tolist(), strict=True):
             self.members.add(root, row)

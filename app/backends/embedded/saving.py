@@ -26,6 +26,7 @@ import numpy as np
 from app.backends.embedded.matcher import Matcher
 from app.backends.embedded.rows import RowTable
 from app.backends.embedded.states import GONE
+from app.core.row_array import gathered
 from app.core.saved import (
     ROWS_SUFFIX,
     SavedArrays,
@@ -175,14 +176,12 @@ def restore_from_segment(
     rows.adopt_saved(part(segment.arrays, "rows"), live, below)
     # Clusters named by a row below that is not live: the segment holds their names (the
     # id of a row that left is kept while it names a cluster).
-    clusters = np.concatenate([rows.cluster.array[live], batch.clusters[split:]])
+    clusters = np.concatenate([gathered(rows.cluster.array, live), batch.clusters[split:]])
     named = not_among(clusters, np.concatenate([live, batch.rows[split:]]))
     named = named[named < below]  # the store looked up those after
     if any(rows.ids[row] is None for row in named.tolist()):
         raise SavedStateError("the name of a cluster below the segment's rows is not in it")
-    gone = np.ones(below, dtype=np.bool_)
-    gone[live] = False
-    gone_rows = np.flatnonzero(gone)
+    gone_rows = np.flatnonzero(~held)
     matcher.remove(gone_rows)
     naming = np.zeros(below, dtype=np.bool_)
     naming[named] = True
