@@ -12,18 +12,24 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.config import DATABASE_FILE, Settings
-
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from app.backends.redis.registry import RedisRegistry
+    from app.config import Settings
+    from app.storage.segments import SegmentStore
     from app.storage.sqlite import SQLiteStore
 # The server's modules (uvicorn, FastAPI, numba) are imported by the commands that use
 # them: `neardup search` and `neardup insert` are HTTP clients and start without them.
+# Even the settings (pydantic, 0.3 s) wait: `neardup serve` first starts reading its
+# segments (_segments_read_ahead).
 
 
 def serve(arguments: argparse.Namespace) -> None:
+    from app.config import Settings
+    from app.storage.base import DATABASE_FILE
+    from app.storage.segments import SegmentStore, segments_beside
+
     overrides = {
         key: value
         for key, value in (
@@ -35,12 +41,12 @@ def serve(arguments: argparse.Namespace) -> None:
         if value is not None
     }
     settings = Settings(**overrides)
-    segments = None
+    segments: SegmentStore | None = None
     if settings.backend is None and settings.segments and settings.workers == 1:
-        # First, before the server's imports: the segment files are read beside them.
-        from app.storage.segments import SegmentStore, segments_beside
-
-        segments = SegmentStore(segments_beside(settings.data_dir / DATABASE_FILE))
+        root = segments_beside(settings.data_dir / DATABASE_FILE)
+        early = getattr(arguments, "segments_read_ahead", None)
+        # The segments started early are used where the settings agree with the guess.
+        segments = early if early is not None and early.root == root else SegmentStore(root)
         segments.read_ahead()
 
     import uvicorn
@@ -121,6 +127,7 @@ def worker_app() -> FastAPI:
     each worker process): logging and the access log as ``serve`` sets them up, the
     settings from the environment (NEARDUP_*, the command's options included)."""
     from app import logs
+    from app.config import Settings
     from app.main import create_app
 
     settings = Settings()
@@ -130,10 +137,13 @@ def worker_app() -> FastAPI:
 
 
 def _settings(data_dir: str | None) -> Settings:
+    from app.config import Settings
+
     return Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
 
 
 def _store(settings: Settings) -> SQLiteStore:
+    from app.storage.base import DATABASE_FILE
     from app.storage.sqlite import SQLiteStore
 
     return SQLiteStore(settings.data_dir / DATABASE_FILE, settings.synchronous)
@@ -261,6 +271,8 @@ def _exit_cleanly(signum: int, frame: object) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.config import Settings
+
     parser = argparse.ArgumentParser(
         prog="neardup",
         description="Real-time near-duplicate lookup service (SimHash, MinHash LSH, exact).",
@@ -352,9 +364,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _segments_read_ahead(argv: Sequence[str]) -> SegmentStore | None:
+    """For ``neardup serve``: the segments of the data directory it will most likely
+    serve, their reading started now, before the settings and the server are imported
+    (app/storage/read_ahead.py: why). A guess from the arguments and the environment,
+    which serve() uses only where its settings name the same directory."""
+    if not argv or argv[0] != "serve":
+        return None
+    options: dict[str, str] = {}
+    for at, word in enumerate(argv[1:], start=1):
+        name, equals, value = word.partition("=")
+        if name in ("--data-dir", "--workers"):
+            options[name] = value if equals else (argv[at + 1] if at + 1 < len(argv) else "")
+    if (
+        options.get("--workers", "1") != "1"
+        or os.environ.get("NEARDUP_BACKEND")
+        or os.environ.get("NEARDUP_SEGMENTS", "true").lower() in ("0", "false", "no", "off")
+    ):
+        return None
+    from app.storage.base import DATABASE_FILE
+    from app.storage.segments import SegmentStore, segments_beside
+
+    data_dir = options.get("--data-dir") or os.environ.get("NEARDUP_DATA_DIR") or "data"
+    segments = SegmentStore(segments_beside(Path(data_dir) / DATABASE_FILE))
+    segments.read_ahead()
+    return segments
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    early = _segments_read_ahead(sys.argv[1:] if argv is None else argv)
     arguments = build_parser().parse_args(argv)
+    arguments.segments_read_ahead = early
     arguments.handler(arguments)
 
 

@@ -11,8 +11,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # The Redis layout's default and largest shard bits (app/backends/redis/store/layout.py: why 12).
 REDIS_DEFAULT_SHARD_BITS = 12
 REDIS_MAX_SHARD_BITS = 24
-# The embedded service's database, in its data directory.
-DATABASE_FILE = "neardup.db"
 
 
 class Settings(BaseSettings):

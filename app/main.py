@@ -18,10 +18,11 @@ from app.api.hot import HotRoutes, NeardupApp
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.api.request_id import RequestIdMiddleware
 from app.backends.embedded.registry import Registry
-from app.config import DATABASE_FILE, Settings
+from app.config import Settings
 from app.memory import release_free_memory
 from app.service.protocols import ServiceBackend
 from app.storage import MemoryStore, Store
+from app.storage.base import DATABASE_FILE
 from app.storage.segments import SegmentStore
 from app.storage.sqlite import SQLiteStore
 

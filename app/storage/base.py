@@ -13,6 +13,9 @@ from app.core.types import ExactHashes, MinHashes, SimHashes
 from app.storage.commit import Commit
 from app.storage.segments import SegmentStore
 
+# The embedded service's database, in its data directory (its segments beside it).
+DATABASE_FILE = "neardup.db"
+
 # (timestamp, row): a retention expired every document at or below it.
 Mark = tuple[int, int]
 

@@ -154,3 +154,62 @@ def test_a_file_damaged_after_it_was_read_ahead_is_still_refused(tmp_path: Path)
     os.replace(damaged, target)
     with pytest.raises(SegmentDamaged, match="checksum"):
         starting.open("c", SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment"),
+    [
+        (["serve", "--data-dir", "{d}"], {}),
+        (["serve", "--port", "9000", "--data-dir={d}"], {}),
+        (["serve"], {"NEARDUP_DATA_DIR": "{d}"}),
+        (["serve", "--workers", "1"], {}),
+    ],
+    ids=["option", "option=", "environment", "default"],
+)
+def test_neardup_serve_reads_ahead_the_segments_its_settings_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], environment: dict[str, str]
+) -> None:
+    from app.cli import _segments_read_ahead
+    from app.config import Settings
+    from app.storage.base import DATABASE_FILE
+    from app.storage.segments import segments_beside
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NEARDUP_DATA_DIR", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value.format(d=tmp_path / "data"))
+    argv = [word.format(d=tmp_path / "data") for word in argv]
+    early = _segments_read_ahead(argv)
+    assert early is not None
+    # The reference: the directory the settings serve() reads name.
+    data_dir = next(
+        (
+            word.partition("=")[2] or argv[at + 1]
+            for at, word in enumerate(argv)
+            if "data-dir" in word
+        ),
+        None,
+    )
+    settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
+    assert early.root == segments_beside(settings.data_dir / DATABASE_FILE)
+
+
+@pytest.mark.parametrize(
+    ("argv", "environment"),
+    [
+        (["serve", "--workers", "2"], {}),
+        (["serve"], {"NEARDUP_BACKEND": "redis://localhost:6379"}),
+        (["serve"], {"NEARDUP_SEGMENTS": "false"}),
+        (["export", "--data-dir", "x"], {}),
+        ([], {}),
+    ],
+    ids=["workers", "redis", "no segments", "another command", "no command"],
+)
+def test_no_read_ahead_where_the_service_keeps_no_segments(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], environment: dict[str, str]
+) -> None:
+    from app.cli import _segments_read_ahead
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert _segments_read_ahead(argv) is None
