@@ -58,6 +58,7 @@ class ReadAhead(Generic[Prepared]):
         self._files = files
         self._done: dict[FileIdentity, Prepared] = {}
         self._refused: set[str] = set()  # paths the open took over
+        self._closed = False
         self._current: str | None = None
         self._finished = False
         self._condition = threading.Condition()
@@ -68,6 +69,8 @@ class ReadAhead(Generic[Prepared]):
         try:
             for path, work in self._files:
                 with self._condition:
+                    if self._closed:
+                        break
                     if str(path) in self._refused:
                         continue
                     self._current = str(path)
@@ -79,8 +82,9 @@ class ReadAhead(Generic[Prepared]):
                     except Exception as error:  # the open will find what is wrong
                         log.debug("nothing read ahead from %s: %s", path, error)
                 with self._condition:
-                    # Handed out only if the file is still the one read.
-                    if prepared is not None and file_identity(path) == identity:
+                    # Handed out only if the file is still the one read, and wanted.
+                    same = file_identity(path) == identity
+                    if prepared is not None and same and not self._closed:
                         assert identity is not None
                         self._done[identity] = prepared
                     self._current = None
@@ -105,6 +109,13 @@ class ReadAhead(Generic[Prepared]):
             if prepared is None and not self._finished:
                 self._refused.add(key)
             return prepared
+
+    def close(self) -> None:
+        """The open is over: what was made and not taken is dropped (the arrays of a
+        segment refused, say), and the thread stops at its next file."""
+        with self._condition:
+            self._closed = True
+            self._done.clear()
 
     def wait(self) -> None:
         """Until the thread has gone through every file (tests)."""

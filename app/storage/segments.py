@@ -129,6 +129,12 @@ class SegmentStore:
             self._ahead = ReadAhead(self._files_in_open_order())
         return self._ahead
 
+    def end_read_ahead(self) -> None:
+        """The start is over: drop what was read ahead and not taken (a segment refused
+        after it was read), and stop reading."""
+        if self._ahead is not None:
+            self._ahead.close()
+
     def _files_in_open_order(
         self,
     ) -> Iterator[tuple[Path, Callable[[Path], npt.NDArray[Any]]]]:

@@ -213,3 +213,20 @@ def test_no_read_ahead_where_the_service_keeps_no_segments(
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert _segments_read_ahead(argv) is None
+
+
+def test_what_the_open_did_not_take_is_dropped_when_the_start_ends(tmp_path: Path) -> None:
+    store = SegmentStore(tmp_path / "segments")
+    store.write("a", SETTINGS, 5_000, arrays_of(1, 5_000))
+    store.write("b", SETTINGS, 5_000, arrays_of(2, 5_000))
+    starting = SegmentStore(tmp_path / "segments")
+    ahead = starting.read_ahead()
+    ahead.wait()
+    with pytest.raises(SegmentDamaged, match="other settings"):
+        starting.open("b", "other settings")  # refused after it was read ahead
+    segment = starting.open("a", SETTINGS)
+    assert segment is not None
+    assert_same(segment.arrays, arrays_of(1, 5_000))
+    assert len(ahead._done) == len(arrays_of(2, 5_000))
+    starting.end_read_ahead()
+    assert not ahead._done

@@ -152,6 +152,7 @@ class Registry:
                 collection.restore(self._store.load_collection(stored.name))
             self._collections[stored.name] = collection
         if self._store.segments is not None:
+            self._store.segments.end_read_ahead()
             self._store.segments.remove_others(set(self._collections))
         if DEFAULT_COLLECTION not in self._collections:
             self.create(DEFAULT_COLLECTION, CollectionConfig())
