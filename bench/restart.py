@@ -28,7 +28,9 @@ Each start is timed from spawning the process to /readyz 200; its memory is read
 files) with VmHWM, the peak over the start. Then ``--queries`` searches of stored
 documents (GET .../documents/{id}/similar of random ids, one at a time): the first
 ``--cold`` reported apart (the first queries after a start), and the rest. Nothing is
-pinned; the client runs beside the server on the same machine. Printed, and written to
+pinned; the client runs beside the server on the same machine. The reference, measured in
+the same run: an empty service started ``--runs`` times (what every start costs: imports,
+the kernels' loading, uvicorn). Printed, and written to
 bench/results/restart-<N>.md.
 """
 
@@ -53,6 +55,7 @@ from app.backends.embedded.registry import Registry
 from app.collection_config import CollectionConfig, PassagesConfig
 from app.main import DATABASE_FILE
 from app.service.types import NewDocument
+from app.storage.segments import segments_beside
 from app.storage.sqlite import SQLiteStore
 from bench.durability import build_database, megabytes, rss_of
 from devkit.corpus import english_like_texts
@@ -147,8 +150,26 @@ def milliseconds(values: Sequence[float], q: float) -> str:
     return f"{np.quantile(np.array(values), q) * 1000:.2f}" if values else "-"
 
 
+def empty_starts(scratch: Path, count: int) -> list[float]:
+    """Seconds to /readyz of a service with no data, ``count`` times: the reference a
+    start of N documents is compared with in the same run (imports, the kernels'
+    loading, uvicorn), on the machine as it is then."""
+    took = []
+    for number in range(count):
+        home = scratch / f"empty-{number}"
+        home.mkdir()
+        server = Server(home / "data", NEARDUP_LOG_LEVEL="warning")
+        began = time.perf_counter()
+        server.start()
+        took.append(time.perf_counter() - began)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait()
+    return took
+
+
 def segment_bytes(data_dir: Path) -> int:
-    root = data_dir / Path(DATABASE_FILE).with_suffix(".segments")
+    root = segments_beside(data_dir / DATABASE_FILE)
     return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
 
 
@@ -226,14 +247,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         kind = f"segment + {arguments.later:,} later rows"
         starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True))
+        empty = empty_starts(scratch, arguments.runs)
+        segment_ready = statistics.median(s.ready for s in starts[1:-1])
         text = "\n\n".join(
             [
                 f"{documents:,} documents ({kind_of_documents}), segment "
                 f"{megabytes(written)} ({written / documents:,.0f} B/doc); "
                 f"{os.cpu_count()} cores, nothing pinned",
                 table(starts, documents),
-                "Segment starts, medians: ready "
-                f"{statistics.median(s.ready for s in starts[1:-1]):.1f} s",
+                f"Segment starts, medians: ready {segment_ready:.1f} s. The reference, an "
+                f"empty service started {len(empty)} times in the same run: ready in "
+                f"{statistics.median(empty):.1f} s (median; "
+                f"{', '.join(f'{t:.1f}' for t in empty)}): the documents add "
+                f"{segment_ready - statistics.median(empty):.1f} s.",
             ]
         )
         print(text)
