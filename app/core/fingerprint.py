@@ -21,7 +21,6 @@ import itertools
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -122,10 +121,10 @@ class Fingerprints:
 _WORD_CATEGORIES = frozenset(("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No"))
 
 
-@lru_cache(maxsize=1)
-def char_classes() -> np.ndarray:
-    """uint8 class of every code point for word tokenisation, built once at the start
-    (0.15 s: maps and array operations, no Python loop over the 1.1 million code points).
+def computed_char_classes() -> npt.NDArray[np.uint8]:
+    """uint8 class of every code point for word tokenisation (0.15-0.3 s of a start: maps
+    and array operations, no Python loop over the 1.1 million code points, but one
+    unicodedata call each, holding the GIL).
 
     Letters, marks and digits are word characters; a character of a script written
     without spaces (the ranges of ``is_no_space_script``) is a token by itself; everything
@@ -140,6 +139,52 @@ def char_classes() -> np.ndarray:
     classes[word] = _kernels.CLASS_WORD
     classes[word & no_space] = _kernels.CLASS_SINGLE_CHAR_TOKEN
     return classes
+
+
+def char_classes_key() -> str:
+    """What ``computed_char_classes`` depends on (this Python's Unicode version, the
+    categories, the ranges, the classes' values), hashed: a table kept under this key
+    (app/kernel_tables.py) is that table."""
+    inputs = (
+        unicodedata.unidata_version,
+        UNICODE_SIZE,
+        sorted(_WORD_CATEGORIES),
+        _NO_SPACE_SCRIPT_RANGES,
+        _kernels.CLASS_WORD,
+        _kernels.CLASS_SINGLE_CHAR_TOKEN,
+    )
+    return xxhash.xxh3_64_hexdigest(repr(inputs).encode())
+
+
+_char_classes: npt.NDArray[np.uint8] | None = None
+
+
+def char_classes() -> npt.NDArray[np.uint8]:
+    """The class table of word tokenisation: made on first use, or the one adopted."""
+    global _char_classes
+    if _char_classes is None:
+        _char_classes = computed_char_classes()
+    return _char_classes
+
+
+def has_char_classes() -> bool:
+    """Whether the table is made or adopted already."""
+    return _char_classes is not None
+
+
+def adopt_char_classes(table: npt.NDArray[np.uint8]) -> bool:
+    """Use ``table`` (``computed_char_classes``'s, kept under ``char_classes_key``) where
+    none is made yet and it has the table's shape and values. Whether it was taken."""
+    global _char_classes
+    fits = (
+        table.shape == (UNICODE_SIZE,)
+        and table.dtype == np.uint8
+        and int(table.max(initial=0)) <= _kernels.CLASS_SINGLE_CHAR_TOKEN
+    )
+    if _char_classes is None and fits:
+        _char_classes = table
+        return True
+    return False
 
 
 _NO_CLASSES = np.zeros(1, dtype=np.uint8)

@@ -14,6 +14,7 @@ from app.backends.embedded.saving import covered_by
 from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
 from app.core.saved import SavedStateError
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
+from app.kernel_tables import ready_char_classes
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
 from app.service.protocols import CollectionFigures, ServiceFigures
@@ -44,7 +45,9 @@ EVICTIONS_PER_TRIM = 50_000
 
 
 def warm_up() -> None:
-    """Run every compiled kernel once (numba loads or compiles them on first use)."""
+    """Run every compiled kernel once (numba loads or compiles them on first use), the
+    tables they use read where they were kept (and kept where they were not)."""
+    ready_char_classes()
     for unit in ("char", "word"):
         config = CollectionConfig(
             shingle=ShingleConfig(unit=unit), passages=PassagesConfig(enabled=unit == "word")
