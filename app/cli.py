@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 def serve(arguments: argparse.Namespace) -> None:
     from app.config import Settings
-    from app.storage.base import DATABASE_FILE
-    from app.storage.segments import SegmentStore, segments_beside
 
     overrides = {
         key: value
@@ -41,13 +39,7 @@ def serve(arguments: argparse.Namespace) -> None:
         if value is not None
     }
     settings = Settings(**overrides)
-    segments: SegmentStore | None = None
-    if settings.backend is None and settings.segments and settings.workers == 1:
-        root = segments_beside(settings.data_dir / DATABASE_FILE)
-        early = getattr(arguments, "segments_read_ahead", None)
-        # The segments started early are used where the settings agree with the guess.
-        segments = early if early is not None and early.root == root else SegmentStore(root)
-        segments.read_ahead()
+    segments = _segments_to_serve(settings, getattr(arguments, "segments_read_ahead", None))
 
     import uvicorn
 
@@ -243,13 +235,10 @@ def check(arguments: argparse.Namespace) -> None:
     store = _store(_settings(arguments.data_dir))
     try:
         integrity = store.integrity()
-        print(
-            json.dumps(
-                {"database": "ok" if integrity == "ok" else "damaged", "problem": integrity}
-                if integrity != "ok"
-                else {"database": "ok"}
-            )
-        )
+        database = {"database": "ok"}
+        if integrity != "ok":
+            database = {"database": "damaged", "problem": integrity}
+        print(json.dumps(database))
         reports = check_store(store)
     finally:
         store.close()
@@ -362,6 +351,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(commands)  # search, insert: HTTP clients of a running service
     return parser
+
+
+def _segments_to_serve(settings: Settings, early: SegmentStore | None) -> SegmentStore | None:
+    """The segments ``serve`` opens, reading ahead: those started early where the
+    settings name the same directory, else new ones (None where the service keeps none).
+    An early read-ahead not used is ended: it holds what it read until then."""
+    from app.storage.base import DATABASE_FILE
+    from app.storage.segments import SegmentStore, segments_beside
+
+    segments = None
+    if settings.backend is None and settings.segments and settings.workers == 1:
+        root = segments_beside(settings.data_dir / DATABASE_FILE)
+        segments = early if early is not None and early.root == root else SegmentStore(root)
+        segments.read_ahead()
+    if early is not None and early is not segments:
+        early.end_read_ahead()
+    return segments
 
 
 def _segments_read_ahead(argv: Sequence[str]) -> SegmentStore | None:

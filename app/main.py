@@ -34,11 +34,11 @@ __all__ = ["DATABASE_FILE", "create_app", "memory_store", "sqlite_store"]
 
 def sqlite_store(settings: Settings, segments: SegmentStore | None = None) -> Store:
     """The database of ``settings``; its segments beside it, or ``segments`` where the
-    caller made them already (``neardup serve`` has them take their checksums ahead)."""
+    caller made them already (``neardup serve`` has them read ahead)."""
     return SQLiteStore(
         settings.data_dir / DATABASE_FILE,
         settings.synchronous,
-        segments=segments or ("beside" if settings.segments else None),
+        segments=segments if segments is not None else "beside" if settings.segments else None,
     )
 
 

@@ -230,3 +230,33 @@ def test_what_the_open_did_not_take_is_dropped_when_the_start_ends(tmp_path: Pat
     assert len(ahead._done) == len(arrays_of(2, 5_000))
     starting.end_read_ahead()
     assert not ahead._done
+
+
+def test_serve_uses_the_early_segments_only_where_its_settings_name_them(tmp_path: Path) -> None:
+    from app.cli import _segments_to_serve
+    from app.config import Settings
+    from app.storage.base import DATABASE_FILE
+    from app.storage.segments import segments_beside
+
+    guessed = tmp_path / "guessed"
+    early = _segments_read_ahead_at(guessed)
+    same = _segments_to_serve(Settings(data_dir=guessed), early)
+    assert same is early and early._ahead is not None and not early._ahead._closed
+    # Settings that name another directory: new segments there, the early ones ended.
+    other = tmp_path / "other"
+    early = _segments_read_ahead_at(guessed)
+    chosen = _segments_to_serve(Settings(data_dir=other), early)
+    assert chosen is not None and chosen.root == segments_beside(other / DATABASE_FILE)
+    assert early._ahead is not None and early._ahead._closed
+    # A service that keeps no segments: none, and the early ones ended.
+    early = _segments_read_ahead_at(guessed)
+    assert _segments_to_serve(Settings(data_dir=guessed, segments=False), early) is None
+    assert early._ahead is not None and early._ahead._closed
+
+
+def _segments_read_ahead_at(data_dir: Path) -> SegmentStore:
+    from app.cli import _segments_read_ahead
+
+    early = _segments_read_ahead(["serve", "--data-dir", str(data_dir)])
+    assert early is not None
+    return early
