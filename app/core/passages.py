@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -29,6 +29,7 @@ import numpy.typing as npt
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
 from app.core.mix import fmix64_array
+from app.core.run_builder import RunBuilder
 from app.core.table_index import TableIndex
 from app.core.types import Rows
 
@@ -216,13 +217,34 @@ class PassageIndex(TableIndex):
 
     def insert_many(self, keys: list[npt.NDArray[np.uint64]], rows: Rows) -> None:
         """Texts' fingerprints under their rows (rows numbered once, never reused)."""
+        entries = self._entries(keys, rows)
+        if entries is not None:
+            self._table.insert(*entries)
+
+    def insert_chunks(self, chunks: Iterable[tuple[list[npt.NDArray[np.uint64]], Rows]]) -> None:
+        """``insert_many`` of each (fingerprints, rows) chunk, as one bulk load (a
+        restart's every text): the chunks' entries are sorted apart and merged once at
+        the end, their memory given back as the merge passes it (RunBuilder), so that the
+        load holds about one copy of the table where merging chunk by chunk held two."""
+        builder = RunBuilder(lanes=1)
+        for keys, rows in chunks:
+            entries = self._entries(keys, rows)
+            if entries is not None:
+                builder.add(*entries)
+        self._table.insert_run(builder.finish())
+
+    def _entries(
+        self, keys: list[npt.NDArray[np.uint64]], rows: Rows
+    ) -> tuple[npt.NDArray[np.uint64], Rows] | None:
+        """The table's (keys (m, 1), rows) of texts' fingerprints, their rows claimed; None
+        when no text has a fingerprint (a text under k tokens has none: not held)."""
         counts = np.array([len(k) for k in keys], dtype=np.int64)
-        held = counts > 0  # a text under k tokens has no fingerprint: not held
+        held = counts > 0
         if not held.any():
-            return
+            return None
         claimed = self._rows.claim(np.asarray(rows, dtype=np.int64)[held])
         entries = spread(np.concatenate(keys)).reshape(-1, 1)
-        self._table.insert(entries, np.repeat(claimed, counts[held]))
+        return entries, np.repeat(claimed, counts[held])
 
     def candidates(self, keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
         """(rows, shared fingerprints) of the live rows sharing at least one of ``keys``

@@ -129,3 +129,49 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype[Any]) -> tuple[npt.NDArray
         mapping = mmap.mmap(-1, nbytes, flags=flags)
     array = np.frombuffer(mapping, dtype=dtype).reshape((reserved, *shape[1:]))
     return array, mapping
+
+
+def releasable_empty(shape: tuple[int, ...], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A zeroed array of exactly ``shape`` in its own anonymous mapping, so that
+    ``release_prefix`` can give back its pages as a reader consumes it front to back;
+    an ordinary heap array when it is too small to be mapped (or pages cannot be
+    released). O(1) for a mapped one: no page is resident until written."""
+    dtype_ = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype_.itemsize
+    if not _CAN_RELEASE or nbytes < MAPPED_MIN_BYTES:
+        return np.zeros(shape, dtype=dtype_)
+    mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(mapping, dtype=dtype_).reshape(shape)
+
+
+def _mapping_under(array: npt.NDArray[Any]) -> tuple[mmap.mmap, int] | None:
+    """The anonymous mapping an array's memory lies in and the array's offset into it;
+    None for a heap array."""
+    owner: Any = array
+    while isinstance(owner, np.ndarray) and isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not isinstance(owner, np.ndarray) or not isinstance(owner.base, memoryview):
+        return None
+    mapping = owner.base.obj
+    if not isinstance(mapping, mmap.mmap):
+        return None
+    return mapping, array.ctypes.data - owner.ctypes.data
+
+
+def release_prefix(array: npt.NDArray[Any], through: int, after: int = 0) -> int:
+    """Give back the whole pages of ``array[:through]``, a contiguous 1-D array of
+    ``releasable_empty`` (or a view of one) whose first ``through`` items are never read
+    again: they read as zeros after. ``after``: an earlier call gave back the pages up to
+    that item, so only the pages from its page on are asked for. Returns the bytes asked
+    for; 0 for a heap array. One system call."""
+    found = _mapping_under(array)
+    if found is None or through <= after:
+        return 0
+    mapping, offset = found
+    own_first = -(-offset // PAGE_BYTES) * PAGE_BYTES  # the page before may hold others'
+    first = max(own_first, (offset + after * array.itemsize) // PAGE_BYTES * PAGE_BYTES)
+    last = (offset + through * array.itemsize) // PAGE_BYTES * PAGE_BYTES
+    if last <= first:
+        return 0
+    mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+    return last - first

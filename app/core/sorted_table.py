@@ -330,11 +330,36 @@ class SortedTable:
             else:  # sorted from the view: no transposed copy
                 pending_keys, pending_rows = keys.T, np.asarray(rows, np.int32)
             buffer = merge_runs(state.buffer, sort_run(pending_keys, pending_rows))
-            middle = state.middle
-            due = promotion_due(len(state.main))
-            if due is not None and len(buffer) >= due and not self._merging:
-                middle, buffer = merge_runs(middle, buffer), Run.empty(self.lanes)
-            self._snapshot = TableSnapshot(state.main, middle, buffer, *self._new_tail(), 0)
+            self._publish_buffer(state, buffer, *self._new_tail(), 0)
+
+    def insert_run(self, run: Run) -> None:
+        """Add a run of entries sorted already (a RunBuilder's: a bulk load) as ``insert``
+        adds a batch, merged into the buffer: O(1) into an empty buffer (the run itself is
+        held, not copied), else O(L (B + n)). The tail is left as it is."""
+        if run.keys.shape[0] != self.lanes:
+            raise ValueError(f"a run of {run.keys.shape[0]} lanes, not {self.lanes}")
+        if not len(run):
+            return
+        with self._write_lock:
+            state = self._snapshot
+            buffer = merge_runs(state.buffer, run)
+            self._publish_buffer(state, buffer, state.tail_keys, state.tail_rows, state.tail_count)
+
+    def _publish_buffer(
+        self,
+        state: TableSnapshot,
+        buffer: Run,
+        tail_keys: KeyMatrix,
+        tail_rows: RowVector,
+        tail_count: int,
+    ) -> None:
+        """Publish ``buffer`` as the new buffer of ``state`` (under the write lock), promoted
+        into the middle run when it has grown to promotion_due."""
+        middle = state.middle
+        due = promotion_due(len(state.main))
+        if due is not None and len(buffer) >= due and not self._merging:
+            middle, buffer = merge_runs(middle, buffer), Run.empty(self.lanes)
+        self._snapshot = TableSnapshot(state.main, middle, buffer, tail_keys, tail_rows, tail_count)
 
     def unmerged(self) -> int:
         """Entries waiting outside the main run (middle, buffer and tail)."""

@@ -4,7 +4,7 @@ the texts the collection keeps while passages are on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -44,15 +44,26 @@ class PassageSearch(TableMatcher):
     def insert(self, texts: Sequence[str | None], rows: Rows) -> None:
         """Texts (None: not kept, nothing indexed) under their rows; the fingerprints
         an insert prepared are used, then forgotten (a batch is published at once). A
-        restart's rebuild, every text at once, goes INSERT_CHUNK texts at a time: the
-        fingerprinting of all of them at once peaked at ~15 KB a 3 KB text above what
-        the index keeps (50,000 texts: +756 MB at the peak, +147 MB in chunks of 4,096,
-        and 20% faster)."""
-        for start in range(0, len(rows), INSERT_CHUNK):
-            self._insert(texts[start : start + INSERT_CHUNK], rows[start : start + INSERT_CHUNK])
+        restart's rebuild, every text at once, is fingerprinted INSERT_CHUNK texts at a
+        time (all at once peaked at ~15 KB a 3 KB text above what the index keeps: 50,000
+        texts +756 MB, in chunks of 4,096 +147 MB, and 20% faster) and loaded in bulk
+        (PassageIndex.insert_chunks: about one copy of the table at the peak)."""
+        if len(rows) <= INSERT_CHUNK:
+            self.index.insert_many(self._keys(texts, rows), rows)
+        else:
+            self.index.insert_chunks(self._chunks(texts, rows))
         self._prepared.clear()
 
-    def _insert(self, texts: Sequence[str | None], rows: Rows) -> None:
+    def _chunks(
+        self, texts: Sequence[str | None], rows: Rows
+    ) -> Iterator[tuple[list[npt.NDArray[np.uint64]], Rows]]:
+        """(fingerprints, rows) of INSERT_CHUNK texts at a time, each made when asked for."""
+        for start in range(0, len(rows), INSERT_CHUNK):
+            chunk = rows[start : start + INSERT_CHUNK]
+            yield self._keys(texts[start : start + INSERT_CHUNK], chunk), chunk
+
+    def _keys(self, texts: Sequence[str | None], rows: Rows) -> list[npt.NDArray[np.uint64]]:
+        """Each text's fingerprints: prepared by an insert, else made now (a restart's)."""
         keys: list[npt.NDArray[np.uint64]] = []
         unprepared: list[tuple[int, str]] = []  # (position, text): a restart's rows
         for position, (text, row) in enumerate(zip(texts, rows.tolist(), strict=True)):
@@ -64,7 +75,7 @@ class PassageSearch(TableMatcher):
             made = self.config.fingerprints([text for _, text in unprepared])
             for (position, _), text_keys in zip(unprepared, made, strict=True):
                 keys[position] = text_keys
-        self.index.insert_many(keys, rows)
+        return keys
 
     def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Rows]:
         """The candidate rows of several texts (an insert batch), in one lookup."""
