@@ -65,3 +65,35 @@ def test_a_save_taken_before_releases_holds_what_was_there_then() -> None:
     again.adopt_saved(encode())
     assert [again[i] for i in range(10)] == [f"id{i}" for i in range(10)]
     assert [adopted[i] for i in range(4)] == ["id0", "id1", None, None]
+
+
+def test_pages_packed_in_place_read_release_and_assign_as_before() -> None:
+    """pack_next packs each full page below the bound once (not the page rows are still
+    written to); reads, releases, assigns and saves then behave as a dict, and a page
+    an assign unpacks is packed again by the next calls."""
+    rng = random.Random(9)
+    size = 3 * PagedList.PAGE_ROWS + 100
+    paged = PagedList[object](META)
+    rows = sorted(rng.sample(range(size), size // 2))
+    reference: dict[int, object] = {row: {"n": row, "s": "中" * (row % 4)} for row in rows}
+    paged.assign(np.array(rows), list(reference.values()))
+    packed = 0
+    while paged.pack_next(size):
+        packed += 1
+    assert packed == 3  # the three full pages, not the fourth
+    assert [type(page).__name__ for page in paged._pages] == ["PackedPage"] * 3 + ["ndarray"]
+    assert not paged.pack_next(size)
+    paged._check()
+    assert all(paged[row] == reference.get(row) for row in range(size))
+    gone = rng.sample(range(size), 2000)
+    assert paged.release(np.array(gone)) == sum(row in reference for row in set(gone))
+    for row in gone:
+        reference.pop(row, None)
+    paged.assign(np.array([5]), ["new"])  # unpacks the first page
+    reference[5] = "new"
+    assert type(paged._pages[0]).__name__ == "ndarray"
+    assert paged.pack_next(size) and not paged.pack_next(size)
+    paged._check()
+    assert all(paged[row] == reference.get(row) for row in range(size))
+    again = saved_and_adopted(paged, size)
+    assert all(again[row] == reference.get(row) for row in range(size))

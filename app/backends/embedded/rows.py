@@ -122,6 +122,19 @@ class RowTable:
         """Make the batch's ids find their rows (once the indexes hold them)."""
         self.row_of.update(batch.ids, batch.rows.tolist())
 
+    def begin_id_fold(self) -> Callable[[], SavedArrays] | None:
+        """The id map's fold when it is due (IdMap.begin_fold), else None. O(dict +
+        rows): a copy of the state column."""
+        if not self.row_of.fold_due():
+            return None
+        self.state.ensure(self.next_row)
+        return self.row_of.begin_fold(self.state.array[: self.next_row].copy())
+
+    def pack_page(self) -> bool:
+        """Pack one full page of ids or metadata (PagedList.pack_next); False when every
+        full page is packed. O(rows of a page)."""
+        return self.ids.pack_next(self.next_row) or self.metadata.pack_next(self.next_row)
+
     def restored(self, stored: StoredCollection, names: dict[int, str], at_least: int = 0) -> None:
         """After the live documents of a restart: rows up to the store's next row, or
         ``at_least`` (those between are GONE), and the ids of gone rows that still name
