@@ -28,9 +28,11 @@ Each start is timed from spawning the process to /readyz 200; its memory is read
 files) with VmHWM, the peak over the start. Then ``--queries`` searches of stored
 documents (GET .../documents/{id}/similar of random ids, one at a time): the first
 ``--cold`` reported apart (the first queries after a start), and the rest. Nothing is
-pinned; the client runs beside the server on the same machine. The reference, measured in
-the same run: an empty service started ``--runs`` times (what every start costs: imports,
-the kernels' loading, uvicorn). Printed, and written to
+pinned (with ``--pin`` the server runs on core 0, the client on core 1), and every start
+asks the same documents in the same order; each start's p99 by windows of ``--cold``
+queries is compared with its later windows' (``windows``). The reference, measured in
+the same run: an empty service started ``--runs`` times (what every start costs:
+imports, the kernels' loading, uvicorn). Printed, and written to
 bench/results/restart-<N>.md.
 """
 
@@ -123,17 +125,38 @@ def searches(server: Server, documents: int, count: int, seed: int) -> list[floa
     return took
 
 
+# With --pin: the server (and every thread it starts) on the first core, the client on
+# the second, so that neither takes the other's core in the middle of a query.
+SERVER_CORES, CLIENT_CORES = {0}, {1}
+QUERY_SEED = 1  # every start asks the same documents in the same order
+
+
 def start(
-    data_dir: Path, kind: str, documents: int, queries: int, cold: int, *, clean_stop: bool
+    data_dir: Path,
+    kind: str,
+    documents: int,
+    queries: int,
+    cold: int,
+    *,
+    clean_stop: bool,
+    pin: bool = False,
 ) -> Start:
     devkit.server.STARTUP_SECONDS = 1800
     server = Server(data_dir, NEARDUP_LOG_LEVEL="warning")
+    every_core = os.sched_getaffinity(0)
+    if pin:  # the child inherits it
+        os.sched_setaffinity(0, SERVER_CORES)
     began = time.perf_counter()
-    server.start()
-    ready = time.perf_counter() - began
-    assert server.process is not None
-    memory = rss_of(server.process.pid)
-    took = searches(server, documents, queries, seed=len(kind))
+    try:
+        server.start()
+        ready = time.perf_counter() - began
+        if pin:
+            os.sched_setaffinity(0, CLIENT_CORES)
+        assert server.process is not None
+        memory = rss_of(server.process.pid)
+        took = searches(server, documents, queries, seed=QUERY_SEED)
+    finally:
+        os.sched_setaffinity(0, every_core)
     result = Start(kind, ready, memory, took[:cold], took[cold:])
     if clean_stop:
         began = time.perf_counter()
@@ -166,6 +189,45 @@ def empty_starts(scratch: Path, count: int) -> list[float]:
         server.process.send_signal(signal.SIGKILL)
         server.process.wait()
     return took
+
+
+def windows(starts: list[Start], cold: int) -> str:
+    """Each start's p99 by windows of ``cold`` queries, each window against the median of
+    the start's other windows: the first window's ratio (cold pages, the first
+    connection) beside the later windows' ratios, which show what a window with nothing
+    cold in it varies by on this machine. The first start, a rebuild, writes its segment
+    in the background meanwhile: left out of the summary."""
+    lines = [f"p99 by windows of {cold} queries, each against the median of its start's others:"]
+    firsts: list[float] = []
+    others: list[float] = []
+    for number, run in enumerate(starts):
+        took = run.cold + run.warm
+        p99s = [
+            float(np.quantile(np.array(took[at : at + cold]), 0.99))
+            for at in range(0, len(took) - cold + 1, cold)
+        ]
+        if len(p99s) < 3:
+            continue
+        ratios = [
+            p99 / statistics.median(p99s[:at] + p99s[at + 1 :]) for at, p99 in enumerate(p99s)
+        ]
+        if number:
+            firsts.append(ratios[0])
+            others.extend(ratios[1:])
+        lines.append(
+            f"- {run.kind}: first window {p99s[0] * 1000:.2f} ms ({ratios[0]:.2f}x), later "
+            f"{', '.join(f'{p99 * 1000:.2f}' for p99 in p99s[1:])} ms "
+            f"(ratios {min(ratios[1:]):.2f}-{max(ratios[1:]):.2f})"
+        )
+    if firsts and others:
+        low, high = np.quantile(np.array(others), [0.1, 0.9])
+        lines.append(
+            f"- starts after the first: the first window's ratio, median "
+            f"{statistics.median(firsts):.2f} ({', '.join(f'{r:.2f}' for r in firsts)}); a "
+            f"later window's, median {statistics.median(others):.2f} (10-90%: {low:.2f}-"
+            f"{high:.2f}, {len(others)} windows)"
+        )
+    return "\n".join(lines)
 
 
 def segment_bytes(data_dir: Path) -> int:
@@ -209,6 +271,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--later", type=int, default=50_000, help="rows after the segment")
     parser.add_argument("--queries", type=int, default=3000)
     parser.add_argument("--cold", type=int, default=200, help="first queries reported apart")
+    parser.add_argument(
+        "--pin", action="store_true", help="the server on core 0, the client on core 1"
+    )
     parser.add_argument("--scratch", type=Path, default=None, help="where the data goes")
     parser.add_argument(
         "--passages", action="store_true", help="3 KB texts with shared passages on"
@@ -226,14 +291,19 @@ def main(argv: Sequence[str] | None = None) -> None:
             built = build_database(database, documents, seed=7)
         print(f"built {documents:,} documents in {built:.1f} s", flush=True)
         queries, cold = arguments.queries, arguments.cold
-        first = start(data_dir, "rebuild (no segment)", documents, queries, cold, clean_stop=True)
+        pin = arguments.pin
+        first = start(
+            data_dir, "rebuild (no segment)", documents, queries, cold, clean_stop=True, pin=pin
+        )
         starts = [first]
         print(table(starts, documents), flush=True)
         written = segment_bytes(data_dir)
         print(f"segment: {megabytes(written)} ({written / documents:,.0f} B/doc)", flush=True)
         for number in range(arguments.runs):
             kind = f"segment, run {number + 1}"
-            starts.append(start(data_dir, kind, documents, queries, cold, clean_stop=False))
+            starts.append(
+                start(data_dir, kind, documents, queries, cold, clean_stop=False, pin=pin)
+            )
             print(table(starts[-1:], documents), flush=True)
         if arguments.passages:
             build_passages_later(database, documents, arguments.later)
@@ -246,15 +316,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             else "random fingerprints, no texts"
         )
         kind = f"segment + {arguments.later:,} later rows"
-        starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True))
+        starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True, pin=pin))
         empty = empty_starts(scratch, arguments.runs)
         segment_ready = statistics.median(s.ready for s in starts[1:-1])
         text = "\n\n".join(
             [
                 f"{documents:,} documents ({kind_of_documents}), segment "
                 f"{megabytes(written)} ({written / documents:,.0f} B/doc); "
-                f"{os.cpu_count()} cores, nothing pinned",
+                f"{os.cpu_count()} cores, "
+                + ("server on core 0, client on core 1" if pin else "nothing pinned"),
                 table(starts, documents),
+                windows(starts, cold),
                 f"Segment starts, medians: ready {segment_ready:.1f} s. The reference, an "
                 f"empty service started {len(empty)} times in the same run: ready in "
                 f"{statistics.median(empty):.1f} s (median; "

@@ -38,10 +38,11 @@ def flip_bits(rng: np.random.Generator, value: int, count: int) -> int:
 def test_sorted_table_matches_a_dictionary(
     seed: int, levels: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Inserts, merges and lookups against a dictionary. With small thresholds the
-    buffer is promoted into the middle level, merges fold both, and every run of 16 keys
-    or more has a directory (crowded buckets: the keys share few top bits), extended by
-    merges or rebuilt when its size needs more buckets; _check rebuilds each one."""
+    """Inserts, merges and lookups against a brute force over every entry inserted. With
+    small thresholds the buffer is promoted into the middle level, merges fold both, and
+    every run of 16 keys or more has a directory (crowded buckets: the keys share few top
+    bits), extended by merges or rebuilt when its size needs more buckets; _check rebuilds
+    each one."""
     if levels == "small thresholds":
         monkeypatch.setattr(sorted_table, "MERGE_MIN_ENTRIES", 8)
         monkeypatch.setattr(sorted_table, "PROMOTION_BATCH", 4)
@@ -50,7 +51,9 @@ def test_sorted_table_matches_a_dictionary(
     rng = np.random.default_rng(seed)
     lanes = 3
     table = SortedTable(lanes)
-    stored: dict[int, np.ndarray] = {}
+    # The reference: every (row, keys) inserted, searched by brute force.
+    stored_rows: list[np.ndarray] = []
+    stored_keys: list[np.ndarray] = []
     next_row = 0
     for _ in range(1000):
         operation = rng.random()
@@ -64,7 +67,8 @@ def test_sorted_table_matches_a_dictionary(
             middle = len(table.snapshot().middle)
             table.insert(keys, rows)
             promotions += len(table.snapshot().middle) > middle
-            stored.update(zip(rows.tolist(), keys, strict=True))
+            stored_rows.append(rows)
+            stored_keys.append(keys.copy())
         elif operation < 0.55:
             if table.needs_merge() or rng.random() < 0.2:
                 table.merge()
@@ -72,25 +76,24 @@ def test_sorted_table_matches_a_dictionary(
             lane = int(rng.integers(lanes))
             probe = int(rng.integers(0, 64)) << 58 | int(rng.integers(0, 4))
             bits = int(rng.choice([0, 3, 6, 64]))
-            rows = np.array(list(stored), dtype=np.int64)
-            keys = np.array([int(stored[row][lane]) for row in rows.tolist()], dtype=object)
-            shift = 64 - bits
-            expected = {
-                r
-                for r, key in zip(rows.tolist(), keys, strict=True)
-                if key >> shift == probe >> shift
-            }
+            rows = np.concatenate(stored_rows) if stored_rows else np.zeros(0, np.int64)
+            keys = np.concatenate(stored_keys)[:, lane] if stored_keys else np.zeros(0, np.uint64)
+            if bits:
+                shift = np.uint64(64 - bits)
+                expected = set(rows[keys >> shift == np.uint64(probe) >> shift].tolist())
+            else:
+                expected = set(rows.tolist())
             found = table.lookup_prefix(lane, probe, bits).tolist()
             assert len(found) == len(set(found))
             assert set(found) == expected
-            equal = {r for r, key in zip(rows.tolist(), keys, strict=True) if key == probe}
+            equal = set(rows[keys == np.uint64(probe)].tolist())
             assert set(table.lookup_equal(lane, probe).tolist()) == equal
             # Many probes at once (repeated, unsorted), a cap on the rows a key may hold
-            # and some rows marked deleted: by the dictionary.
+            # and some rows marked deleted: by the brute force.
             probes = [int(rng.integers(0, 64)) << 58 | int(rng.integers(0, 4)) for _ in range(9)]
             cap = int(rng.integers(1, 6))
             deleted = rng.random(next_row + 1) < 0.2
-            holders = {p: [r for r in stored if int(stored[r][lane]) == p] for p in probes}
+            holders = {p: rows[keys == np.uint64(p)].tolist() for p in probes}
             wanted = sorted(
                 (at, r)
                 for at, p in enumerate(probes)
@@ -103,7 +106,7 @@ def test_sorted_table_matches_a_dictionary(
             )
             assert sorted(zip(positions.tolist(), found_rows.tolist(), strict=True)) == wanted
         table._check()
-    assert len(table) == len(stored)
+    assert len(table) == next_row
     if levels == "small thresholds":
         assert promotions > 0
         assert table.snapshot().main.directory.shape[0] == lanes
