@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ Mark = tuple[int, int]
 class DocumentBatch:
     """Documents as columns: everything needed to rebuild the indexes without re-hashing."""
 
-    ids: list[str]
+    ids: Sequence[str]  # a restart's are PackedStrings (app/core/paged_list.py)
     rows: npt.NDArray[np.int64]
     created_at: npt.NDArray[np.float64]
     clusters: npt.NDArray[np.int64]  # row of the document that names the cluster

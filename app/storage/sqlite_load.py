@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import CollectionConfig
+from app.core.paged_list import PackedStrings
 from app.core.reservations import reserved_rows
 from app.errors import StoreDamaged
 from app.storage.base import (
@@ -56,7 +57,8 @@ class _Records:
         self.created_at = np.empty(count, dtype=np.float64)
         self.clusters = np.empty(count, dtype=np.int64)
         self.timestamps = np.empty(count, dtype=np.int64)
-        self.ids: list[str] = []
+        self._id_bytes: list[npt.NDArray[np.uint8]] = []  # each range's ids, end to end
+        self._id_lengths: list[npt.NDArray[np.int64]] = []
         self.metadata: list[dict[str, Any] | None] = []
         self.done = 0
 
@@ -80,8 +82,13 @@ class _Records:
             if len(parsed) != number:
                 raise StoreDamaged(f"{name}: a column of {number} documents read as {len(parsed)}")
             column[at:until] = parsed
-        names = ids.split("\0")
-        if len(names) != number:  # an imported id with a NUL in it: read them one by one
+        # Packed, not a Python string an id: UTF-8 has a zero byte only for a NUL.
+        encoded = np.frombuffer(ids.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        separators = np.flatnonzero(encoded == 0)
+        if len(separators) == number - 1:
+            self._id_bytes.append(encoded[encoded != 0])
+            self._id_lengths.append(np.diff(separators, prepend=-1, append=len(encoded)) - 1)
+        else:  # an imported id with a NUL in it: read them one by one
             names = [
                 found
                 for (found,) in connection.execute(
@@ -90,12 +97,22 @@ class _Records:
                     (name, start, end),
                 )
             ]
-        self.ids.extend(names)
+            packed = PackedStrings.of(names)
+            self._id_bytes.append(packed.data)
+            self._id_lengths.append(np.diff(packed.ends, prepend=0))
         if not metadata.strip("\0"):
             self.metadata.extend([None] * number)  # none has metadata: the usual case
         else:
             self.metadata.extend(json.loads(m) if m else None for m in metadata.split("\0"))
         self.done = until
+
+    def ids(self) -> PackedStrings:
+        """Every id read, packed (16 bytes and its text an id; a list of Python strings
+        held some 70 more at the peak of a rebuild)."""
+        data = np.concatenate(self._id_bytes) if self._id_bytes else np.zeros(0, np.uint8)
+        lengths = np.concatenate(self._id_lengths) if self._id_lengths else np.zeros(0, np.int64)
+        self._id_bytes, self._id_lengths = [], []
+        return PackedStrings(data, np.cumsum(lengths))
 
 
 def _texts_below(
@@ -272,7 +289,7 @@ def _load_documents(
         raise StoreDamaged(f"{name}: {done} fingerprints read of {count}")
     texts, shorts = _texts(connection, name, rows)
     documents = DocumentBatch(
-        ids=records.ids,
+        ids=records.ids(),
         rows=rows,
         created_at=records.created_at,
         clusters=records.clusters,

@@ -8,8 +8,9 @@ import json
 import random
 
 import numpy as np
+import pytest
 
-from app.core.paged_list import TEXT_CODEC, PagedList, json_codec
+from app.core.paged_list import TEXT_CODEC, PackedStrings, PagedList, json_codec
 
 META = json_codec(json.dumps, json.loads)
 
@@ -97,3 +98,55 @@ def test_pages_packed_in_place_read_release_and_assign_as_before() -> None:
     assert all(paged[row] == reference.get(row) for row in range(size))
     again = saved_and_adopted(paged, size)
     assert all(again[row] == reference.get(row) for row in range(size))
+
+
+def test_packed_strings_read_as_the_list_they_were_made_of() -> None:
+    strings = ["a", "é\u4e2d", "\ud800lone", "x" * 300, "b"] * 7
+    packed = PackedStrings.of(strings)
+    assert len(packed) == len(strings) and list(packed) == strings
+    assert [packed[i] for i in range(-3, len(strings))] == strings[-3:] + strings
+    assert list(packed[4:9]) == strings[4:9] and list(packed[9:4]) == []
+    assert list(packed[3:][2:]) == strings[5:]
+    assert list(packed.encoded(batch=3)) == [s.encode("utf-8", "surrogatepass") for s in strings]
+    with pytest.raises(ValueError, match="step"):
+        packed[::2]
+
+
+def test_packed_strings_assigned_as_packed_pages_read_as_a_dict() -> None:
+    """Packed strings assigned to ascending rows with gaps, over four pages, one of which
+    holds objects already: empty pages become packed pages over the strings' bytes, the
+    other is assigned one by one; reads, releases, assigns and saves then behave as a
+    dict."""
+    rng = random.Random(4)
+    size = 4 * PagedList.PAGE_ROWS
+    paged = PagedList[str](TEXT_CODEC)
+    paged.assign(np.array([2 * PagedList.PAGE_ROWS + 1]), ["there before"])
+    reference = {2 * PagedList.PAGE_ROWS + 1: "there before"}
+    rows = sorted(rng.sample(range(size), size // 3))
+    rows = [row for row in rows if row not in reference]
+    strings = [f"id-{row}-{'中' * (row % 3)}" for row in rows]
+    paged.assign(np.array(rows), PackedStrings.of(strings))
+    reference.update(zip(rows, strings, strict=True))
+    kinds = [type(page).__name__ for page in paged._pages]
+    assert kinds == ["PackedPage", "PackedPage", "ndarray", "PackedPage"]
+    paged._check()
+    assert all(paged[row] == reference.get(row) for row in range(size + 3))
+    gone = rng.sample(range(size), 500)
+    assert paged.release(np.array(gone)) == sum(row in reference for row in set(gone))
+    for row in gone:
+        reference.pop(row, None)
+    paged.assign(np.array([7]), ["new"])
+    reference[7] = "new"
+    paged._check()
+    assert all(paged[row] == reference.get(row) for row in range(size))
+    again = saved_and_adopted(paged, size)
+    assert all(again[row] == reference.get(row) for row in range(size))
+    with pytest.raises(ValueError, match="ascending"):
+        paged.assign(np.array([size + 9, size + 2]), PackedStrings.of(["b", "a"]))
+
+
+def test_packed_strings_equal_the_lists_they_hold() -> None:
+    packed = PackedStrings.of(["a", "b"])
+    reflected = ["a", "b"].__eq__(packed)  # a list's own == defers to PackedStrings'
+    assert packed == ["a", "b"] and reflected is NotImplemented and packed == ("a", "b")
+    assert packed != ["a"] and packed != ["a", "c"] and packed != "ab"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy.typing as npt
 import xxhash
 
 from app.backends.embedded.states import GONE
-from app.core.paged_list import PagedList
+from app.core.paged_list import PackedStrings, PagedList
 from app.core.row_array import RowArray
 from app.core.saved import SavedArrays, SavedStateError, wanted
 
@@ -27,7 +27,11 @@ def id_hash(document_id: str) -> int:
     return xxhash.xxh3_64_intdigest(document_id.encode("utf-8", "surrogatepass"))
 
 
-def id_hashes(ids: list[str]) -> npt.NDArray[np.uint64]:
+def id_hashes(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """``id_hash`` of each id; packed ids are hashed from their bytes (no string made)."""
+    if isinstance(ids, PackedStrings):
+        digest = xxhash.xxh3_64_intdigest
+        return np.fromiter(map(digest, ids.encoded()), dtype=np.uint64, count=len(ids))
     return np.fromiter(map(id_hash, ids), dtype=np.uint64, count=len(ids))
 
 
@@ -77,7 +81,7 @@ class IdMap:
                 return int(row)
         return default
 
-    def update(self, ids: list[str], rows: list[int]) -> None:
+    def update(self, ids: Sequence[str], rows: list[int]) -> None:
         """Name rows (their hashes are written already, their states not GONE). A batch of
         FOLD_MIN_ENTRIES or more (a start's every document, or a long replay) goes into
         the base at once, never into the dict: O(entries log) instead of ~100 bytes an
@@ -166,7 +170,9 @@ def _by_hash(rows: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint64]) -> Sav
     """A base's entries: ``rows`` by their ids' hashes, the newest first among equal
     hashes (as the dict is looked in before the base, a newer row of an id is found
     before an older one not gone yet). O(rows log rows)."""
-    rows = np.sort(rows)[::-1]
+    if len(rows) > 1 and not bool(np.all(rows[1:] > rows[:-1])):
+        rows = np.sort(rows)  # a start's rows are ascending already: no copy then
+    rows = rows[::-1]
     keys = hashes[rows]
     order = np.argsort(keys, kind="stable")
     return {"keys": keys[order], "rows": rows[order]}

@@ -11,7 +11,7 @@ import pytest
 from app.backends.embedded import id_map as id_map_module
 from app.backends.embedded.id_map import IdMap, id_hashes
 from app.backends.embedded.states import GONE, LIVE
-from app.core.paged_list import TEXT_CODEC, PagedList
+from app.core.paged_list import TEXT_CODEC, PackedStrings, PagedList
 from app.core.row_array import RowArray
 
 
@@ -149,3 +149,9 @@ def test_the_id_map_answers_as_a_dict(
         for number in range(400):
             assert table.map.get(f"doc-{number}") == reference.get(f"doc-{number}")
         assert table.map.get("missing", -1) == -1
+
+
+def test_packed_ids_hash_as_their_strings() -> None:
+    """A restart's packed ids are hashed from their bytes: as id_hash hashes each string."""
+    ids = ["doc-1", "é\u4e2d", "\ud800lone", "x" * 500]
+    assert id_hashes(PackedStrings.of(ids)).tolist() == [id_map_module.id_hash(i) for i in ids]
