@@ -426,7 +426,7 @@ class Collection:
             self.expire_locked(self.now_locked())
             below = self._rows.low_row()
             self._matcher.merge(force=segment is None, below=below, documents=len(self))
-        self.compact_rows()
+        self._rows.compact(self._write_lock)
         if self._retention.expiring:
             self._wake_evictor()
 
@@ -461,24 +461,8 @@ class Collection:
         with self._write_lock:
             below = self._rows.low_row()
         merged = self._matcher.merge(force=force, below=below, documents=len(self))
-        self.compact_rows()
+        self._rows.compact(self._write_lock)
         return merged
-
-    def compact_rows(self) -> None:
-        """The per-row Python objects made compact, as a start from a segment holds them:
-        the id map's dict folded into its sorted base when due (sorted off the write
-        lock), and the full pages of ids and metadata packed, a page at a time under it
-        (a few ms each)."""
-        with self._write_lock:
-            fold = self._rows.begin_id_fold()
-        if fold is not None:
-            entries = fold()
-            with self._write_lock:
-                self._rows.row_of.end_fold(entries)
-        while True:
-            with self._write_lock:
-                if not self._rows.pack_page():
-                    return
 
     def needs_merge(self) -> bool:
         return self._matcher.needs_merge(len(self))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -122,18 +123,27 @@ class RowTable:
         """Make the batch's ids find their rows (once the indexes hold them)."""
         self.row_of.update(batch.ids, batch.rows.tolist())
 
-    def begin_id_fold(self) -> Callable[[], SavedArrays] | None:
-        """The id map's fold when it is due (IdMap.begin_fold), else None. O(dict +
-        rows): a copy of the state column."""
-        if not self.row_of.fold_due():
-            return None
-        self.state.ensure(self.next_row)
-        return self.row_of.begin_fold(self.state.array[: self.next_row].copy())
-
-    def pack_page(self) -> bool:
-        """Pack one full page of ids or metadata (PagedList.pack_next); False when every
-        full page is packed. O(rows of a page)."""
-        return self.ids.pack_next(self.next_row) or self.metadata.pack_next(self.next_row)
+    def compact(self, write_lock: AbstractContextManager[object]) -> None:
+        """The per-row Python objects made compact, as a start from a segment holds them:
+        the id map's dict folded into its sorted base when due (IdMap.begin_fold: the
+        sort runs off ``write_lock``, the collection's), and the full pages of ids and
+        metadata packed (PagedList.pack_next), a page at a time under it (a few ms each).
+        The only method here that takes the lock itself: it runs beside the writers."""
+        with write_lock:
+            fold = None
+            if self.row_of.fold_due():
+                self.state.ensure(self.next_row)
+                fold = self.row_of.begin_fold(self.state.array[: self.next_row].copy())
+        if fold is not None:
+            entries = fold()
+            with write_lock:
+                self.row_of.end_fold(entries)
+        packing = True
+        while packing:
+            with write_lock:
+                packing = self.ids.pack_next(self.next_row) or self.metadata.pack_next(
+                    self.next_row
+                )
 
     def restored(self, stored: StoredCollection, names: dict[int, str], at_least: int = 0) -> None:
         """After the live documents of a restart: rows up to the store's next row, or
