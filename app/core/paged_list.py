@@ -90,9 +90,8 @@ class PackedStrings(Sequence[str]):
 
     @staticmethod
     def of(strings: Sequence[str]) -> PackedStrings:
-        encoded = [_encode_text(string) for string in strings]
-        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
-        return PackedStrings(np.frombuffer(b"".join(encoded), dtype=np.uint8), ends)
+        data, lengths = _encoded(strings, _encode_text)
+        return PackedStrings(data, np.cumsum(lengths))
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -111,6 +110,8 @@ class PackedStrings(Sequence[str]):
             stop = max(start, stop)
             first = self.first if start == 0 else int(self.ends[start - 1])
             return PackedStrings(self.data, self.ends[start:stop], first)
+        if not -len(self.ends) <= index < len(self.ends):
+            raise IndexError(f"string {index} of {len(self.ends)}")
         if index < 0:
             index += len(self.ends)
         start = self.first if index == 0 else int(self.ends[index - 1])
@@ -289,12 +290,9 @@ class PagedList(Generic[T]):
             self._packed_below += 1
             page = self._pages[number]
             if page is not None and not isinstance(page, PackedPage):
-                encode = self._codec.encode
-                blobs = [b"" if value is None else encode(value) for value in page.tolist()]
-                ends = np.cumsum(np.fromiter(map(len, blobs), np.int64, len(blobs)))
-                data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+                data, lengths = _encoded(page.tolist(), self._codec.encode)
                 # Readers holding the unpacked page still read it: it is not changed.
-                self._pages[number] = PackedPage(data, ends, 0)
+                self._pages[number] = PackedPage(data, np.cumsum(lengths), 0)
                 return True
         return False
 
@@ -385,9 +383,9 @@ class PagedList(Generic[T]):
                     parts.append(data)
                     lengths.append(np.pad(sizes, (0, self.PAGE_ROWS - len(sizes))))  # short last
                 else:
-                    blobs = [b"" if value is None else encode(value) for value in page.tolist()]
-                    parts.append(np.frombuffer(b"".join(blobs), dtype=np.uint8))
-                    lengths.append(np.fromiter(map(len, blobs), np.int64, len(blobs)))
+                    data, sizes = _encoded(page.tolist(), encode)
+                    parts.append(data)
+                    lengths.append(sizes)
             ends = np.cumsum(np.concatenate(lengths)) if lengths else np.zeros(0, np.int64)
             data = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
             return {"data": data, "ends": ends[:rows]}
@@ -439,6 +437,16 @@ class PagedList(Generic[T]):
                 assert held == page.held() > 0
             else:
                 assert held == len(page) - page.tolist().count(None) > 0
+
+
+def _encoded(
+    values: Sequence[Any], encode: Callable[[Any], bytes]
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """(every value's bytes end to end, each one's length): how pages and strings are
+    packed; None is an empty slot (0 bytes)."""
+    blobs = [b"" if value is None else encode(value) for value in values]
+    lengths = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    return np.frombuffer(b"".join(blobs), dtype=np.uint8), lengths
 
 
 def _encode_text(value: str) -> bytes:

@@ -91,13 +91,7 @@ def reserved_rows_of_file(
     if _mmap_at is None or not sys.platform.startswith("linux") or not _CAN_RELEASE:
         return None
     array = reserved_rows(count, width, dtype)
-    flat = array.base
-    if (
-        array.nbytes < MAPPED_MIN_BYTES
-        or not isinstance(flat, np.ndarray)
-        or not isinstance(flat.base, memoryview)
-        or not isinstance(flat.base.obj, mmap.mmap)
-    ):
+    if array.nbytes < MAPPED_MIN_BYTES or _mapping_under(array) is None:
         return None
     address = array.ctypes.data
     length = -(-array.nbytes // PAGE_BYTES) * PAGE_BYTES  # the last page: zeros past the end

@@ -110,6 +110,9 @@ def test_packed_strings_read_as_the_list_they_were_made_of() -> None:
     assert list(packed.encoded(batch=3)) == [s.encode("utf-8", "surrogatepass") for s in strings]
     with pytest.raises(ValueError, match="step"):
         packed[::2]
+    for outside in (len(strings), -len(strings) - 1):
+        with pytest.raises(IndexError):
+            packed[outside]
 
 
 def test_packed_strings_assigned_as_packed_pages_read_as_a_dict() -> None:
