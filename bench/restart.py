@@ -32,17 +32,39 @@ pinned (with ``--pin`` the server runs on core 0, the client on core 1), and eve
 asks the same documents in the same order; each start's p99 by windows of ``--cold``
 queries is compared with its later windows' (``windows``). The reference, measured in
 the same run: an empty service started ``--runs`` times (what every start costs:
-imports, the kernels' loading, uvicorn). Printed, and written to
-bench/results/restart-<N>.md.
+imports, the kernels' loading, uvicorn).
+
+The searches after a restart against those before it (``before_after``): each start from
+the segment is the restart of the one before it, which asked the same queries; the p99 of
+its queries after the first ``--cold`` (the service settled) and of its first ``--cold``
+(cold pages, the first connection) are divided by the p99 of the previous start's queries
+after its first ``--cold`` (the service just before it was killed). With ``--cold-cache``
+(root only) one more start follows with the page cache dropped first (``sync; echo 3 >
+/proc/sys/vm/drop_caches``): the segment and the database read from the disk, as after
+a reboot; reported apart.
+
+Over HTTP on two cores the client, the server and the machine's other tenants share the
+cores, and a window's p99 varies by +-30% with nothing cold in it. ``--in-process N``
+measures what a restart changes, the indexes, with that noise falling on both sides: in
+one fresh process (``probe``, run as ``python -m bench.restart --probe N --data DIR``) a
+collection rebuilt from SQLite and asked every query once (settled: what a service that
+never restarted holds, in anonymous memory) and N times a collection opened from the
+segment (a restart: mapped, page tables new) are asked the same queries in turn. Printed,
+and written to bench/results/restart-<N>.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
+import resource
 import shutil
 import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -56,7 +78,7 @@ import devkit.server
 from app.backends.embedded.registry import Registry
 from app.collection_config import CollectionConfig, PassagesConfig
 from app.main import DATABASE_FILE
-from app.service.types import NewDocument
+from app.service.types import NewDocument, Query
 from app.storage.segments import segments_beside
 from app.storage.sqlite import SQLiteStore
 from bench.durability import build_database, megabytes, rss_of
@@ -230,6 +252,150 @@ def windows(starts: list[Start], cold: int) -> str:
     return "\n".join(lines)
 
 
+def before_after(starts: list[Start]) -> str:
+    """The p99 of each restart's searches against the p99 of the same searches just
+    before it, over consecutive starts of the same documents from the segment (the
+    first, a rebuild, writes its segment in the background while it answers: it is no
+    service's steady state and is left out)."""
+    segment_starts = [run for run in starts if run.kind.startswith("segment, run")]
+    settled: list[float] = []
+    firsts: list[float] = []
+    lines = [
+        "p99 after each restart against the p99 just before it (the previous start's, "
+        "its first queries left out):"
+    ]
+    for before, after in itertools.pairwise(segment_starts):
+        reference = float(np.quantile(np.array(before.warm), 0.99))
+        settled.append(float(np.quantile(np.array(after.warm), 0.99)) / reference)
+        firsts.append(float(np.quantile(np.array(after.cold), 0.99)) / reference)
+        lines.append(
+            f"- {after.kind}: before {reference * 1000:.2f} ms; after, settled "
+            f"{milliseconds(after.warm, 0.99)} ms ({settled[-1]:.2f}x), first "
+            f"{len(after.cold)} queries {milliseconds(after.cold, 0.99)} ms ({firsts[-1]:.2f}x)"
+        )
+    if not settled:
+        return ""
+    lines.append(
+        f"- medians over {len(settled)} restarts: settled {statistics.median(settled):.2f}x, "
+        f"first queries {statistics.median(firsts):.2f}x"
+    )
+    return "\n".join(lines)
+
+
+def open_default(data_dir: Path, *, mapped: bool) -> tuple[Registry, float]:
+    """A registry on the bench's database (``mapped``: from its segment; otherwise
+    rebuilt from SQLite alone, no segment read or written) and the seconds it took."""
+    segments = "beside" if mapped else None
+    began = time.perf_counter()
+    registry = Registry(SQLiteStore(data_dir / DATABASE_FILE, segments=segments))
+    registry.open()
+    return registry, time.perf_counter() - began
+
+
+def faults() -> tuple[int, int]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_majflt
+
+
+def probe(
+    data_dir: Path, documents: int, queries: int, cold: int, restarts: int
+) -> list[dict[str, object]]:
+    """In this process, the searches of a restarted collection against those of one
+    that did not restart, each query asked of both in turn (so that whatever else the
+    machine does falls on both alike): the collection rebuilt from SQLite (anonymous
+    memory, as a service that never restarted holds it) is asked the whole sequence once
+    to settle; then ``restarts`` times a registry is opened from the segment (mapped,
+    page tables new) and the sequence asked of it and of the settled one, the one asked
+    first alternating. Each restart: seconds to open, wall seconds of every query of each,
+    page faults a query of the mapped one's first ``cold`` and of the rest (the settled
+    one's are few: it was asked the same before)."""
+    settled_registry, _ = open_default(data_dir, mapped=False)
+    settled = settled_registry.get("default")
+    numbers = np.random.default_rng(QUERY_SEED).integers(0, documents, queries).tolist()
+    query = Query()
+    for number in numbers:
+        settled.similar(f"d{number}", query)
+    results: list[dict[str, object]] = []
+    for _ in range(restarts):
+        registry, opened = open_default(data_dir, mapped=True)
+        restarted = registry.get("default")
+        after: list[float] = []
+        before: list[float] = []
+        counts = [faults()]
+        for at, number in enumerate(numbers):
+            if at == cold:
+                counts.append(faults())
+            document_id = f"d{number}"
+            for collection, took in sorted(
+                ((restarted, after), (settled, before)),
+                key=lambda pair: pair[0] is settled,
+                reverse=bool(at % 2),
+            ):
+                started = time.perf_counter_ns()
+                collection.similar(document_id, query)
+                took.append((time.perf_counter_ns() - started) / 1e9)
+        counts.append(faults())
+        spans = (cold, queries - cold)
+        per_query = [[(counts[i + 1][k] - counts[i][k]) / spans[i] for k in (0, 1)] for i in (0, 1)]
+        results.append({"opened": opened, "after": after, "before": before, "faults": per_query})
+        registry.close(save_segments=False)
+        del registry, restarted
+    return results
+
+
+def in_process(data_dir: Path, documents: int, queries: int, cold: int, restarts: int) -> str:
+    """``probe`` in a fresh process; its p99s, each restart's against the settled
+    collection's over the same queries at the same moments."""
+    command = [sys.executable, "-m", "bench.restart", "--probe", str(restarts)]
+    command += ["--data", str(data_dir), "--docs", str(documents)]
+    command += ["--queries", str(queries), "--cold", str(cold)]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    results = json.loads(output.splitlines()[-1])
+    rows = []
+    ratios: dict[str, list[float]] = {"first": [], "then": []}
+    for number, result in enumerate(results):
+        after, before = result["after"], result["before"]
+        row = [str(number + 1), f"{result['opened']:.1f}"]
+        for part, span in (("first", slice(0, cold)), ("then", slice(cold, None))):
+            p99_after = float(np.quantile(np.array(after[span]), 0.99))
+            p99_before = float(np.quantile(np.array(before[span]), 0.99))
+            ratios[part].append(p99_after / p99_before)
+            row.append(
+                f"{milliseconds(after[span], 0.5)} / {p99_after * 1000:.3f} against "
+                f"{milliseconds(before[span], 0.5)} / {p99_before * 1000:.3f} "
+                f"(**{ratios[part][-1]:.2f}x**)"
+            )
+        row.append(" / ".join(f"{minor:.1f}, {major:.2f}" for minor, major in result["faults"]))
+        rows.append(row)
+    header = ["restart", "open s", f"first {cold}: p50 / p99 ms, restarted against settled"]
+    header += ["then", "faults a query (minor, major): first / then"]
+    summary = (
+        f"Medians over {len(results)} restarts: p99 of the first {cold} "
+        f"{statistics.median(ratios['first']):.2f}x the settled collection's over the same "
+        f"queries, then {statistics.median(ratios['then']):.2f}x."
+    )
+    return "\n\n".join(
+        [
+            f"In process: {queries:,} Collection.similar calls a restart, each asked of the "
+            f"restarted collection (mapped from its segment) and of one rebuilt from SQLite "
+            f"and settled, in turn:",
+            markdown_table(header, rows),
+            summary,
+        ]
+    )
+
+
+def drop_page_cache() -> bool:
+    """Write back and drop the page cache, as a reboot leaves it; False where this
+    process may not (not root, a read-only /proc)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
 def segment_bytes(data_dir: Path) -> int:
     root = segments_beside(data_dir / DATABASE_FILE)
     return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
@@ -276,10 +442,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--scratch", type=Path, default=None, help="where the data goes")
     parser.add_argument(
+        "--in-process",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N restarts in process, each against a settled collection, query by query",
+    )
+    parser.add_argument("--probe", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="one more start with the page cache dropped first (root)",
+    )
+    parser.add_argument(
         "--passages", action="store_true", help="3 KB texts with shared passages on"
     )
     arguments = parser.parse_args(argv)
     documents = arguments.docs
+    if arguments.probe:  # one process of --in-process: its timings as the last line
+        args = (arguments.data, documents, arguments.queries, arguments.cold, arguments.probe)
+        print(json.dumps(probe(*args)))
+        return
     scratch = Path(tempfile.mkdtemp(prefix="neardup-restart-", dir=arguments.scratch))
     try:
         data_dir = scratch / "data"
@@ -305,6 +489,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                 start(data_dir, kind, documents, queries, cold, clean_stop=False, pin=pin)
             )
             print(table(starts[-1:], documents), flush=True)
+        if arguments.cold_cache:
+            if drop_page_cache():
+                kind = "segment, page cache dropped"
+                starts.append(
+                    start(data_dir, kind, documents, queries, cold, clean_stop=False, pin=pin)
+                )
+                print(table(starts[-1:], documents), flush=True)
+            else:
+                print("--cold-cache: the page cache cannot be dropped here (needs root)")
         if arguments.passages:
             build_passages_later(database, documents, arguments.later)
         else:
@@ -317,6 +510,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         kind = f"segment + {arguments.later:,} later rows"
         starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True, pin=pin))
+        measured_apart = ""
+        if arguments.in_process:
+            measured_apart = in_process(data_dir, total, queries, cold, arguments.in_process)
+            print(measured_apart, flush=True)
         empty = empty_starts(scratch, arguments.runs)
         segment_ready = statistics.median(s.ready for s in starts[1:-1])
         text = "\n\n".join(
@@ -327,6 +524,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 + ("server on core 0, client on core 1" if pin else "nothing pinned"),
                 table(starts, documents),
                 windows(starts, cold),
+                before_after(starts),
+                measured_apart,
                 f"Segment starts, medians: ready {segment_ready:.1f} s. The reference, an "
                 f"empty service started {len(empty)} times in the same run: ready in "
                 f"{statistics.median(empty):.1f} s (median; "
