@@ -70,6 +70,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import numpy as np
@@ -285,7 +286,7 @@ def before_after(starts: list[Start]) -> str:
 def open_default(data_dir: Path, *, mapped: bool) -> tuple[Registry, float]:
     """A registry on the bench's database (``mapped``: from its segment; otherwise
     rebuilt from SQLite alone, no segment read or written) and the seconds it took."""
-    segments = "beside" if mapped else None
+    segments: Literal["beside"] | None = "beside" if mapped else None
     began = time.perf_counter()
     registry = Registry(SQLiteStore(data_dir / DATABASE_FILE, segments=segments))
     registry.open()
