@@ -51,7 +51,9 @@ collection rebuilt from SQLite and asked every query once (settled: what a servi
 never restarted holds, in anonymous memory) and N times a collection opened from the
 segment (a restart: mapped, page tables new) are asked the same queries in turn, on the
 segment the rebuild's stop wrote (every row merged in both; before the later rows).
-Printed, and written to bench/results/restart-<N>.md.
+``--paired N`` does the same over HTTP (``paired``): a second ``neardup serve``, rebuilt
+with segments off and settled, beside N restarts of one on the segment, each query asked
+of both in turn. Printed, and written to bench/results/restart-<N>.md.
 """
 
 from __future__ import annotations
@@ -313,11 +315,7 @@ def probe(
     one's are few: it was asked the same before)."""
     settled_registry, _ = open_default(data_dir, mapped=False)
     settled = settled_registry.get("default")
-    # The rebuild read the whole database through the page cache; a service that never
-    # restarted has no need of it there, and at 10M it pushed the segment's pages out.
-    for path in data_dir.glob(f"{DATABASE_FILE}*"):
-        with open(path, "rb") as file:
-            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    drop_database_pages(data_dir)
     numbers = np.random.default_rng(QUERY_SEED).integers(0, documents, queries).tolist()
     query = Query()
     for number in numbers:
@@ -392,6 +390,102 @@ def in_process(data_dir: Path, documents: int, queries: int, cold: int, restarts
     )
 
 
+def drop_database_pages(data_dir: Path) -> None:
+    """Drop the database's pages from the page cache (a rebuild read all of it through
+    the cache; a service that never restarted has no need of it there, and at 10M it
+    pushed the segment's pages out)."""
+    for path in data_dir.glob(f"{DATABASE_FILE}*"):
+        with open(path, "rb") as file:
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def paired(
+    data_dir: Path, documents: int, queries: int, cold: int, restarts: int, *, pin: bool
+) -> str:
+    """Over HTTP, each restart against a service that did not restart, at the same
+    moments: a service rebuilt from SQLite with segments off (its indexes in anonymous
+    memory, as one that never restarted holds them; it writes nothing beside the
+    database) is asked every query once to settle; then ``restarts`` times a second
+    service is started on the segment and each query asked of both in turn (the first
+    asked alternating), each through its own connection, so that the noise of two
+    shared cores falls on both alike. The settled service holds its ~900 B/doc in
+    anonymous memory and the restarted one maps the segment: at 10M about 19 GB
+    together."""
+    devkit.server.STARTUP_SECONDS = 1800
+    every_core = os.sched_getaffinity(0)
+    if pin:
+        os.sched_setaffinity(0, SERVER_CORES)
+    settled = Server(data_dir, NEARDUP_LOG_LEVEL="warning", NEARDUP_SEGMENTS="false")
+    settled.start()
+    if pin:
+        os.sched_setaffinity(0, CLIENT_CORES)
+    drop_database_pages(data_dir)
+    paths = [
+        f"/v1/collections/default/documents/d{number}/similar"
+        for number in np.random.default_rng(QUERY_SEED).integers(0, documents, queries).tolist()
+    ]
+    rows = []
+    ratios: dict[str, list[float]] = {"first": [], "then": []}
+    try:
+        with httpx.Client(base_url=settled.url, timeout=60) as to_settled:
+            for path in paths:
+                to_settled.get(path)
+            for number in range(restarts):
+                if pin:
+                    os.sched_setaffinity(0, SERVER_CORES)
+                restarted = Server(data_dir, NEARDUP_LOG_LEVEL="warning")
+                began = time.perf_counter()
+                restarted.start()
+                ready = time.perf_counter() - began
+                if pin:
+                    os.sched_setaffinity(0, CLIENT_CORES)
+                after: list[float] = []
+                before: list[float] = []
+                try:
+                    with httpx.Client(base_url=restarted.url, timeout=60) as to_restarted:
+                        for at, path in enumerate(paths):
+                            pair = ((to_restarted, after), (to_settled, before))
+                            for client, took in pair[:: 1 if at % 2 else -1]:
+                                started = time.perf_counter()
+                                response = client.get(path)
+                                took.append(time.perf_counter() - started)
+                                if response.status_code != 200:
+                                    raise RuntimeError(f"search answered {response.text}")
+                finally:
+                    assert restarted.process is not None
+                    restarted.process.send_signal(signal.SIGKILL)
+                    restarted.process.wait()
+                row = [str(number + 1), f"{ready:.1f}"]
+                for part, span in (("first", slice(0, cold)), ("then", slice(cold, None))):
+                    p99_after = float(np.quantile(np.array(after[span]), 0.99))
+                    p99_before = float(np.quantile(np.array(before[span]), 0.99))
+                    ratios[part].append(p99_after / p99_before)
+                    row.append(
+                        f"{milliseconds(after[span], 0.5)} / {p99_after * 1000:.2f} against "
+                        f"{milliseconds(before[span], 0.5)} / {p99_before * 1000:.2f} "
+                        f"(**{ratios[part][-1]:.2f}x**)"
+                    )
+                rows.append(row)
+                print(f"paired restart {number + 1}: {row[2:]}", flush=True)
+    finally:
+        os.sched_setaffinity(0, every_core)
+        settled.stop(1800)
+    header = ["restart", "to ready s", f"first {cold}: p50 / p99 ms, restarted against settled"]
+    header.append("then")
+    return "\n\n".join(
+        [
+            f"Over HTTP, paired: {queries:,} similar searches a restart, each asked of the "
+            f"restarted service (from its segment) and of one rebuilt from SQLite and "
+            f"settled, in turn"
+            + (" (both servers on core 0, the client on core 1):" if pin else ":"),
+            markdown_table(header, rows),
+            f"Medians over {len(rows)} restarts: p99 of the first {cold} "
+            f"{statistics.median(ratios['first']):.2f}x the settled service's over the same "
+            f"queries at the same moments, then {statistics.median(ratios['then']):.2f}x.",
+        ]
+    )
+
+
 def drop_page_cache() -> bool:
     """Write back and drop the page cache, as a reboot leaves it; False where this
     process may not (not root, a read-only /proc)."""
@@ -455,6 +549,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         metavar="N",
         help="N restarts in process, each against a settled collection, query by query",
     )
+    parser.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N restarts over HTTP, each against a settled service, query by query",
+    )
     parser.add_argument("--probe", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -503,6 +604,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if arguments.in_process:
             measured_apart = in_process(data_dir, documents, queries, cold, arguments.in_process)
             print(measured_apart, flush=True)
+        if arguments.paired:
+            apart = paired(data_dir, documents, queries, cold, arguments.paired, pin=pin)
+            measured_apart = f"{measured_apart}\n\n{apart}".strip()
+            print(apart, flush=True)
         if arguments.cold_cache:
             if drop_page_cache():
                 kind = "segment, page cache dropped"
