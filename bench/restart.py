@@ -630,7 +630,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         kind = f"segment + {arguments.later:,} later rows"
         starts.append(start(data_dir, kind, total, queries, cold, clean_stop=True, pin=pin))
         empty = empty_starts(scratch, arguments.runs)
-        segment_ready = statistics.median(s.ready for s in starts[1:-1])
+        segment_ready = statistics.median(
+            s.ready for s in starts if s.kind.startswith("segment, run")
+        )
         text = "\n\n".join(
             [
                 f"{documents:,} documents ({kind_of_documents}), segment "
