@@ -348,6 +348,25 @@ def probe(
     return results
 
 
+def paired_cells(
+    after: Sequence[float], before: Sequence[float], cold: int, ratios: dict[str, list[float]]
+) -> list[str]:
+    """A restart's two cells, its first ``cold`` queries and the rest: p50 / p99 of the
+    restarted side against the settled side over the same queries; each p99 ratio is
+    appended to ``ratios["first"]`` and ``ratios["then"]``."""
+    cells = []
+    for part, span in (("first", slice(0, cold)), ("then", slice(cold, None))):
+        p99_after = float(np.quantile(np.array(after[span]), 0.99))
+        p99_before = float(np.quantile(np.array(before[span]), 0.99))
+        ratios[part].append(p99_after / p99_before)
+        cells.append(
+            f"{milliseconds(after[span], 0.5)} / {p99_after * 1000:.3f} against "
+            f"{milliseconds(before[span], 0.5)} / {p99_before * 1000:.3f} "
+            f"(**{ratios[part][-1]:.2f}x**)"
+        )
+    return cells
+
+
 def in_process(data_dir: Path, documents: int, queries: int, cold: int, restarts: int) -> str:
     """``probe`` in a fresh process; its p99s, each restart's against the settled
     collection's over the same queries at the same moments."""
@@ -361,15 +380,7 @@ def in_process(data_dir: Path, documents: int, queries: int, cold: int, restarts
     for number, result in enumerate(results):
         after, before = result["after"], result["before"]
         row = [str(number + 1), f"{result['opened']:.1f}"]
-        for part, span in (("first", slice(0, cold)), ("then", slice(cold, None))):
-            p99_after = float(np.quantile(np.array(after[span]), 0.99))
-            p99_before = float(np.quantile(np.array(before[span]), 0.99))
-            ratios[part].append(p99_after / p99_before)
-            row.append(
-                f"{milliseconds(after[span], 0.5)} / {p99_after * 1000:.3f} against "
-                f"{milliseconds(before[span], 0.5)} / {p99_before * 1000:.3f} "
-                f"(**{ratios[part][-1]:.2f}x**)"
-            )
+        row += paired_cells(after, before, cold, ratios)
         row.append(" / ".join(f"{minor:.1f}, {major:.2f}" for minor, major in result["faults"]))
         rows.append(row)
     header = ["restart", "open s", f"first {cold}: p50 / p99 ms, restarted against settled"]
@@ -456,15 +467,7 @@ def paired(
                     restarted.process.send_signal(signal.SIGKILL)
                     restarted.process.wait()
                 row = [str(number + 1), f"{ready:.1f}"]
-                for part, span in (("first", slice(0, cold)), ("then", slice(cold, None))):
-                    p99_after = float(np.quantile(np.array(after[span]), 0.99))
-                    p99_before = float(np.quantile(np.array(before[span]), 0.99))
-                    ratios[part].append(p99_after / p99_before)
-                    row.append(
-                        f"{milliseconds(after[span], 0.5)} / {p99_after * 1000:.2f} against "
-                        f"{milliseconds(before[span], 0.5)} / {p99_before * 1000:.2f} "
-                        f"(**{ratios[part][-1]:.2f}x**)"
-                    )
+                row += paired_cells(after, before, cold, ratios)
                 rows.append(row)
                 print(f"paired restart {number + 1}: {row[2:]}", flush=True)
     finally:
