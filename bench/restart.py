@@ -73,7 +73,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import httpx
 import numpy as np
@@ -89,6 +89,9 @@ from bench.durability import build_database, megabytes, rss_of
 from devkit.corpus import english_like_texts
 from devkit.harness import markdown_table, write_result
 from devkit.server import Server
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 TEXT_BATCH = 256
 TEXT_CHARS = 3072
@@ -137,14 +140,32 @@ def build_passages_later(path: Path, first: int, count: int) -> None:
     registry.close(save_segments=False)
 
 
-def searches(server: Server, documents: int, count: int, seed: int) -> list[float]:
+QUERY_SEED = 1  # every start asks the same documents in the same order
+
+
+def asked_ids(documents: int, count: int) -> list[str]:
+    """The ids of ``count`` random stored documents, the same at every start."""
+    numbers = np.random.default_rng(QUERY_SEED).integers(0, documents, count).tolist()
+    return [f"d{number}" for number in numbers]
+
+
+def similar_path(document_id: str) -> str:
+    return f"/v1/collections/default/documents/{document_id}/similar"
+
+
+def in_turn(at: int, first: tuple[T, U], second: tuple[T, U]) -> tuple[tuple[T, U], ...]:
+    """The two sides of a pair in the order the ``at``-th query asks them: alternating,
+    so that neither is always the one asked just after the other."""
+    return (first, second) if at % 2 else (second, first)
+
+
+def searches(server: Server, documents: int, count: int) -> list[float]:
     """Seconds of ``count`` similar-by-id searches of random stored documents."""
-    rng = np.random.default_rng(seed)
     took = []
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        for number in rng.integers(0, documents, count).tolist():
+        for document_id in asked_ids(documents, count):
             started = time.perf_counter()
-            response = client.get(f"/v1/collections/default/documents/d{number}/similar")
+            response = client.get(similar_path(document_id))
             took.append(time.perf_counter() - started)
             if response.status_code != 200:
                 raise RuntimeError(f"search answered {response.status_code}: {response.text}")
@@ -154,7 +175,6 @@ def searches(server: Server, documents: int, count: int, seed: int) -> list[floa
 # With --pin: the server (and every thread it starts) on the first core, the client on
 # the second, so that neither takes the other's core in the middle of a query.
 SERVER_CORES, CLIENT_CORES = {0}, {1}
-QUERY_SEED = 1  # every start asks the same documents in the same order
 
 
 def start(
@@ -180,7 +200,7 @@ def start(
             os.sched_setaffinity(0, CLIENT_CORES)
         assert server.process is not None
         memory = rss_of(server.process.pid)
-        took = searches(server, documents, queries, seed=QUERY_SEED)
+        took = searches(server, documents, queries)
     finally:
         os.sched_setaffinity(0, every_core)
     result = Start(kind, ready, memory, took[:cold], took[cold:])
@@ -316,10 +336,10 @@ def probe(
     settled_registry, _ = open_default(data_dir, mapped=False)
     settled = settled_registry.get("default")
     drop_database_pages(data_dir)
-    numbers = np.random.default_rng(QUERY_SEED).integers(0, documents, queries).tolist()
+    document_ids = asked_ids(documents, queries)
     query = Query()
-    for number in numbers:
-        settled.similar(f"d{number}", query)
+    for document_id in document_ids:
+        settled.similar(document_id, query)
     results: list[dict[str, object]] = []
     for _ in range(restarts):
         registry, opened = open_default(data_dir, mapped=True)
@@ -327,15 +347,10 @@ def probe(
         after: list[float] = []
         before: list[float] = []
         counts = [faults()]
-        for at, number in enumerate(numbers):
+        for at, document_id in enumerate(document_ids):
             if at == cold:
                 counts.append(faults())
-            document_id = f"d{number}"
-            for collection, took in sorted(
-                ((restarted, after), (settled, before)),
-                key=lambda pair: pair[0] is settled,
-                reverse=bool(at % 2),
-            ):
+            for collection, took in in_turn(at, (restarted, after), (settled, before)):
                 started = time.perf_counter_ns()
                 collection.similar(document_id, query)
                 took.append((time.perf_counter_ns() - started) / 1e9)
@@ -431,10 +446,7 @@ def paired(
     if pin:
         os.sched_setaffinity(0, CLIENT_CORES)
     drop_database_pages(data_dir)
-    paths = [
-        f"/v1/collections/default/documents/d{number}/similar"
-        for number in np.random.default_rng(QUERY_SEED).integers(0, documents, queries).tolist()
-    ]
+    paths = [similar_path(document_id) for document_id in asked_ids(documents, queries)]
     rows = []
     ratios: dict[str, list[float]] = {"first": [], "then": []}
     try:
@@ -455,8 +467,8 @@ def paired(
                 try:
                     with httpx.Client(base_url=restarted.url, timeout=60) as to_restarted:
                         for at, path in enumerate(paths):
-                            pair = ((to_restarted, after), (to_settled, before))
-                            for client, took in pair[:: 1 if at % 2 else -1]:
+                            turns = in_turn(at, (to_restarted, after), (to_settled, before))
+                            for client, took in turns:
                                 started = time.perf_counter()
                                 response = client.get(path)
                                 took.append(time.perf_counter() - started)
