@@ -871,11 +871,14 @@ def equal_rows_many(
     order: np.ndarray,
     max_rows: int,
     deleted: np.ndarray,
+    capped: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(query positions, rows): the live rows whose key in ``lane`` equals ``keys[i]``,
     for every key held by at most ``max_rows`` entries (tombstoned ones counted: a key
-    held more often finds nothing). The keys are looked up in ascending order (``order``
-    sorts them: numpy's sort is several times numba's), run by run (``_equal_ranges``:
+    held more often finds nothing, and is marked True in ``capped`` where that is as
+    long as ``keys``; an empty ``capped`` records nothing). The keys are looked up in
+    ascending order (``order`` sorts them: numpy's sort is several times numba's), run
+    by run (``_equal_ranges``:
     through a run's directory when it has one). One call for a batch's keys:
     O(q log(bucket) + q tail + found), O(q log(N / q)) in a run without a directory."""
     queries = order.shape[0]
@@ -898,6 +901,8 @@ def equal_rows_many(
         for at in range(tail_count):
             if tail[at] == key:
                 held += 1
+        if held > max_rows and capped.shape[0] > 0:
+            capped[query] = True
         if held == 0 or held > max_rows:
             continue
         while count + held > positions.shape[0]:

@@ -167,44 +167,215 @@ def fingerprint_keys(tokens: np.ndarray, k: int, window: int, out: np.ndarray) -
 
 
 @njit(cache=True, nogil=True)
-def passage_runs(
-    query: np.ndarray, stored: np.ndarray, k: int, minimum: int, per_kgram: int
+def gram_table(grams: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An open-addressing table of a query's k-gram hashes, made once a search: (slot
+    hashes, slot first, slot count, positions): the query positions holding the hash of
+    slot ``t`` are ``positions[first[t] : first[t] + count[t]]``, ascending; an empty slot
+    has count 0. Twice as many slots as k-grams at least (a power of two). O(n)."""
+    n = grams.shape[0]
+    size = 16
+    while size < 2 * n:
+        size <<= 1
+    mask = _U64(size - 1)
+    slot_hash = np.zeros(size, dtype=np.uint64)
+    count = np.zeros(size, dtype=np.int64)
+    slot_of = np.empty(n, dtype=np.int64)
+    for q in range(n):
+        h = grams[q]
+        at = np.int64(h & mask)
+        while count[at] > 0 and slot_hash[at] != h:
+            at = (at + np.int64(1)) & np.int64(size - 1)
+        slot_hash[at] = h
+        count[at] += 1
+        slot_of[q] = at
+    first = np.empty(size, dtype=np.int64)
+    total = 0
+    for slot in range(size):
+        first[slot] = total
+        total += count[slot]
+    fill = first.copy()
+    positions = np.empty(n, dtype=np.int64)
+    for q in range(n):  # ascending: each slot's positions in query order
+        positions[fill[slot_of[q]]] = q
+        fill[slot_of[q]] += 1
+    return slot_hash, first, count, positions
+
+
+@njit(cache=True, nogil=True)
+def _slot(slot_hash: np.ndarray, count: np.ndarray, h: np.uint64) -> int:
+    """The slot of ``h`` in a gram_table, or -1 where the query has no such k-gram."""
+    size = slot_hash.shape[0]
+    mask = np.int64(size - 1)
+    at = np.int64(h & _U64(size - 1))
+    while count[at] > 0:
+        if slot_hash[at] == h:
+            return int(at)
+        at = (at + np.int64(1)) & mask
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def runs_against(
+    query: np.ndarray,
+    table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    stored: np.ndarray,
+    k: int,
+    minimum: int,
+    per_kgram: int,
+    taken: np.ndarray,
+    grams: np.ndarray,
+    slots: np.ndarray,
+    seed_query: np.ndarray,
+    seed_stored: np.ndarray,
 ) -> np.ndarray:
-    """``equal_runs`` of two token hash arrays, seeded by every k-gram they share (at
-    most ``per_kgram`` occurrences of one in ``stored``): rows (query start, query end,
-    stored start, stored end), sorted by query start. O((n + m) log m + seeds + runs)."""
+    """``passage_runs`` of a query (its token hashes and ``gram_table`` of its k-grams)
+    against one stored text's token hashes. Scratch: ``taken`` (zero, one per slot; zero
+    again on return), ``grams`` and ``slots`` (as long as ``stored``), ``seed_query`` and
+    ``seed_stored`` (``per_kgram`` times the query's k-grams). Every stored k-gram is
+    looked up once in the table: O(m + seeds log seeds + run lengths)."""
+    slot_hash, first, count, positions = table
     n, m = query.shape[0] - k + 1, stored.shape[0] - k + 1
     if n <= 0 or m <= 0:
         return np.empty((0, 4), dtype=np.int64)
-    query_grams = np.empty(n, dtype=np.uint64)
-    stored_grams = np.empty(m, dtype=np.uint64)
-    kgram_hashes(query, k, query_grams)
-    kgram_hashes(stored, k, stored_grams)
-    order = np.argsort(stored_grams, kind="mergesort")
-    sorted_grams = stored_grams[order]
-    seed_query = np.empty(n * per_kgram, dtype=np.int64)
-    seed_stored = np.empty(n * per_kgram, dtype=np.int64)
+    kgram_hashes(stored, k, grams)
     seeds = 0
-    for q in range(n):
-        at = np.searchsorted(sorted_grams, query_grams[q])
-        taken = 0
-        while at < m and sorted_grams[at] == query_grams[q] and taken < per_kgram:
-            seed_query[seeds] = q
-            seed_stored[seeds] = order[at]
+    touched = 0
+    for s in range(m):
+        at = _slot(slot_hash, count, grams[s])
+        # The first per_kgram occurrences of a k-gram in the stored text seed, as the
+        # stored text's k-grams sorted by hash, then position, would give them.
+        if at < 0 or taken[at] >= per_kgram:
+            continue
+        if taken[at] == 0:
+            slots[touched] = at
+            touched += 1
+        taken[at] += 1
+        for j in range(first[at], first[at] + count[at]):
+            seed_query[seeds] = positions[j]
+            seed_stored[seeds] = s
             seeds += 1
-            at += 1
-            taken += 1
+    for t in range(touched):  # taken back to zero for the next stored text
+        taken[slots[t]] = 0
     if seeds == 0:
         return np.empty((0, 4), dtype=np.int64)
     # By diagonal (stored - query), then query start: offset so that the key is >= 0.
     keys = (seed_stored[:seeds] - seed_query[:seeds] + n) * (n + 1) + seed_query[:seeds]
-    by_diagonal = np.argsort(keys, kind="mergesort")
+    by_diagonal = np.argsort(keys)  # the keys are distinct: any sort gives one order
     runs = np.empty((seeds, 4), dtype=np.int64)
-    count = equal_runs(
+    found = equal_runs(
         query, stored, seed_query[by_diagonal], seed_stored[by_diagonal], k, minimum, runs
     )
-    runs = runs[:count]
+    runs = runs[:found]
     return runs[np.argsort(runs[:, 0] * (m + k + 1) + runs[:, 2], kind="mergesort")]
+
+
+@njit(cache=True, nogil=True)
+def passage_runs(
+    query: np.ndarray, stored: np.ndarray, k: int, minimum: int, per_kgram: int
+) -> np.ndarray:
+    """``equal_runs`` of two token hash arrays, seeded by every k-gram they share (at
+    most ``per_kgram`` occurrences of one in ``stored``, its first): rows (query start,
+    query end, stored start, stored end), sorted by query start. O(n + m + seeds log
+    seeds + runs)."""
+    n = query.shape[0] - k + 1
+    if n <= 0 or stored.shape[0] < k:
+        return np.empty((0, 4), dtype=np.int64)
+    query_grams = np.empty(n, dtype=np.uint64)
+    kgram_hashes(query, k, query_grams)
+    table = gram_table(query_grams)
+    return runs_against(
+        query,
+        table,
+        stored,
+        k,
+        minimum,
+        per_kgram,
+        np.zeros(table[0].shape[0], dtype=np.int64),
+        np.empty(stored.shape[0], dtype=np.uint64),
+        np.empty(stored.shape[0], dtype=np.int64),
+        np.empty(n * per_kgram, dtype=np.int64),
+        np.empty(n * per_kgram, dtype=np.int64),
+    )
+
+
+@njit(cache=True, nogil=True)
+def passage_runs_many(
+    query: np.ndarray,
+    query_starts: np.ndarray,
+    query_ends: np.ndarray,
+    stored: np.ndarray,
+    stored_starts: np.ndarray,
+    stored_ends: np.ndarray,
+    bounds: np.ndarray,
+    k: int,
+    minimum: int,
+    per_kgram: int,
+) -> np.ndarray:
+    """``passage_runs`` of one query against several stored texts in one call (a search's
+    candidates): text i's tokens are ``[bounds[i], bounds[i + 1])`` of ``stored`` (hashes),
+    ``stored_starts`` and ``stored_ends`` (code points in that text). The query's k-grams
+    are hashed and tabled once. Rows (text, query start, query end, stored start, stored
+    end, tokens), offsets in code points, by text, then query start. O(n + M + seeds
+    log seeds + runs) for M stored tokens in all."""
+    texts = bounds.shape[0] - 1
+    n = query.shape[0] - k + 1
+    out = np.empty((16, 6), dtype=np.int64)
+    rows = 0
+    if n <= 0:
+        return out[:0]
+    query_grams = np.empty(n, dtype=np.uint64)
+    kgram_hashes(query, k, query_grams)
+    table = gram_table(query_grams)
+    taken = np.zeros(table[0].shape[0], dtype=np.int64)
+    longest = 0
+    for text in range(texts):
+        longest = max(longest, bounds[text + 1] - bounds[text])
+    grams = np.empty(max(longest, 1), dtype=np.uint64)
+    slots = np.empty(max(longest, 1), dtype=np.int64)
+    seed_query = np.empty(n * per_kgram, dtype=np.int64)
+    seed_stored = np.empty(n * per_kgram, dtype=np.int64)
+    for text in range(texts):
+        low, high = bounds[text], bounds[text + 1]
+        runs = runs_against(
+            query, table, stored[low:high], k, minimum, per_kgram, taken, grams,
+            slots, seed_query, seed_stored,
+        )  # fmt: skip
+        if rows + runs.shape[0] > out.shape[0]:
+            grown = np.empty((max(2 * out.shape[0], rows + runs.shape[0]), 6), dtype=np.int64)
+            grown[:rows] = out[:rows]
+            out = grown
+        for r in range(runs.shape[0]):
+            q_start, q_end, s_start, s_end = runs[r, 0], runs[r, 1], runs[r, 2], runs[r, 3]
+            out[rows, 0] = text
+            out[rows, 1], out[rows, 2] = query_starts[q_start], query_ends[q_end - 1]
+            out[rows, 3] = stored_starts[low + s_start]
+            out[rows, 4] = stored_ends[low + s_end - 1]
+            out[rows, 5] = q_end - q_start
+            rows += 1
+    return out[:rows]
+
+
+@njit(cache=True, nogil=True)
+def tokens_of_texts(
+    code_points: np.ndarray,
+    bounds: np.ndarray,
+    classes: np.ndarray,
+    folded: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    hashes: np.ndarray,
+    token_bounds: np.ndarray,
+) -> None:
+    """``token_spans`` of several texts (text i: code points ``[bounds[i], bounds[i + 1])``)
+    into one run of tokens: text i's are ``[token_bounds[i], token_bounds[i + 1])``, their
+    offsets in code points of that text. The outputs as long as the code points. O(length)."""
+    token_bounds[0] = 0
+    for text in range(bounds.shape[0] - 1):
+        low, high, at = bounds[text], bounds[text + 1], token_bounds[text]
+        count = token_spans(
+            code_points[low:high], classes, folded, starts[at:], ends[at:], hashes[at:]
+        )
+        token_bounds[text + 1] = at + count
 
 
 @njit(cache=True, nogil=True)

@@ -80,6 +80,7 @@ MIN_DIRECTORY_ENTRIES = 1 << 16
 DIRECTORY_KEYS_A_BUCKET_BITS = 4  # between 2^3 and 2^4 keys a bucket
 MAX_DIRECTORY_BITS = 30
 _NO_DIRECTORY = np.zeros((0, 0), dtype=np.int64)
+_NO_CAPPED = np.zeros(0, dtype=np.bool_)  # lookup_equal_many recording no capped key
 _NO_CAP = 1 << 62  # lookup_equal_many without a cap on the rows a key may hold
 _NO_DELETED = np.zeros(0, dtype=np.bool_)
 _ONE_KEY = np.zeros(1, dtype=np.int64)  # the order of a single key
@@ -480,12 +481,13 @@ class SortedTable:
         keys: npt.NDArray[np.uint64],
         max_rows: int = _NO_CAP,
         deleted: npt.NDArray[np.bool_] = _NO_DELETED,
+        capped: npt.NDArray[np.bool_] = _NO_CAPPED,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query positions, rows): every row whose key in ``lane`` equals ``keys[i]``,
         for all queries in one compiled call (in ascending order: through main's
         directory, and in the smaller runs galloping from the last key). A key held by
-        more than ``max_rows`` entries finds nothing; rows marked in ``deleted`` are left
-        out.
+        more than ``max_rows`` entries finds nothing (and is marked True in ``capped``,
+        when given: as long as ``keys``); rows marked in ``deleted`` are left out.
         O(q (log N + tail) + found)."""
         state = self._snapshot
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
@@ -508,6 +510,7 @@ class SortedTable:
             order,
             max_rows,
             deleted,
+            capped,
         )
 
     def lookup_prefix(self, lane: int, key: int, prefix_bits: int) -> RowVector:

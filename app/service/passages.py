@@ -23,7 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
-from app.core.passages import Passage, Tokens, coverage, shared_passages, tokenize
+from app.core.passages import (
+    Passage,
+    TokenRuns,
+    Tokens,
+    coverage,
+    shared_passages_many,
+    tokenize,
+)
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.service.types import Match, PassageMatch, Query, SharedPassage
 
@@ -214,12 +221,14 @@ class BatchPassages:
             return []
         held = [q for q in shared if q in self._stored and self._admits(self._stored[q][2], stamp)]
         held.sort(key=lambda q: (-shared[q], q))
+        held = held[: self._candidates]
         found: list[Found] = []
         k, minimum = self._config.k, self._config.min_tokens
         asked = self.queries[position]
-        for earlier in held[: self._candidates]:
+        stored_tokens = TokenRuns.of_tokens([self.queries[earlier].tokens for earlier in held])
+        runs = shared_passages_many(asked.tokens, stored_tokens, k, minimum)
+        for earlier, passages in zip(held, runs, strict=True):
             stored_query = self.queries[earlier]
-            passages = shared_passages(asked.tokens, stored_query.tokens, k, minimum)
             if passages:
                 document_id, stored_simhash, _ = self._stored[earlier]
                 distance = (simhash ^ stored_simhash).bit_count()

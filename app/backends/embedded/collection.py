@@ -51,6 +51,7 @@ from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
+from app.core.passages import Candidates
 from app.core.row_array import gathered
 from app.core.rule import Pairs
 from app.core.types import Backlog, Rows
@@ -74,6 +75,8 @@ from app.storage.commit import Commit
 from app.storage.segments import Segment, Written
 
 __all__ = ["EVICTION_CHUNK", "GONE", "HIDDEN", "LIVE", "Collection"]
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 class Collection:
@@ -201,17 +204,21 @@ class Collection:
         fingerprints = self._matcher.fingerprint([text])
         pairs = self.match(fingerprints, query)
         matches = matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
-        return self._with_passages(matches, text, int(fingerprints.simhash[0]), query)
+        simhash = int(fingerprints.simhash[0])
+        return self._with_passages(matches, text, simhash, query, near=pairs.rows)
 
     def passages_of(
         self,
         asked: PassageQuery,
         query: Query,
         stamp: int | None = None,
-        candidates: Rows | None = None,
+        candidates: Candidates | None = None,
+        bar: float | None = None,
+        always: Rows = _NO_ROWS,
     ) -> list[Found] | None:
         """The visible documents sharing passages with the asked text (None: passages are
-        off); with ``stamp``, a new document's time, those within its match window."""
+        off); with ``stamp``, a new document's time, those within its match window; with
+        ``bar``, only those that may cover it and the rows ``always`` (PassageSearch.find)."""
         passages = self._matcher.passages
         if passages is None:
             return None
@@ -224,16 +231,27 @@ class Collection:
             self._rows.ids.__getitem__,
             lambda row: int(np.bitwise_count(np.uint64(asked.simhash) ^ simhashes[row])),
             candidates,
+            bar,
+            always,
         )
 
     def _with_passages(
-        self, matches: list[Match], text: str, simhash: int, query: Query, exclude: int = -1
+        self,
+        matches: list[Match],
+        text: str,
+        simhash: int,
+        query: Query,
+        exclude: int = -1,
+        near: Rows = _NO_ROWS,
     ) -> list[Match]:
-        """A search's or similar's matches with the passages the text shares."""
+        """A search's or similar's matches (their rows ``near``) with the passages the
+        text shares: with a ``min_coverage``, only candidates that may reach it are
+        verified, and the near-duplicates, whose matches the passages annotate."""
         if not self.config.passages.enabled:
             return matches
         asked = PassageQuery.of(text, simhash, self.config.passages, exclude)
-        return with_passages(matches, self.passages_of(asked, query) or [], query)
+        found = self.passages_of(asked, query, None, None, query.min_coverage, near)
+        return with_passages(matches, found or [], query)
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
         """``get``, on the event loop (as ``search_async``)."""
@@ -257,7 +275,8 @@ class Collection:
         text = self._rows.texts[int(row[0])]
         if text is None:
             return matches
-        return self._with_passages(matches, text, int(stored.simhash[0]), query, int(row[0]))
+        simhash = int(stored.simhash[0])
+        return self._with_passages(matches, text, simhash, query, int(row[0]), pairs.rows)
 
     def _validate(self, query: Query) -> None:
         check_query(query, self.config.simhash.max_distance)

@@ -10,7 +10,13 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
-from app.core.passages import PassageIndex, shared_passages, tokenize
+from app.core.passages import (
+    Candidates,
+    PassageIndex,
+    TokenRuns,
+    may_cover,
+    shared_passages_many,
+)
 from app.core.types import Rows
 from app.service.indexes import TableMatcher
 from app.service.passages import Found, PassageQuery
@@ -20,12 +26,14 @@ from app.service.passages import Found, PassageQuery
 CANDIDATES = 32
 # Texts fingerprinted and indexed at a time (a batch of inserts is at most 1,000).
 INSERT_CHUNK = 4096
+_NONE = np.zeros(0, dtype=np.uint64)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 class PassageSearch(TableMatcher):
     """Rows by their texts' fingerprints; verification reads texts by ``text_of``.
     Costs: an insert O(text) to tokenize and winnow; a search O(f log N) lookups and up
-    to CANDIDATES texts tokenized and compared, O(text) each."""
+    to CANDIDATES texts tokenized and compared in one compiled call, O(text) each."""
 
     name = "passage"
     index: PassageIndex
@@ -78,8 +86,17 @@ class PassageSearch(TableMatcher):
         return keys
 
     def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Rows]:
-        """The candidate rows of several texts (an insert batch), in one lookup."""
-        return [rows for rows, _ in self.index.candidates_many(keys)]
+        """The candidate rows of several texts, in one lookup."""
+        return [candidates.rows for candidates in self.counted_candidates(keys)]
+
+    def counted_candidates(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Candidates]:
+        """The candidates of several texts (an insert batch), in one lookup, with what
+        they share (``find``'s ``candidates``)."""
+        found, boilerplate = self.index.candidates_counted(keys)
+        return [
+            Candidates(rows, shared, common)
+            for (rows, shared), common in zip(found, boilerplate.tolist(), strict=True)
+        ]
 
     def find(
         self,
@@ -87,27 +104,44 @@ class PassageSearch(TableMatcher):
         visible: Callable[[Rows], np.ndarray],
         id_of: Callable[[int], str | None],
         distance_of: Callable[[int], int],
-        candidates: Rows | None = None,
+        candidates: Candidates | None = None,
+        bar: float | None = None,
+        always: Rows = _NO_ROWS,
     ) -> list[Found]:
         """The stored documents sharing passages with the asked text: candidates by
-        shared fingerprints (``candidates``, when looked up already: ``candidates_many``;
-        the visible ones, its ``exclude`` left out), verified token by token."""
-        rows = self.index.candidates(asked.keys)[0] if candidates is None else candidates
-        rows = rows[rows != asked.exclude]
+        shared fingerprints (``candidates``, when looked up already: ``counted_candidates``;
+        the visible ones, its ``exclude`` left out), verified token by token. With a
+        ``bar``, only those that may cover it (``may_cover``) and the rows ``always``
+        (its near-duplicates, whose passages annotate their matches) are verified."""
+        if candidates is None:
+            candidates = self.counted_candidates([asked.keys])[0]
+        keep = candidates.rows != asked.exclude
+        if bar is not None and bar > 0.0 and len(candidates):
+            keep &= may_cover(
+                candidates.shared,
+                candidates.boilerplate,
+                len(asked.keys),
+                self.index.key_counts(candidates.rows),
+                bar,
+            ) | np.isin(candidates.rows, always)
+        rows = candidates.rows[keep]
         if len(rows):
             rows = rows[visible(rows)]
-        found: list[Found] = []
-        k, minimum = self.config.k, self.config.min_tokens
+        held: list[tuple[int, str, str]] = []  # (row, id, text) of the verified candidates
         for row in rows[:CANDIDATES].tolist():
             stored, document_id = self._text_of(row), id_of(row)
-            if stored is None or document_id is None:
-                continue
-            passages = shared_passages(asked.tokens, tokenize(stored), k, minimum)
+            if stored is not None and document_id is not None:
+                held.append((row, document_id, stored))
+        if not held:
+            return []
+        k, minimum = self.config.k, self.config.min_tokens
+        stored_tokens = TokenRuns.of_texts([text for _, _, text in held])
+        found: list[Found] = []
+        for (row, document_id, stored), passages in zip(
+            held, shared_passages_many(asked.tokens, stored_tokens, k, minimum), strict=True
+        ):
             if passages:
                 distance = distance_of(row)
                 length = len(stored)
                 found.append(Found(document_id, passages, len(asked.text), length, distance, row))
         return found
-
-
-_NONE = np.zeros(0, dtype=np.uint64)

@@ -22,13 +22,21 @@ from app.backends.embedded.rows import RowTable
 from app.backends.embedded.states import LIVE
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
+from app.core.passages import Candidates
 from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
 from app.service import decide
 from app.service.budget import DocumentBudget
 from app.service.coalesce import SingleInserts
-from app.service.passages import BatchPassages, Found, PassageQuery, annotated, relations
+from app.service.passages import (
+    CONTAINED,
+    BatchPassages,
+    Found,
+    PassageQuery,
+    annotated,
+    relations,
+)
 from app.service.times import MICROSECONDS
 from app.service.types import (
     INSERT_MATCH_LIMIT,
@@ -84,7 +92,9 @@ class WriteHost(Protocol):
         asked: PassageQuery,
         query: Query,
         stamp: int | None = None,
-        candidates: Rows | None = None,
+        candidates: Candidates | None = None,
+        bar: float | None = None,
+        always: Rows = ...,
     ) -> list[Found] | None: ...
 
 
@@ -348,7 +358,7 @@ class Writes:
         granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
         passages = self._matcher.passages  # None: the collection has passages off
         batch_passages: BatchPassages | None = None
-        stored_candidates: list[Rows] = []
+        stored_candidates: list[Candidates] = []
         if passages is not None:
             asked_all = PassageQuery.batch(
                 [d.text for d in documents],
@@ -358,7 +368,7 @@ class Writes:
             )
             window = self._host.config.match_window_us
             batch_passages = BatchPassages(passages.config, CANDIDATES, asked_all, query, window)
-            stored_candidates = passages.candidates_many([a.keys for a in asked_all])
+            stored_candidates = passages.counted_candidates([a.keys for a in asked_all])
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
@@ -402,8 +412,13 @@ class Writes:
                 found = batch_passages.find(position, simhash, stamp)
                 asked = batch_passages.queries[position]
                 if len(stored_candidates[position]):
+                    # Only what can be a containment (CONTAINED) or annotates a match.
                     candidates = stored_candidates[position]
-                    found += self._host.passages_of(asked, query, stamp, candidates) or []
+                    near = from_index.rows[span[0] : span[1]]
+                    found += (
+                        self._host.passages_of(asked, query, stamp, candidates, CONTAINED, near)
+                        or []
+                    )
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
                     passages.prepare(int(row_at[position]), asked.keys)
