@@ -82,11 +82,8 @@ def candidate_pairs(keys: Sequence[npt.NDArray[np.uint64]], max_rows: int) -> tu
     """(a, b) with a < b, each pair once, sorted: the documents that hold a fingerprint
     in common that at most ``max_rows`` documents hold (the service's shared_counts)."""
     shared = shared_counts(list(keys), max_rows)
-    pairs = np.array(
-        sorted((earlier, later) for later, held in shared.items() for earlier in held),
-        dtype=np.int64,
-    ).reshape(-1, 2)
-    return pairs[:, 0], pairs[:, 1]
+    order = np.lexsort((shared.later, shared.earlier))
+    return shared.earlier[order], shared.later[order]
 
 
 def verified_pair(

@@ -407,3 +407,35 @@ def fingerprint_texts(
         )
         at = key_bounds[text]
         key_bounds[text + 1] = at + fingerprint_keys(hashes[:count], k, window, keys[at:])
+
+
+@njit(cache=True, nogil=True)
+def holder_pairs(
+    owners: np.ndarray, group_starts: np.ndarray, max_holders: int, texts: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(pair codes, boilerplate) of texts' fingerprints sorted by key (``owners``: the
+    text of each, ``group_starts``: where each key's run of holders starts, one more at
+    the end): a code ``later * texts + earlier`` for each two texts holding a key that 2
+    to ``max_holders`` texts hold (a pair once a key; a text holds a key once), and each
+    text's count of keys more texts hold. O(keys + pairs)."""
+    boilerplate = np.zeros(texts, dtype=np.int64)
+    total = 0
+    for group in range(group_starts.shape[0] - 1):
+        size = group_starts[group + 1] - group_starts[group]
+        if 2 <= size <= max_holders:
+            total += size * (size - 1) // 2
+    codes = np.empty(total, dtype=np.int64)
+    at = 0
+    for group in range(group_starts.shape[0] - 1):
+        low, high = group_starts[group], group_starts[group + 1]
+        size = high - low
+        if size > max_holders:
+            for i in range(low, high):
+                boilerplate[owners[i]] += 1
+            continue
+        for i in range(low, high):
+            for j in range(low, high):
+                if owners[j] < owners[i]:
+                    codes[at] = owners[i] * texts + owners[j]
+                    at += 1
+    return codes, boilerplate

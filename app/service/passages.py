@@ -16,22 +16,25 @@ document's passages with a query (app/core/passages.py); this turns them into ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
+from app.core import _passage_kernels as kernels
 from app.core.passages import (
     Passage,
     TokenRuns,
     Tokens,
     coverage,
+    may_cover,
     shared_passages_many,
     tokenize,
 )
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
+from app.core.types import Rows
 from app.service.types import Match, PassageMatch, Query, SharedPassage
 
 # The age of a batch's own documents: newer than every stored one.
@@ -213,18 +216,34 @@ class BatchPassages:
             return False
         return self._window is None or abs(earlier - stamp) <= self._window
 
-    def find(self, position: int, simhash: int, stamp: int) -> list[Found]:
+    def find(
+        self, position: int, simhash: int, stamp: int, near: Collection[str] = ()
+    ) -> list[Found]:
         """The earlier stored documents of the batch sharing passages with the one at
-        ``position`` (its time ``stamp``) that its time admits."""
-        shared = self._shared.get(position)
-        if not shared:
+        ``position`` (its time ``stamp``) that its time admits and that may be contained
+        in it or hold it (``may_cover`` at CONTAINED), or are among its near-duplicates
+        (ids ``near``: their passages annotate their matches)."""
+        earlier, counts = self._shared.of(position)
+        if not len(earlier):
             return []
-        held = [q for q in shared if q in self._stored and self._admits(self._stored[q][2], stamp)]
+        asked = self.queries[position]
+        stored_keys = np.array([len(self.queries[q].keys) for q in earlier.tolist()])
+        boilerplate = int(self._shared.boilerplate[position])
+        can = may_cover(counts, boilerplate, len(asked.keys), stored_keys, CONTAINED).tolist()
+        shared = dict(zip(earlier.tolist(), counts.tolist(), strict=True))
+        held = [
+            q
+            for q, passes in zip(shared, can, strict=True)
+            if q in self._stored
+            and self._admits(self._stored[q][2], stamp)
+            and (passes or self._stored[q][0] in near)
+        ]
+        if not held:
+            return []
         held.sort(key=lambda q: (-shared[q], q))
         held = held[: self._candidates]
         found: list[Found] = []
         k, minimum = self._config.k, self._config.min_tokens
-        asked = self.queries[position]
         stored_tokens = TokenRuns.of_tokens([self.queries[earlier].tokens for earlier in held])
         runs = shared_passages_many(asked.tokens, stored_tokens, k, minimum)
         for earlier, passages in zip(held, runs, strict=True):
@@ -245,30 +264,41 @@ class BatchPassages:
         self._stored[position] = (document_id, simhash, stamp)
 
 
-def shared_counts(
-    keys: list[npt.NDArray[np.uint64]], max_holders: int
-) -> dict[int, dict[int, int]]:
-    """Later position -> earlier position -> fingerprints they share, for the texts of
-    ``keys`` (their fingerprints): one sort of all of them; a fingerprint more than
+@dataclass(frozen=True, slots=True)
+class SharedCounts:
+    """The pairs of texts sharing fingerprints, by later text: ``earlier[i]`` shares
+    ``counts[i]`` with ``later[i]``, sorted by (later, earlier); ``boilerplate[t]``: text
+    t's fingerprints that more than the cap of texts hold (counted for no pair)."""
+
+    later: Rows
+    earlier: Rows
+    counts: Rows
+    boilerplate: Rows
+
+    def of(self, later: int) -> tuple[Rows, Rows]:
+        """(earlier texts, counts) of one later text. O(log pairs)."""
+        start, end = np.searchsorted(self.later, [later, later + 1]).tolist()
+        return self.earlier[start:end], self.counts[start:end]
+
+
+def shared_counts(keys: list[npt.NDArray[np.uint64]], max_holders: int) -> SharedCounts:
+    """The pairs of the texts of ``keys`` (their fingerprints) that share some, and how
+    many: one sort of all of them, one compiled pass; a fingerprint more than
     ``max_holders`` texts hold is boilerplate and counts for none. O(F log F + pairs)."""
     counts = np.array([len(k) for k in keys], dtype=np.int64)
+    texts = len(keys)
     if counts.sum() < 2:
-        return {}
+        empty = np.zeros(0, dtype=np.int64)
+        return SharedCounts(empty, empty, empty, np.zeros(texts, dtype=np.int64))
     flat = np.concatenate(keys)
-    owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
-    # The unstable sort (a stable one costs 4x on a batch's ~28k keys); the holders of
-    # the few fingerprints held twice or more are put in owner order below.
+    owner = np.repeat(np.arange(texts, dtype=np.int64), counts)
+    # The unstable sort (a stable one costs 4x on a batch's ~28k keys): the holders of a
+    # key are ordered in the kernel.
     order = np.argsort(flat)
     flat, owner = flat[order], owner[order]
     starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
-    sizes = np.diff(np.append(starts, len(flat)))
-    shared: dict[int, dict[int, int]] = {}
-    # Only the fingerprints two documents or more hold (most hold one): a loop over those.
-    held = (sizes >= 2) & (sizes <= max_holders)
-    for start, size in zip(starts[held].tolist(), sizes[held].tolist(), strict=True):
-        holders = sorted(owner[start : start + size].tolist())
-        for i, later in enumerate(holders):
-            for earlier in holders[:i]:
-                pairs = shared.setdefault(later, {})
-                pairs[earlier] = pairs.get(earlier, 0) + 1
-    return shared
+    codes, boilerplate = kernels.holder_pairs(
+        owner, np.append(starts, len(flat)), max_holders, texts
+    )
+    pairs, shared = np.unique(codes, return_counts=True)
+    return SharedCounts(pairs // texts, pairs % texts, shared.astype(np.int64), boilerplate)

@@ -409,7 +409,8 @@ class Writes:
             found: list[Found] | None = None
             if passages is not None and batch_passages is not None:
                 stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
-                found = batch_passages.find(position, simhash, stamp)
+                near_ids = {m.id for m in matches}
+                found = batch_passages.find(position, simhash, stamp, near_ids)
                 asked = batch_passages.queries[position]
                 if len(stored_candidates[position]):
                     # Only what can be a containment (CONTAINED) or annotates a match.

@@ -22,7 +22,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.passages import shared_passages, tokenize
+from app.core.passages import TokenRuns, shared_passages_many
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
 
@@ -104,14 +104,15 @@ class RedisPassages:
     def _verified(
         self, query: PassageQuery, candidates: list[int], data: RowData, held: Held
     ) -> list[Found]:
+        with_text = [(at, held.record(at)) for at in candidates]
+        with_text = [(at, record) for at, record in with_text if record.text is not None]
+        if not with_text:
+            return []
+        stored = TokenRuns.of_texts([record.text or "" for _, record in with_text])
+        runs = shared_passages_many(query.tokens, stored, self.config.k, self.config.min_tokens)
         found: list[Found] = []
-        for at in candidates:
-            record = held.record(at)
-            if record.text is None:
-                continue
-            passages = shared_passages(
-                query.tokens, tokenize(record.text), self.config.k, self.config.min_tokens
-            )
+        for (at, record), passages in zip(with_text, runs, strict=True):
+            assert record.text is not None
             if passages:
                 distance = (query.simhash ^ int(data.simhash[at])).bit_count()
                 length = len(record.text)
