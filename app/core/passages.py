@@ -253,12 +253,12 @@ COVER_EXTRA = 2
 
 
 def may_cover(
-    shared: Rows, boilerplate: int, query_keys: int, stored_keys: Rows, bar: float
+    shared: Rows, boilerplate: int | Rows, query_keys: int | Rows, stored_keys: Rows, bar: float
 ) -> npt.NDArray[np.bool_]:
     """Whether each candidate (``shared`` fingerprints with the query, ``stored_keys``
     its own) can share passages covering ``bar`` of the query or of itself, the query
     having ``query_keys`` fingerprints, ``boilerplate`` of them too common to be counted
-    (it may share those too). O(candidates)."""
+    (it may share those too); each of those an int, or one a candidate. O(candidates)."""
     fewer = np.minimum(stored_keys, query_keys)
     return shared + (boilerplate + COVER_EXTRA) >= COVER_SLACK * bar * fewer
 
@@ -370,10 +370,15 @@ class PassageIndex(TableIndex):
         return self.candidates_counted(keys)[0]
 
     def candidates_counted(
-        self, keys: Sequence[npt.NDArray[np.uint64]]
+        self,
+        keys: Sequence[npt.NDArray[np.uint64]],
+        bar: float | None = None,
+        near: tuple[Rows, Rows] | None = None,
     ) -> tuple[list[tuple[Rows, Rows]], Rows]:
         """(``candidates_many``, each text's count of boilerplate fingerprints: those more
-        than ``max_rows`` rows hold, which it may share with any row uncounted)."""
+        than ``max_rows`` rows hold, which it may share with any row uncounted). With a
+        ``bar``, only the candidates that may cover it (``may_cover``) and those of the
+        (text, row) pairs ``near`` (its near-duplicates), for every text at once."""
         counts = np.array([len(k) for k in keys], dtype=np.int64)
         empty = np.zeros(0, dtype=np.int64)
         if not counts.sum():
@@ -387,6 +392,11 @@ class PassageIndex(TableIndex):
         boilerplate = np.bincount(owner[capped], minlength=len(keys)).astype(np.int64)
         pairs, shared = np.unique(owner[positions] << 32 | rows, return_counts=True)
         text, found = pairs >> 32, pairs & 0xFFFFFFFF
+        if bar is not None and bar > 0.0 and len(pairs):
+            keep = may_cover(shared, boilerplate[text], counts[text], self.key_counts(found), bar)
+            if near is not None and len(near[0]):
+                keep |= np.isin(pairs, near[0] << 32 | near[1])
+            text, found, shared = text[keep], found[keep], shared[keep]
         order = np.lexsort((found, -shared, text))
         text, found, shared = text[order], found[order], shared[order]
         bounds = np.searchsorted(text, np.arange(len(keys) + 1))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -204,7 +205,17 @@ class BatchPassages:
         self._candidates = candidates
         self._since, self._until, self._window = query.since, query.until, window
         self.queries = list(queries)
-        self._shared = shared_counts([q.keys for q in self.queries], config.max_rows)
+        keys = [q.keys for q in self.queries]
+        self._shared = shared = shared_counts(keys, config.max_rows)
+        # Whether each pair may be a containment (may_cover at CONTAINED), all at once.
+        sizes = np.array([len(k) for k in keys], dtype=np.int64)
+        self._passes = may_cover(
+            shared.counts,
+            shared.boilerplate[shared.later],
+            sizes[shared.later],
+            sizes[shared.earlier],
+            CONTAINED,
+        )
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
 
     def _admits(self, earlier: int, stamp: int) -> bool:
@@ -223,23 +234,22 @@ class BatchPassages:
         ``position`` (its time ``stamp``) that its time admits and that may be contained
         in it or hold it (``may_cover`` at CONTAINED), or are among its near-duplicates
         (ids ``near``: their passages annotate their matches)."""
-        earlier, counts = self._shared.of(position)
-        if not len(earlier):
+        start, end = self._shared.bounds[position], self._shared.bounds[position + 1]
+        passes = self._passes[start:end]
+        if start == end or not (near or passes.any()):
             return []
-        asked = self.queries[position]
-        stored_keys = np.array([len(self.queries[q].keys) for q in earlier.tolist()])
-        boilerplate = int(self._shared.boilerplate[position])
-        can = may_cover(counts, boilerplate, len(asked.keys), stored_keys, CONTAINED).tolist()
+        earlier, counts = self._shared.earlier[start:end], self._shared.counts[start:end]
         shared = dict(zip(earlier.tolist(), counts.tolist(), strict=True))
         held = [
             q
-            for q, passes in zip(shared, can, strict=True)
+            for q, can in zip(shared, passes.tolist(), strict=True)
             if q in self._stored
             and self._admits(self._stored[q][2], stamp)
-            and (passes or self._stored[q][0] in near)
+            and (can or self._stored[q][0] in near)
         ]
         if not held:
             return []
+        asked = self.queries[position]
         held.sort(key=lambda q: (-shared[q], q))
         held = held[: self._candidates]
         found: list[Found] = []
@@ -264,7 +274,7 @@ class BatchPassages:
         self._stored[position] = (document_id, simhash, stamp)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SharedCounts:
     """The pairs of texts sharing fingerprints, by later text: ``earlier[i]`` shares
     ``counts[i]`` with ``later[i]``, sorted by (later, earlier); ``boilerplate[t]``: text
@@ -275,10 +285,12 @@ class SharedCounts:
     counts: Rows
     boilerplate: Rows
 
-    def of(self, later: int) -> tuple[Rows, Rows]:
-        """(earlier texts, counts) of one later text. O(log pairs)."""
-        start, end = np.searchsorted(self.later, [later, later + 1]).tolist()
-        return self.earlier[start:end], self.counts[start:end]
+    @cached_property
+    def bounds(self) -> list[int]:
+        """Where each text's pairs start in ``later``, and the end."""
+        texts = len(self.boilerplate)
+        bounds: list[int] = np.searchsorted(self.later, np.arange(texts + 1)).tolist()
+        return bounds
 
 
 def shared_counts(keys: list[npt.NDArray[np.uint64]], max_holders: int) -> SharedCounts:

@@ -89,10 +89,16 @@ class PassageSearch(TableMatcher):
         """The candidate rows of several texts, in one lookup."""
         return [candidates.rows for candidates in self.counted_candidates(keys)]
 
-    def counted_candidates(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Candidates]:
+    def counted_candidates(
+        self,
+        keys: Sequence[npt.NDArray[np.uint64]],
+        bar: float | None = None,
+        near: tuple[Rows, Rows] | None = None,
+    ) -> list[Candidates]:
         """The candidates of several texts (an insert batch), in one lookup, with what
-        they share (``find``'s ``candidates``)."""
-        found, boilerplate = self.index.candidates_counted(keys)
+        they share (``find``'s ``candidates``); with a ``bar``, only those that may
+        cover it and the (text, row) pairs ``near`` (PassageIndex.candidates_counted)."""
+        found, boilerplate = self.index.candidates_counted(keys, bar, near)
         return [
             Candidates(rows, shared, common)
             for (rows, shared), common in zip(found, boilerplate.tolist(), strict=True)

@@ -368,7 +368,10 @@ class Writes:
             )
             window = self._host.config.match_window_us
             batch_passages = BatchPassages(passages.config, CANDIDATES, asked_all, query, window)
-            stored_candidates = passages.counted_candidates([a.keys for a in asked_all])
+            # Only what can be a containment (CONTAINED) or annotates a match is verified.
+            stored_candidates = passages.counted_candidates(
+                [a.keys for a in asked_all], CONTAINED, (from_index.positions, from_index.rows)
+            )
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)
         # Position -> provisional row of the accepted documents, -1 for skipped ones.
@@ -413,13 +416,8 @@ class Writes:
                 found = batch_passages.find(position, simhash, stamp, near_ids)
                 asked = batch_passages.queries[position]
                 if len(stored_candidates[position]):
-                    # Only what can be a containment (CONTAINED) or annotates a match.
                     candidates = stored_candidates[position]
-                    near = from_index.rows[span[0] : span[1]]
-                    found += (
-                        self._host.passages_of(asked, query, stamp, candidates, CONTAINED, near)
-                        or []
-                    )
+                    found += self._host.passages_of(asked, query, stamp, candidates) or []
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
                     passages.prepare(int(row_at[position]), asked.keys)
