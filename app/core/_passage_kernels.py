@@ -340,18 +340,86 @@ def passage_runs_many(
             query, table, stored[low:high], k, minimum, per_kgram, taken, grams,
             slots, seed_query, seed_stored,
         )  # fmt: skip
-        if rows + runs.shape[0] > out.shape[0]:
-            grown = np.empty((max(2 * out.shape[0], rows + runs.shape[0]), 6), dtype=np.int64)
-            grown[:rows] = out[:rows]
-            out = grown
-        for r in range(runs.shape[0]):
-            q_start, q_end, s_start, s_end = runs[r, 0], runs[r, 1], runs[r, 2], runs[r, 3]
-            out[rows, 0] = text
-            out[rows, 1], out[rows, 2] = query_starts[q_start], query_ends[q_end - 1]
-            out[rows, 3] = stored_starts[low + s_start]
-            out[rows, 4] = stored_ends[low + s_end - 1]
-            out[rows, 5] = q_end - q_start
-            rows += 1
+        out, rows = _put_runs(
+            out, rows, text, runs, query_starts, query_ends, stored_starts[low:high],
+            stored_ends[low:high],
+        )  # fmt: skip
+    return out[:rows]
+
+
+@njit(cache=True, nogil=True)
+def _put_runs(
+    out: np.ndarray,
+    rows: int,
+    text: int,
+    runs: np.ndarray,
+    query_starts: np.ndarray,
+    query_ends: np.ndarray,
+    stored_starts: np.ndarray,
+    stored_ends: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """Token runs of one stored text appended to ``out`` (grown when full) as rows (text,
+    query start, query end, stored start, stored end, tokens) in code points."""
+    if rows + runs.shape[0] > out.shape[0]:
+        grown = np.empty((max(2 * out.shape[0], rows + runs.shape[0]), 6), dtype=np.int64)
+        grown[:rows] = out[:rows]
+        out = grown
+    for r in range(runs.shape[0]):
+        q_start, q_end, s_start, s_end = runs[r, 0], runs[r, 1], runs[r, 2], runs[r, 3]
+        out[rows, 0] = text
+        out[rows, 1], out[rows, 2] = query_starts[q_start], query_ends[q_end - 1]
+        out[rows, 3], out[rows, 4] = stored_starts[s_start], stored_ends[s_end - 1]
+        out[rows, 5] = q_end - q_start
+        rows += 1
+    return out, rows
+
+
+@njit(cache=True, nogil=True)
+def passage_runs_texts(
+    query: np.ndarray,
+    query_starts: np.ndarray,
+    query_ends: np.ndarray,
+    code_points: np.ndarray,
+    bounds: np.ndarray,
+    classes: np.ndarray,
+    folded: np.ndarray,
+    k: int,
+    minimum: int,
+    per_kgram: int,
+) -> np.ndarray:
+    """``passage_runs_many`` against stored texts as code points (text i: ``[bounds[i],
+    bounds[i + 1])``), each tokenised into one scratch as long as the longest and
+    verified at once: no stored text's tokens are kept (a search's candidates).
+    O(n + total length + seeds log seeds + runs)."""
+    texts = bounds.shape[0] - 1
+    n = query.shape[0] - k + 1
+    out = np.empty((16, 6), dtype=np.int64)
+    rows = 0
+    if n <= 0:
+        return out[:0]
+    query_grams = np.empty(n, dtype=np.uint64)
+    kgram_hashes(query, k, query_grams)
+    table = gram_table(query_grams)
+    taken = np.zeros(table[0].shape[0], dtype=np.int64)
+    longest = 1
+    for text in range(texts):
+        longest = max(longest, bounds[text + 1] - bounds[text])
+    starts = np.empty(longest, dtype=np.int64)
+    ends = np.empty(longest, dtype=np.int64)
+    hashes = np.empty(longest, dtype=np.uint64)
+    grams = np.empty(longest, dtype=np.uint64)
+    slots = np.empty(longest, dtype=np.int64)
+    seed_query = np.empty(n * per_kgram, dtype=np.int64)
+    seed_stored = np.empty(n * per_kgram, dtype=np.int64)
+    for text in range(texts):
+        count = token_spans(
+            code_points[bounds[text] : bounds[text + 1]], classes, folded, starts, ends, hashes
+        )
+        runs = runs_against(
+            query, table, hashes[:count], k, minimum, per_kgram, taken, grams, slots,
+            seed_query, seed_stored,
+        )  # fmt: skip
+        out, rows = _put_runs(out, rows, text, runs, query_starts, query_ends, starts, ends)
     return out[:rows]
 
 

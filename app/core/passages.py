@@ -230,14 +230,11 @@ def shared_passages_many(
     """``shared_passages`` of a query with each of several texts, in one compiled call:
     the query's k-grams are hashed and tabled once, each stored k-gram looked up once.
     O(n + M + seeds log seeds + run lengths) for M stored tokens in all."""
-    found: list[list[Passage]] = [[] for _ in range(len(stored))]
     rows = kernels.passage_runs_many(
         query.hashes, query.starts, query.ends, stored.hashes, stored.starts, stored.ends,
         stored.bounds, k, minimum, SEEDS_PER_KGRAM,
     )  # fmt: skip
-    for text, start, end, match_start, match_end, tokens in rows.tolist():
-        found[text].append(Passage(start, end, match_start, match_end, tokens))
-    return found
+    return _passages_by_text(rows, len(stored))
 
 
 # A candidate is verified for a coverage ``bar`` only where the fingerprints it shares
@@ -261,6 +258,30 @@ def may_cover(
     (it may share those too); each of those an int, or one a candidate. O(candidates)."""
     fewer = np.minimum(stored_keys, query_keys)
     return shared + (boilerplate + COVER_EXTRA) >= COVER_SLACK * bar * fewer
+
+
+def shared_passages_texts(
+    query: Tokens, texts: Sequence[str], k: int = DEFAULT_K, minimum: int = DEFAULT_MINIMUM
+) -> list[list[Passage]]:
+    """``shared_passages`` of a query with each of several texts as sent, tokenised and
+    verified in one compiled call that keeps none of their tokens. O(n + total length +
+    seeds log seeds + run lengths)."""
+    code_points = _code_points("".join(texts))
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(text) for text in texts], out=bounds[1:])
+    rows = kernels.passage_runs_texts(
+        query.hashes, query.starts, query.ends, code_points, bounds, char_classes(),
+        _folding().table, k, minimum, SEEDS_PER_KGRAM,
+    )  # fmt: skip
+    return _passages_by_text(rows, len(texts))
+
+
+def _passages_by_text(rows: npt.NDArray[np.int64], texts: int) -> list[list[Passage]]:
+    """The passages of kernel rows (text, start, end, match start, match end, tokens)."""
+    found: list[list[Passage]] = [[] for _ in range(texts)]
+    for text, start, end, match_start, match_end, tokens in rows.tolist():
+        found[text].append(Passage(start, end, match_start, match_end, tokens))
+    return found
 
 
 def coverage(passages: list[Passage], length: int, *, of_match: bool = False) -> float:

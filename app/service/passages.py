@@ -30,6 +30,7 @@ from app.core.passages import (
     TokenRuns,
     Tokens,
     coverage,
+    fingerprints,
     may_cover,
     shared_passages_many,
     tokenize,
@@ -112,8 +113,12 @@ class PassageQuery:
 
     @staticmethod
     def of(text: str, simhash: int, config: PassagesConfig, exclude: int = -1) -> PassageQuery:
-        """A text's query. O(text)."""
-        return PassageQuery(text, config.fingerprints([text])[0], simhash, exclude)
+        """A text's query, its tokens made once for its fingerprints and verification.
+        O(text)."""
+        tokens = tokenize(text)
+        asked = PassageQuery(text, fingerprints(tokens, config.k, config.window), simhash, exclude)
+        asked._tokens = tokens
+        return asked
 
     @staticmethod
     def batch(

@@ -129,11 +129,10 @@ class StoredCollection:
     expired_through: Mark | None = None
     # A segment holds the documents below this row (app/storage/segments.py): of those,
     # only the last SPOT_CHECK_ROWS live ones are in ``documents``, with the rows
-    # removed since the segment (``removed``) and the texts below (``texts_below``:
-    # rows and texts, where the collection keeps texts and the segment says it has any).
+    # removed since the segment (``removed``). Texts below are never read at a start:
+    # a collection reads a kept text from the store when it verifies it (read_texts).
     fingerprints_from: int = 0
     removed: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
-    texts_below: tuple[npt.NDArray[np.int64], list[str]] | None = None
 
 
 # The records and fingerprints of this many live documents just below a segment's rows
@@ -235,6 +234,12 @@ class Store(Protocol):
 
     def delete_documents(self, name: str, rows: list[int]) -> None:
         """Mark documents deleted; their ids may still name clusters."""
+        ...
+
+    def read_texts(self, name: str, rows: list[int]) -> list[str | None]:
+        """The texts stored with rows (None: none, or deleted), in order: what a
+        collection that keeps texts verifies against, read for the few candidates that
+        get that far instead of held in memory. Safe from any thread, beside writes."""
         ...
 
     def removal_mark(self) -> int:

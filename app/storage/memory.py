@@ -35,6 +35,7 @@ class MemoryStore:
         self._removed: dict[str, set[int]] = {}
         self._marks: dict[str, tuple[int, int] | None] = {}
         self._next_rows: dict[str, int] = {}
+        self._texts: dict[str, dict[int, str]] = {}  # by row, while a document is held
 
     def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
         return next(stored for stored in self.load() if stored.name == name)
@@ -70,6 +71,7 @@ class MemoryStore:
             self._removed[name] = set()
             self._marks[name] = None
             self._next_rows[name] = 0
+            self._texts[name] = {}
 
     def drop_collection(self, name: str) -> None:
         with self._lock:
@@ -80,6 +82,7 @@ class MemoryStore:
                 self._removed,
                 self._marks,
                 self._next_rows,
+                self._texts,
             ):
                 table.pop(name, None)
 
@@ -92,6 +95,11 @@ class MemoryStore:
     def add_documents(self, name: str, documents: DocumentBatch, mark: Mark | None = None) -> None:
         with self._lock:
             self._batches[name].append(documents)
+            if documents.texts is not None:
+                texts = self._texts[name]
+                for row, text in zip(documents.rows.tolist(), documents.texts, strict=True):
+                    if text is not None:
+                        texts[row] = text
             if mark is not None:
                 self._marks[name] = mark
 
@@ -106,6 +114,8 @@ class MemoryStore:
                 if name not in self._configs:
                     return
                 self._removed[name].update(eviction.removed)
+                for row in [*eviction.removed, *eviction.named]:
+                    self._texts[name].pop(row, None)
                 self._deleted[name].difference_update(eviction.removed)
                 self._deleted[name].update(eviction.named)
                 self._marks[name] = eviction.expired_through
@@ -122,6 +132,13 @@ class MemoryStore:
     def delete_documents(self, name: str, rows: list[int]) -> None:
         with self._lock:
             self._deleted[name].update(rows)
+            for row in rows:
+                self._texts[name].pop(row, None)
+
+    def read_texts(self, name: str, rows: list[int]) -> list[str | None]:
+        with self._lock:
+            texts = self._texts.get(name, {})
+            return [texts.get(row) for row in rows]
 
     def observe_commits(self, observer: CommitObserver) -> None:
         """Nothing is committed here: the observer is never called."""

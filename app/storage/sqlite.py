@@ -212,6 +212,10 @@ class SQLiteStore:
         self.segments = SegmentStore(segments_beside(path)) if segments == "beside" else segments
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connection = self._open()
+        # Each reading thread's own connection (read_texts), closed with the store.
+        self._readers = threading.local()
+        self._readers_lock = threading.Lock()
+        self._reader_connections: list[sqlite3.Connection] = []
         self._changes: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
         self._checking = True  # PRAGMA foreign_keys, as _open left it
         self._observe_commit: CommitObserver = _ignore_commit
@@ -509,7 +513,37 @@ class SQLiteStore:
         finally:
             connection.close()
 
+    def read_texts(self, name: str, rows: list[int]) -> list[str | None]:
+        """The texts of rows, in order (Store.read_texts): one statement by primary key
+        on the calling thread's own connection (WAL: beside the writer, seeing what is
+        committed). O(rows log N), a few pages each, from the OS's cache when warm."""
+        if not rows:
+            return []
+        marks = ", ".join("?" * len(rows))
+        found = dict(
+            self._reader().execute(
+                f"SELECT row, text FROM documents WHERE collection = ? AND row IN ({marks})",
+                (name, *rows),
+            )
+        )
+        return [found.get(row) for row in rows]
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read connection, opened on its first read."""
+        connection: sqlite3.Connection | None = getattr(self._readers, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            connection.execute("PRAGMA query_only=ON")
+            self._readers.connection = connection
+            with self._readers_lock:
+                self._reader_connections.append(connection)
+        return connection
+
     def close(self) -> None:
         self._changes.put(None)
         self._writer.join()
         self._connection.close()
+        with self._readers_lock:
+            for connection in self._reader_connections:
+                connection.close()
+            self._reader_connections.clear()

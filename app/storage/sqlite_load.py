@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.collection_config import CollectionConfig
 from app.core.paged_list import PackedStrings
 from app.core.reservations import reserved_rows
 from app.errors import StoreDamaged
@@ -115,24 +114,6 @@ class _Records:
         return PackedStrings(data, np.cumsum(lengths))
 
 
-def _texts_below(
-    connection: sqlite3.Connection, name: str, end: int
-) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """(rows, texts) of the live documents below ``end`` that have a text."""
-    rows: list[int] = []
-    texts: list[str] = []
-    cursor = connection.execute(
-        "SELECT row, text FROM documents WHERE collection = ? AND deleted = 0 AND row < ? "
-        "AND text IS NOT NULL ORDER BY row",
-        (name, end),
-    )
-    while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
-        numbers, chunk_texts = zip(*chunk, strict=True)
-        rows.extend(numbers)
-        texts.extend(chunk_texts)
-    return np.array(rows, dtype=np.int64), texts
-
-
 def _texts(
     connection: sqlite3.Connection, name: str, rows: npt.NDArray[np.int64]
 ) -> tuple[list[str | None] | None, list[str | None] | None]:
@@ -172,7 +153,7 @@ def load_collections(
     for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
         config = json.loads(config_text)
         covered = saved_rows(name, config)
-        documents, texts_below = _load_documents(connection, name, config, covered)
+        documents = _load_documents(connection, name, config, covered)
         removed = np.zeros(0, dtype=np.int64)
         if covered is not None:
             removed = np.array(
@@ -216,7 +197,6 @@ def load_collections(
                 mark,
                 below,
                 removed,
-                texts_below,
             )
         )
     return loaded
@@ -227,10 +207,10 @@ def _load_documents(
     name: str,
     config: dict[str, Any],
     covered: Covered | None,
-) -> tuple[DocumentBatch, tuple[npt.NDArray[np.int64], list[str]] | None]:
-    """(a collection's live documents as columns, the texts below a segment's rows).
-    With a segment (``covered``) only the last SPOT_CHECK_ROWS live documents below
-    its rows are read, and the texts below where there are any; from there on, in up
+) -> DocumentBatch:
+    """A collection's live documents as columns. With a segment (``covered``) only the
+    last SPOT_CHECK_ROWS live documents below its rows are read (no text below: a
+    collection reads a kept text when it verifies it); from there on, in up
     to three passes: the records (ids, times, clusters, metadata) aggregated by SQLite
     into one string a column per range of rows, parsed by numpy (no Python tuple a
     row: ~5 s of 7 at 1M); the fingerprints, LOAD_CHUNK_ROWS rows at a time, the
@@ -245,7 +225,6 @@ def _load_documents(
         "SELECT max(row) FROM documents WHERE collection = ?", (name,)
     ).fetchone()
     first = 0
-    texts_below = None
     if covered is not None:
         spot = connection.execute(
             "SELECT min(row) FROM (SELECT row FROM documents WHERE collection = ? AND "
@@ -253,8 +232,6 @@ def _load_documents(
             (name, covered.rows_below, SPOT_CHECK_ROWS),
         ).fetchone()[0]
         first = covered.rows_below if spot is None else int(spot)
-        if covered.texts and CollectionConfig.from_dict(config).keeps_text:
-            texts_below = _texts_below(connection, name, first)
     (count,) = connection.execute(
         "SELECT count(*) FROM documents WHERE collection = ? AND deleted = 0 AND row >= ?",
         (name, first),
@@ -301,4 +278,4 @@ def _load_documents(
         shorts=shorts,
         timestamps=records.timestamps,
     )
-    return documents, texts_below
+    return documents

@@ -7,6 +7,7 @@ import random
 import sqlite3
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -292,18 +293,14 @@ def test_sqlite_store_round_trips_columns(
         assert loaded.fingerprints_from == fingerprints_from
         documents = loaded.documents
         # Below a segment's rows: only the last 3 live documents (the spot check), read
-        # whole with everything after them; the texts below; the rows removed since.
+        # whole with everything after them; the rows removed since; no text below (a
+        # collection reads a kept text when it verifies it: read_texts, below).
         whole = np.arange(len(kept.rows)) >= np.searchsorted(kept.rows, fingerprints_from) - 3
         if not fingerprints_from:
             whole[:] = True
-            assert loaded.removed.tolist() == [] and loaded.texts_below is None
+            assert loaded.removed.tolist() == []
         else:
             assert loaded.removed.tolist() == [3, 51, 117]  # the log since entry 0
-            assert loaded.texts_below is not None
-            text_rows, texts = loaded.texts_below
-            expected = [i for i in np.flatnonzero(~whole).tolist() if kept.text_column()[i]]
-            assert text_rows.tolist() == kept.rows[expected].tolist()
-            assert texts == [kept.text_column()[i] for i in expected]
         read = kept.select(np.flatnonzero(whole))
         assert documents.ids == read.ids and documents.metadata == read.metadata
         assert documents.texts == read.texts and documents.shorts == read.shorts
@@ -313,7 +310,15 @@ def test_sqlite_store_round_trips_columns(
             assert np.array_equal(getattr(documents, column), getattr(read, column)), column
     # Past the log's entry for the first delete, only the later ones.
     [loaded] = reopened.load(lambda name, settings: Covered(60, 1, False))
-    assert loaded.removed.tolist() == [51, 117] and loaded.texts_below is None
+    assert loaded.removed.tolist() == [51, 117]
+    # Every text as stored, by row, from any thread; none for a deleted row or an absent one.
+    rows = [*batch.rows.tolist(), 10_000]
+    expected = [None if i in (1, 17, 39) else t for i, t in enumerate(batch.text_column())]
+    assert reopened.read_texts("c", rows) == [*expected, None]
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(lambda row: reopened.read_texts("c", [row]), rows[:9])) == [
+            [text] for text in expected[:9]
+        ]
     reopened.close()
 
 

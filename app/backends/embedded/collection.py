@@ -101,9 +101,9 @@ class Collection:
         self.config = config
         self._store = store
         self._write_lock = threading.Lock()
-        self._rows = RowTable()
+        self._rows = RowTable(lambda rows: store.read_texts(name, rows))
         self._retention = Retention(self._rows, self._budget, config)
-        self._matcher = Matcher(config, self._rows.texts.__getitem__)
+        self._matcher = Matcher(config, self._rows.texts.many)
         self._writes = Writes(
             name,
             self,

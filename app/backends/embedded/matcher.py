@@ -40,16 +40,21 @@ class Matcher:
     signatures. Reads take no lock (the indexes give consistent snapshots)."""
 
     def __init__(
-        self, config: CollectionConfig, text_of: Callable[[int], str | None] = lambda row: None
+        self,
+        config: CollectionConfig,
+        texts_of: Callable[[list[int]], list[str | None]] = lambda rows: [None] * len(rows),
     ) -> None:
+        """``texts_of``: the kept texts of rows (None where not kept), read when verified."""
         self._config = config
         self.num_perm = config.minhash.num_perm if config.minhash.enabled else 0
         self.indexes = build_indexes(config)
         # Shared passages: a relation, not a near-duplicate method (not among indexes).
-        self.passages = PassageSearch(config.passages, text_of) if config.passages.enabled else None
+        self.passages = (
+            PassageSearch(config.passages, texts_of) if config.passages.enabled else None
+        )
         self._exact = next(i for i in self.indexes if isinstance(i, ExactMatcher)).index
         self.lsh = next((i.index for i in self.indexes if isinstance(i, MinHashMatcher)), None)
-        self._text_of = text_of
+        self._texts_of = texts_of
         self._ngram = next((i for i in self.indexes if isinstance(i, NgramMatcher)), None)
         self.merges = 0
 
@@ -71,10 +76,13 @@ class Matcher:
         """The fingerprints of indexed rows (``simhashes``: theirs)."""
         shorts = self._ngram.stored_texts(rows) if self._ngram is not None else None
         verifies = self._config.verifies_exactly
-        texts = [self._text_of(row) for row in rows.tolist()] if verifies else None
+        texts = self._texts_of(rows.tolist()) if verifies else None
         return Fingerprints(
             simhashes, self._signatures(rows), self._exact.hashes(rows), shorts, texts
         )
+
+    def _text_of(self, row: int) -> str | None:
+        return self._texts_of([row])[0]
 
     def _signatures(self, rows: Rows) -> npt.NDArray[np.uint32]:
         if self.lsh is not None:

@@ -13,9 +13,8 @@ from app.collection_config import PassagesConfig
 from app.core.passages import (
     Candidates,
     PassageIndex,
-    TokenRuns,
     may_cover,
-    shared_passages_many,
+    shared_passages_texts,
 )
 from app.core.types import Rows
 from app.service.indexes import TableMatcher
@@ -38,10 +37,12 @@ class PassageSearch(TableMatcher):
     name = "passage"
     index: PassageIndex
 
-    def __init__(self, config: PassagesConfig, text_of: Callable[[int], str | None]) -> None:
+    def __init__(
+        self, config: PassagesConfig, texts_of: Callable[[list[int]], list[str | None]]
+    ) -> None:
         self.config = config
         self.index = PassageIndex(config.max_rows)
-        self._text_of = text_of
+        self._texts_of = texts_of
         # Row -> fingerprints of a document an insert made them for, until it is indexed.
         self._prepared: dict[int, npt.NDArray[np.uint64]] = {}
 
@@ -134,18 +135,17 @@ class PassageSearch(TableMatcher):
         if len(rows):
             rows = rows[visible(rows)]
         held: list[tuple[int, str, str]] = []  # (row, id, text) of the verified candidates
-        for row in rows[:CANDIDATES].tolist():
-            stored, document_id = self._text_of(row), id_of(row)
+        verified = rows[:CANDIDATES].tolist()
+        for row, stored in zip(verified, self._texts_of(verified), strict=True):
+            document_id = id_of(row)
             if stored is not None and document_id is not None:
                 held.append((row, document_id, stored))
         if not held:
             return []
         k, minimum = self.config.k, self.config.min_tokens
-        stored_tokens = TokenRuns.of_texts([text for _, _, text in held])
+        runs = shared_passages_texts(asked.tokens, [text for _, _, text in held], k, minimum)
         found: list[Found] = []
-        for (row, document_id, stored), passages in zip(
-            held, shared_passages_many(asked.tokens, stored_tokens, k, minimum), strict=True
-        ):
+        for (row, document_id, stored), passages in zip(held, runs, strict=True):
             if passages:
                 distance = distance_of(row)
                 length = len(stored)

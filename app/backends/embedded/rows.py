@@ -19,6 +19,7 @@ import numpy.typing as npt
 from app.backends.embedded.clusters import ClusterMembers
 from app.backends.embedded.id_map import IdMap, id_hashes
 from app.backends.embedded.states import GONE, HIDDEN, LIVE, MOVING
+from app.backends.embedded.texts import KeptTexts, TextReader
 from app.core.paged_list import TEXT_CODEC, PagedList, json_codec
 from app.core.row_array import RowArray, ascending_run, gathered, sorted_unique
 from app.core.saved import ROWS_SUFFIX, SavedArrays, SavedStateError, nested, part, wanted
@@ -42,10 +43,11 @@ class RowTable:
     lock serialises every change. A segment holds them all but the texts and states
     (``saved_arrays``): a start adopts them, packed, with no Python object a row."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_texts: TextReader = lambda rows: [None] * len(rows)) -> None:
+        """``read_texts``: the kept texts of rows from the store (KeptTexts)."""
         self.ids = PagedList[str](TEXT_CODEC)  # ids are never empty
         self.metadata = PagedList[dict[str, Any]](_METADATA_CODEC)
-        self.texts = PagedList[str]()
+        self.texts = KeptTexts(read_texts)
         self.created = RowArray(np.float64)  # row -> unix time of the insert
         self.timestamp = RowArray(np.int64)  # row -> the document's time, microseconds
         self.cluster = RowArray(np.int64)  # row -> row of the document naming its cluster
@@ -88,8 +90,6 @@ class RowTable:
         rows = batch.rows
         self.ids.assign(rows, batch.ids)
         self.metadata.assign(rows, batch.metadata)
-        if batch.texts is not None:
-            self.texts.assign(rows, batch.texts)
         for column in (self.created, self.timestamp, self.cluster, self.state):
             column.ensure(size)
         # Rows of documents deleted before a restart leave gaps: GONE (zero) from the start.

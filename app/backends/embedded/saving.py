@@ -130,7 +130,8 @@ def saved_arrays(
     arrays = nested("indexes", matcher.saved_arrays())
     records, encoded = rows.saved_arrays()
     arrays.update(nested("rows", records))
-    arrays[_MARKS] = scalars([removed_through, rows.texts.held])
+    # The second mark said whether texts were held below (a start read them): none are now.
+    arrays[_MARKS] = scalars([removed_through, 0])
     return Taken(rows.next_row, arrays, lambda: nested("rows", encoded()), removed_through, commits)
 
 
@@ -186,12 +187,4 @@ def restore_from_segment(
     naming = np.zeros(below, dtype=np.bool_)
     naming[named] = True
     rows.release(gone_rows, gone_rows[~naming[gone_rows]])
-    if stored.texts_below is not None or batch.texts is not None:
-        text_rows, texts = stored.texts_below or (np.zeros(0, np.int64), [])
-        keep = held[text_rows]
-        rows.texts.assign(
-            np.concatenate([text_rows[keep], spot]),
-            [t for t, k in zip(texts, keep.tolist(), strict=True) if k]
-            + batch.text_column()[:split],
-        )
     return live, batch.since(split)

@@ -459,11 +459,19 @@ class Writes:
                 # them without waiting for this fsync; the retention mark they moved
                 # commits with them. The answer waits for the commit (after the lock); a
                 # failed commit takes the documents out again.
-                self._host.publish(batch)
-                self._host.expire_locked(now)
-                committed = self._store.begin_add_documents(
-                    self.name, batch, self._retention.mark_to_record()
-                )
+                # Kept texts are read from the store once durable; until then from here.
+                kept = batch.texts is not None
+                if kept:
+                    self._rows.texts.hold(batch.rows, batch.text_column())
+                try:
+                    self._host.publish(batch)
+                    self._host.expire_locked(now)
+                    committed = self._store.begin_add_documents(
+                        self.name, batch, self._retention.mark_to_record()
+                    )
+                finally:
+                    if kept:
+                        self._rows.texts.until(committed)
                 self.last_commit = committed
                 if len(self._inflight) >= _INFLIGHT_PRUNE:  # without segments, none asks
                     self.unsettled()

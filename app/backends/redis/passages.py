@@ -22,7 +22,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.passages import TokenRuns, shared_passages_many
+from app.core.passages import shared_passages_texts
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
 
@@ -108,8 +108,8 @@ class RedisPassages:
         with_text = [(at, record) for at, record in with_text if record.text is not None]
         if not with_text:
             return []
-        stored = TokenRuns.of_texts([record.text or "" for _, record in with_text])
-        runs = shared_passages_many(query.tokens, stored, self.config.k, self.config.min_tokens)
+        texts = [record.text or "" for _, record in with_text]
+        runs = shared_passages_texts(query.tokens, texts, self.config.k, self.config.min_tokens)
         found: list[Found] = []
         for (at, record), passages in zip(with_text, runs, strict=True):
             assert record.text is not None

@@ -1,0 +1,101 @@
+"""The texts of an embedded collection that keeps them (passages' verification and
+offsets, exact MinHash, ``get`` with the kept text), off the heap: the store holds every
+text it acknowledged (SQLite's ``documents.text``), and a read asks it for the few rows
+that get as far as verification. Only the texts of documents whose commit may not be
+durable yet (published before the group commit, so that the next writer matches them)
+are held here, until it settles.
+
+Costs: a read of r rows is one statement on the reading thread's own connection, O(r log
+N) from pages the OS caches (not the process: RSS holds the indexes, not the texts);
+holding a batch's texts is O(batch), and they are let go at the next hold or read after
+their commit settles.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from app.core.types import Rows
+from app.storage.commit import Commit
+
+# (rows) -> their stored texts, None where a row has none.
+TextReader = Callable[[list[int]], list[str | None]]
+
+
+class KeptTexts:
+    """Texts by row: those of unsettled commits from memory, the rest from ``read``."""
+
+    def __init__(self, read: TextReader) -> None:
+        self._read = read
+        self._recent: dict[int, str] = {}
+        # (commit, rows) of held texts in the order they were held; a None commit: its
+        # documents are not queued yet (``until`` names it).
+        self._unsettled: deque[tuple[Commit | None, list[int]]] = deque()
+        self._lock = threading.Lock()  # held / settled from writers, read from searches
+
+    def hold(self, rows: Rows, texts: Sequence[str | None]) -> None:
+        """Keep the texts of rows about to be published, before any index takes them,
+        until ``until``'s commit settles."""
+        numbers = np.asarray(rows, dtype=np.int64).tolist()
+        with self._lock:
+            self._settle()
+            for row, text in zip(numbers, texts, strict=True):
+                if text is not None:
+                    self._recent[row] = text
+            self._unsettled.append((None, numbers))
+
+    def until(self, commit: Commit | None) -> None:
+        """The commit that makes the last held texts durable (None: they are already)."""
+        with self._lock:
+            if self._unsettled and self._unsettled[-1][0] is None:
+                _, rows = self._unsettled.pop()
+                if commit is None or commit.done():
+                    self._drop(rows)
+                else:
+                    self._unsettled.append((commit, rows))
+
+    def release(self, rows: Rows) -> None:
+        """Rows gone (deleted, evicted, or their commit failed): never read again."""
+        with self._lock:
+            self._drop(np.asarray(rows, dtype=np.int64).tolist())
+
+    def __getitem__(self, row: int) -> str | None:
+        return self.many([row])[0]
+
+    def many(self, rows: Sequence[int]) -> list[str | None]:
+        """The texts of rows, in order (None where a row has none)."""
+        with self._lock:
+            self._settle()
+            texts = [self._recent.get(row) for row in rows]
+        missing = [row for row, text in zip(rows, texts, strict=True) if text is None]
+        if missing:
+            read = iter(self._read(missing))
+            texts = [next(read) if text is None else text for text in texts]
+        return texts
+
+    @property
+    def held(self) -> int:
+        """Texts held in memory now (of unsettled commits)."""
+        return len(self._recent)
+
+    def _settle(self) -> None:
+        """Let go of the texts whose commit has settled (durable, or failed: its rows are
+        taken out). Under the lock."""
+        while self._unsettled:
+            commit, rows = self._unsettled[0]
+            if commit is None or not commit.done():
+                return
+            self._unsettled.popleft()
+            self._drop(rows)
+
+    def _drop(self, rows: list[int]) -> None:
+        for row in rows:
+            self._recent.pop(row, None)
+
+    def _check(self) -> None:
+        held = {row for _, rows in self._unsettled for row in rows}
+        assert set(self._recent) <= held, "a text held past its commit"

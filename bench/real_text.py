@@ -1,0 +1,246 @@
+"""The default collection on real text, over HTTP, against the same collection with shared
+passages off and a bare FastAPI app, all measured in one run.
+
+    .venv/bin/python -m bench.real_text [--documents 20000] [--runs 3] [--pin]
+
+Texts (../shared/data/reuters21578; skipped with a message where it is absent): Reuters
+stories of 60 words or more, and the same stories joined and cut to ~3 KB (2 to 5 of
+them a text), which share passages as news does (wire copy, roundups, updates). Texts of
+random words never share a passage and hide what verification costs.
+
+For each corpus, one ``neardup serve`` holds a collection with the default settings and
+one with ``{"passages": {"enabled": false}}``; bench/bare_app.py (the service's models,
+no work) is the ceiling. Each run measures, per collection:
+
+- batch inserts/s: the corpus in batches of 250 from one client;
+- RSS: the server's growth a document over that insert;
+- searches/s and p50 at 16 connections (wrk, 2 threads): 512 bodies, each a stored text
+  (it finds itself and what shares passages with it), against the bare app's searches;
+- single inserts/s at 16 connections (wrk): new texts of the same kind, against the bare
+  app's inserts.
+
+Medians of ``--runs``; ratios are of figures taken in the same run. ``--pin`` puts the
+servers on core 0 and wrk on core 1 (the unpinned figure is what a user sees: give both).
+Writes bench/results/real_text.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from devkit.harness import (
+    load_reuters,
+    markdown_table,
+    pin_process,
+    reuters_text,
+    rss_bytes,
+    write_result,
+)
+from devkit.server import bare_app, neardup
+from devkit.wrk import SEARCH_LUA, run_wrk
+
+SETTINGS = {"defaults": {}, "passages off": {"passages": {"enabled": False}}}
+BATCH = 250
+BODIES = 512
+CLIENTS = 16
+INSERT_LUA = """
+local bodies = {}
+for line in io.lines("%s") do bodies[#bodies + 1] = line end
+local counter = 0
+local thread_number = 0
+setup = function(thread) thread:set("number", thread_number); thread_number = thread_number + 1 end
+request = function()
+  counter = counter + 1
+  local body = bodies[((counter * 2 + number) %% #bodies) + 1]
+  return wrk.format("POST", "%s", {["Content-Type"] = "application/json"}, body)
+end
+"""
+
+
+def corpora(documents: int, seed: int) -> dict[str, list[str]] | None:
+    """Reuters stories of 60+ words (as many as there are, up to ``documents``) and
+    ``documents`` texts of 2-5 of them joined and cut to ~3 KB."""
+    loaded = load_reuters()
+    if loaded is None:
+        return None
+    rng = random.Random(seed)
+    stories = [reuters_text(s) for s in loaded if len((s.get("body") or "").split()) >= 60]
+    rng.shuffle(stories)
+    joined = ["\n\n".join(rng.sample(stories, rng.randint(2, 5)))[:3000] for _ in range(documents)]
+    return {"Reuters stories": stories[:documents], "stories joined to 3 KB": joined}
+
+
+def bodies_file(root: Path, name: str, bodies: list[dict[str, object]]) -> Path:
+    path = root / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(body) + "\n" for body in bodies), encoding="utf-8")
+    return path
+
+
+def wrk_rate(
+    url: str, lua: str, path: Path, route: str, cpu: int | None, seconds: float
+) -> tuple[float, float]:
+    """(requests/s, p50 ms) of wrk posting the bodies of ``path`` to ``route``."""
+    script = path.with_suffix(".lua")
+    script.write_text(lua % (path, route), encoding="utf-8")
+    run = run_wrk(url, clients=CLIENTS, duration=seconds, script=script, cpu=cpu)
+    if run.errors:
+        raise RuntimeError(f"{run.errors} failed requests to {route}")
+    return run.requests_per_second, run.p50_ms
+
+
+def one_run(
+    texts: dict[str, list[str]], fresh: dict[str, list[str]], pin: bool, seconds: float
+) -> dict[str, float]:
+    """Every figure of one run, keyed "corpus|setting|measure" (setting "bare" for the app)."""
+    figures: dict[str, float] = {}
+    cpu = 1 if pin else None
+    with tempfile.TemporaryDirectory(prefix="real-text-") as scratch:
+        root = Path(scratch)
+        searches = {
+            c: bodies_file(root, f"search-{n}", [{"text": t} for t in texts[c][:BODIES]])
+            for n, c in enumerate(texts)
+        }
+        inserts = {
+            c: bodies_file(root, f"insert-{n}", [{"text": t} for t in fresh[c]])
+            for n, c in enumerate(texts)
+        }
+        with bare_app() as bare:
+            if pin:
+                pin_process(bare.pid, {0})
+            for corpus in texts:
+                rate, p50 = wrk_rate(
+                    bare.url, SEARCH_LUA, searches[corpus], "/v1/collections/c/search", cpu, seconds
+                )
+                figures[f"{corpus}|bare|search/s"], figures[f"{corpus}|bare|search p50"] = rate, p50
+                rate, _ = wrk_rate(
+                    bare.url,
+                    INSERT_LUA,
+                    inserts[corpus],
+                    "/v1/collections/c/documents",
+                    cpu,
+                    seconds,
+                )
+                figures[f"{corpus}|bare|single/s"] = rate
+        for corpus, stored in texts.items():
+            for setting, body in SETTINGS.items():
+                with neardup(synchronous="NORMAL") as server:
+                    if pin:
+                        pin_process(server.pid, {0})
+                    key = f"{corpus}|{setting}"
+                    with httpx.Client(base_url=server.url, timeout=300, trust_env=False) as client:
+                        assert client.put("/v1/collections/c", json=body).status_code == 201
+                        before = rss_bytes(server.pid)
+                        started = time.perf_counter()
+                        for at in range(0, len(stored), BATCH):
+                            chunk = [
+                                {"id": f"d{at + i}", "text": t}
+                                for i, t in enumerate(stored[at : at + BATCH])
+                            ]
+                            answer = client.post(
+                                "/v1/collections/c/documents/batch", json={"documents": chunk}
+                            )
+                            answer.raise_for_status()
+                        figures[f"{key}|batch/s"] = len(stored) / (time.perf_counter() - started)
+                        figures[f"{key}|rss B/doc"] = (rss_bytes(server.pid) - before) / len(stored)
+                    rate, p50 = wrk_rate(
+                        server.url,
+                        SEARCH_LUA,
+                        searches[corpus],
+                        "/v1/collections/c/search",
+                        cpu,
+                        seconds,
+                    )
+                    figures[f"{key}|search/s"], figures[f"{key}|search p50"] = rate, p50
+                    rate, _ = wrk_rate(
+                        server.url,
+                        INSERT_LUA,
+                        inserts[corpus],
+                        "/v1/collections/c/documents",
+                        cpu,
+                        seconds,
+                    )
+                    figures[f"{key}|single/s"] = rate
+    return figures
+
+
+def report(
+    runs: list[dict[str, float]], arguments: argparse.Namespace, sizes: dict[str, int]
+) -> str:
+    """One table: medians, and the medians of each run's ratios."""
+
+    def value(corpus: str, setting: str, measure: str, digits: int = 0) -> str:
+        median = statistics.median(run[f"{corpus}|{setting}|{measure}"] for run in runs)
+        return f"{median:,.{digits}f}"
+
+    def ratio(corpus: str, measure: str, over: str) -> str:
+        key, under = f"{corpus}|defaults|{measure}", f"{corpus}|{over}|{measure}"
+        return f"{statistics.median(run[key] / run[under] for run in runs):.2f}x"
+
+    rows = []
+    for corpus, size in sizes.items():
+        both = [value(corpus, s, "batch/s") for s in ("defaults", "passages off")]
+        searches = [value(corpus, s, "search/s") for s in ("defaults", "passages off", "bare")]
+        singles = [value(corpus, s, "single/s") for s in ("defaults", "passages off", "bare")]
+        rows.append(
+            [
+                f"{corpus} ({size:,})",
+                f"{' / '.join(both)} ({ratio(corpus, 'batch/s', 'passages off')})",
+                f"{' / '.join(searches)} ({ratio(corpus, 'search/s', 'passages off')} off, "
+                f"{ratio(corpus, 'search/s', 'bare')} bare)",
+                " / ".join(value(corpus, s, "search p50", 2) for s in ("defaults", "passages off")),
+                f"{' / '.join(singles)} ({ratio(corpus, 'single/s', 'bare')} bare)",
+                " / ".join(value(corpus, s, "rss B/doc") for s in ("defaults", "passages off")),
+            ]
+        )
+    header = [
+        "corpus (documents)",
+        "batch inserts/s: defaults / off",
+        "searches/s at 16: defaults / off / bare",
+        "search p50 ms: defaults / off",
+        "single inserts/s at 16: defaults / off / bare",
+        "RSS B/doc: defaults / off",
+    ]
+    pinned = "server on core 0, wrk on core 1" if arguments.pin else "unpinned"
+    command = f"python -m bench.real_text --documents {arguments.documents} --runs {arguments.runs}"
+    return (
+        f"# The default collection on real text ({len(runs)} runs, medians; {pinned})\n\n"
+        f"`{command}{' --pin' if arguments.pin else ''}`\n\n" + markdown_table(header, rows) + "\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0, help="each wrk run")
+    parser.add_argument("--pin", action="store_true")
+    arguments = parser.parse_args()
+    texts = corpora(arguments.documents, 7)
+    if texts is None:
+        print("bench.real_text: ../shared/data/reuters21578 is absent: nothing measured")
+        sys.exit(0)
+    fresh = corpora(4 * BODIES, 8)
+    assert fresh is not None
+    runs = []
+    for number in range(arguments.runs):
+        runs.append(one_run(texts, fresh, arguments.pin, arguments.seconds))
+        print(
+            f"run {number + 1}: {json.dumps({k: round(v, 2) for k, v in runs[-1].items()})}",
+            flush=True,
+        )
+    text = report(runs, arguments, {corpus: len(t) for corpus, t in texts.items()})
+    print(text)
+    print(f"written to {write_result('real_text.md', text)}")
+
+
+if __name__ == "__main__":
+    main()

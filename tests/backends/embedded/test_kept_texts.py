@@ -1,0 +1,108 @@
+"""Kept texts off the heap (app/backends/embedded/texts.py): a text is readable from the
+moment its row is published, from memory while its commit is not durable and from the
+store once it is; nothing is held past its commit; a collection over a store whose
+commits wait still verifies passages against the documents queued before."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from app.backends.embedded.collection import Collection
+from app.backends.embedded.texts import KeptTexts
+from app.collection_config import CollectionConfig
+from app.service import NewDocument, Query
+from app.storage import MemoryStore
+from app.storage.base import DocumentBatch, Mark
+from app.storage.commit import Commit, settle
+from devkit.corpus import english_like_texts
+
+
+def test_held_until_the_commit_settles_then_read_from_the_store() -> None:
+    stored: dict[int, str] = {}
+    reads: list[list[int]] = []
+
+    def read(rows: list[int]) -> list[str | None]:
+        reads.append(rows)
+        return [stored.get(row) for row in rows]
+
+    texts = KeptTexts(read)
+    commit = Commit()
+    texts.hold(np.array([4, 5, 6]), ["four", None, "six"])
+    assert texts.many([4, 6]) == ["four", "six"] and reads == []  # before until: held
+    texts.until(commit)
+    assert texts.many([6, 4]) == ["six", "four"] and reads == []
+    assert texts.many([5]) == [None] and reads == [[5]]  # no text kept: asked of the store
+    stored.update({4: "four", 6: "six"})
+    settle([(commit, None)])
+    assert texts.many([4, 6, 7]) == ["four", "six", None]
+    assert reads[-1] == [4, 6, 7] and texts.held == 0
+    texts._check()
+
+
+def test_a_failed_commit_and_a_release_hold_nothing() -> None:
+    texts = KeptTexts(lambda rows: [None] * len(rows))
+    failed, pending = Commit(), Commit()
+    texts.hold(np.array([1]), ["one"])
+    texts.until(failed)
+    texts.hold(np.array([2, 3]), ["two", "three"])
+    texts.until(pending)
+    settle([(failed, RuntimeError("disk full"))])
+    assert texts.many([1, 2]) == [None, "two"]
+    texts.release(np.array([2]))
+    assert texts.many([2, 3]) == [None, "three"] and texts.held == 1
+    texts.hold(np.array([8]), ["eight"])
+    texts.until(None)  # durable already (a replacement's synchronous commit)
+    assert texts.held == 1
+    texts._check()
+
+
+class _HeldCommits(MemoryStore):
+    """Commits that become durable only when the test says (documents stored at once,
+    the commit settled later), as a slow disk's group commit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list[Commit] = []
+        self.queued = threading.Event()  # set once an insert queued its commit
+
+    def begin_add_documents(
+        self, name: str, documents: DocumentBatch, mark: Mark | None = None
+    ) -> Commit:
+        commit = Commit()
+        self.waiting.append(commit)
+        self.hidden = (name, documents, mark)  # not readable until released
+        self.queued.set()
+        return commit
+
+    def release(self) -> None:
+        name, documents, mark = self.hidden
+        self.add_documents(name, documents, mark)
+        settle([(commit, None) for commit in self.waiting])
+        self.waiting.clear()
+
+
+def test_a_search_before_the_commit_verifies_against_the_queued_texts() -> None:
+    store = _HeldCommits()
+    config = CollectionConfig()
+    store.create_collection("c", config.to_dict())
+    collection = Collection("c", config, store)
+    story, other = english_like_texts(3, 2, 1500)
+    # The insert blocks on its commit: run it in a thread and search while it waits.
+    done = threading.Event()
+    inserting = threading.Thread(
+        target=lambda: (collection.insert([NewDocument(story, "story")]), done.set())
+    )
+    inserting.start()
+    roundup = f"{other}\n\n{story}"
+    assert store.queued.wait(10)  # published, its commit queued and not durable
+    assert store.read_texts("c", [0]) == [None]  # not in the store yet
+    [match] = collection.search(roundup, Query(limit=5))
+    assert match.id == "story" and "passage" in match.methods
+    assert not done.is_set()
+    store.release()
+    inserting.join(10)
+    assert done.is_set() and store.read_texts("c", [0]) == [story]
+    [again] = collection.search(roundup, Query(limit=5))
+    assert again == match
