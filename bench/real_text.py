@@ -86,7 +86,7 @@ def bodies_file(root: Path, name: str, bodies: list[dict[str, object]]) -> Path:
 
 
 def wrk_rate(
-    url: str, lua: str, path: Path, route: str, cpu: int | None, seconds: float
+    url: str, lua: str, path: Path, route: str, cpu: int | None, seconds: int
 ) -> tuple[float, float]:
     """(requests/s, p50 ms) of wrk posting the bodies of ``path`` to ``route``."""
     script = path.with_suffix(".lua")
@@ -221,7 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=5.0, help="each wrk run")
+    parser.add_argument("--seconds", type=int, default=5, help="each wrk run")
     parser.add_argument("--pin", action="store_true")
     arguments = parser.parse_args()
     texts = corpora(arguments.documents, 7)

@@ -21,9 +21,11 @@ from app.storage.sqlite import SQLiteStore
 
 
 class HeldStore(SQLiteStore):
-    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+    def load(
+        self, saved_rows: SavedRows = no_saved_rows, *, texts: bool = True
+    ) -> list[StoredCollection]:
         sys.stdin.readline()  # the test lets the rebuild go on
-        return super().load(saved_rows)
+        return super().load(saved_rows, texts=texts)
 
 
 def main() -> None:

@@ -198,13 +198,18 @@ class Store(Protocol):
     # Where the indexes' segments are kept beside the record (None: nowhere).
     segments: SegmentStore | None
 
-    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+    def load(
+        self, saved_rows: SavedRows = no_saved_rows, *, texts: bool = True
+    ) -> list[StoredCollection]:
         """Every collection with its live documents, for the start-up rebuild;
         fingerprints only from the row ``saved_rows`` gives (a segment holds those
-        below)."""
+        below); without ``texts``, none of their texts (a store may give them anyway:
+        a start reads what it indexes through read_texts, a chunk at a time)."""
         ...
 
-    def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
+    def load_collection(
+        self, name: str, covered: Covered | None = None, *, texts: bool = True
+    ) -> StoredCollection:
         """One collection with every fingerprint, or around what a segment ``covered``."""
         ...
 

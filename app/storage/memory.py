@@ -37,10 +37,15 @@ class MemoryStore:
         self._next_rows: dict[str, int] = {}
         self._texts: dict[str, dict[int, str]] = {}  # by row, while a document is held
 
-    def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
+    def load_collection(
+        self, name: str, covered: Covered | None = None, *, texts: bool = True
+    ) -> StoredCollection:
         return next(stored for stored in self.load() if stored.name == name)
 
-    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+    def load(
+        self, saved_rows: SavedRows = no_saved_rows, *, texts: bool = True
+    ) -> list[StoredCollection]:
+        """(Texts are given whatever ``texts`` says: they are in memory anyway.)"""
         with self._lock:
             loaded = []
             for name, config in self._configs.items():

@@ -472,19 +472,25 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ reads
 
-    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+    def load(
+        self, saved_rows: SavedRows = no_saved_rows, *, texts: bool = True
+    ) -> list[StoredCollection]:
         """Every collection and its documents, columns built with numpy, not row by row,
         from one snapshot of the database (a read transaction on a connection of its own:
         another process may be writing, as the service does under ``neardup export``).
         ``saved_rows(name, config)``: the row below which a collection's segment holds the
-        fingerprints: they are not read (zeros)."""
-        return self._read(lambda connection: load_collections(connection, saved_rows))
+        fingerprints: they are not read (zeros). Texts only with ``texts``."""
+        return self._read(lambda connection: load_collections(connection, saved_rows, texts=texts))
 
-    def load_collection(self, name: str, covered: Covered | None = None) -> StoredCollection:
+    def load_collection(
+        self, name: str, covered: Covered | None = None, *, texts: bool = True
+    ) -> StoredCollection:
         """One collection with every fingerprint (a rebuild after a damaged segment), or
-        around what a segment ``covered``."""
+        around what a segment ``covered``; texts only with ``texts``."""
         for stored in self._read(
-            lambda connection: load_collections(connection, lambda n, c: covered, name=name)
+            lambda connection: load_collections(
+                connection, lambda n, c: covered, name=name, texts=texts
+            )
         ):
             return stored
         raise StoreDamaged(f"collection {name!r} vanished while loading")

@@ -115,16 +115,20 @@ class _Records:
 
 
 def _texts(
-    connection: sqlite3.Connection, name: str, rows: npt.NDArray[np.int64]
+    connection: sqlite3.Connection, name: str, rows: npt.NDArray[np.int64], with_texts: bool
 ) -> tuple[list[str | None] | None, list[str | None] | None]:
     """(texts, shorts) of the live documents ``rows``, each None where no document has
-    one: only the rows that have either are fetched, in one pass."""
+    one (texts: or where not ``with_texts``): only the rows that have either are fetched,
+    in one pass."""
     texts: list[str | None] = [None] * len(rows)
     shorts: list[str | None] = [None] * len(rows)
     has_text = has_short = False
     cursor = connection.execute(
         "SELECT row, text, short FROM documents WHERE collection = ? AND deleted = 0 "
-        "AND row >= ? AND (text IS NOT NULL OR short IS NOT NULL) ORDER BY row",
+        "AND row >= ? AND (text IS NOT NULL OR short IS NOT NULL) ORDER BY row"
+        if with_texts
+        else "SELECT row, NULL, short FROM documents WHERE collection = ? AND deleted = 0 "
+        "AND row >= ? AND short IS NOT NULL ORDER BY row",
         (name, int(rows[0]) if len(rows) else 0),
     )
     while chunk := cursor.fetchmany(LOAD_CHUNK_ROWS):
@@ -143,7 +147,11 @@ def load_collections(
     connection: sqlite3.Connection,
     saved_rows: SavedRows = no_saved_rows,
     name: str | None = None,
+    texts: bool = True,
 ) -> list[StoredCollection]:
+    """Every collection (or the one ``name``d) with its live documents; their texts only
+    with ``texts`` (a service's start reads none: a collection reads a kept text when it
+    needs it)."""
     collections = connection.execute(
         "SELECT name, config, expired_timestamp, expired_row, next_row FROM collections "
         "WHERE ?1 IS NULL OR name = ?1 ORDER BY name",
@@ -153,7 +161,7 @@ def load_collections(
     for name, config_text, expired_timestamp, expired_row, next_floor in collections.fetchall():
         config = json.loads(config_text)
         covered = saved_rows(name, config)
-        documents = _load_documents(connection, name, config, covered)
+        documents = _load_documents(connection, name, config, covered, texts)
         removed = np.zeros(0, dtype=np.int64)
         if covered is not None:
             removed = np.array(
@@ -207,6 +215,7 @@ def _load_documents(
     name: str,
     config: dict[str, Any],
     covered: Covered | None,
+    with_texts: bool = True,
 ) -> DocumentBatch:
     """A collection's live documents as columns. With a segment (``covered``) only the
     last SPOT_CHECK_ROWS live documents below its rows are read (no text below: a
@@ -264,7 +273,7 @@ def _load_documents(
         del chunk, columns
     if done != count:
         raise StoreDamaged(f"{name}: {done} fingerprints read of {count}")
-    texts, shorts = _texts(connection, name, rows)
+    texts, shorts = _texts(connection, name, rows, with_texts)
     documents = DocumentBatch(
         ids=records.ids(),
         rows=rows,

@@ -35,9 +35,11 @@ class _HeldStore(MemoryStore):
         super().__init__()
         self.release = release
 
-    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+    def load(
+        self, saved_rows: SavedRows = no_saved_rows, *, texts: bool = True
+    ) -> list[StoredCollection]:
         assert self.release.wait(READY_TIMEOUT_SECONDS), "the test never released the load"
-        return super().load(saved_rows)
+        return super().load(saved_rows, texts=texts)
 
 
 def test_a_503_while_rebuilding_says_when_to_retry(tmp_path: Path) -> None:

@@ -396,9 +396,11 @@ class _SlowStore(MemoryStore):
         super().__init__()
         self.release = release
 
-    def load(self, saved_rows: SavedRows = no_saved_rows) -> list[StoredCollection]:
+    def load(
+        self, saved_rows: SavedRows = no_saved_rows, *, texts: bool = True
+    ) -> list[StoredCollection]:
         assert self.release.wait(30)
-        return super().load(saved_rows)
+        return super().load(saved_rows, texts=texts)
 
 
 def test_readiness_waits_for_the_rebuild_while_liveness_answers(tmp_path: Path) -> None:

@@ -50,8 +50,10 @@ class PassageSearch(TableMatcher):
         """The fingerprints of a row about to be inserted (not made again then)."""
         self._prepared[row] = keys
 
-    def insert(self, texts: Sequence[str | None], rows: Rows) -> None:
-        """Texts (None: not kept, nothing indexed) under their rows; the fingerprints
+    def insert(self, texts: Sequence[str | None] | None, rows: Rows) -> None:
+        """Texts (None: not kept, nothing indexed; ``texts`` None: none given, those not
+        prepared are read from the store, a chunk at a time: a start's) under their rows;
+        the fingerprints
         an insert prepared are used, then forgotten (a batch is published at once). A
         restart's rebuild, every text at once, is fingerprinted INSERT_CHUNK texts at a
         time (all at once peaked at ~15 KB a 3 KB text above what the index keeps: 50,000
@@ -64,22 +66,35 @@ class PassageSearch(TableMatcher):
         self._prepared.clear()
 
     def _chunks(
-        self, texts: Sequence[str | None], rows: Rows
+        self, texts: Sequence[str | None] | None, rows: Rows
     ) -> Iterator[tuple[list[npt.NDArray[np.uint64]], Rows]]:
         """(fingerprints, rows) of INSERT_CHUNK texts at a time, each made when asked for."""
         for start in range(0, len(rows), INSERT_CHUNK):
             chunk = rows[start : start + INSERT_CHUNK]
-            yield self._keys(texts[start : start + INSERT_CHUNK], chunk), chunk
+            part = None if texts is None else texts[start : start + INSERT_CHUNK]
+            yield self._keys(part, chunk), chunk
 
-    def _keys(self, texts: Sequence[str | None], rows: Rows) -> list[npt.NDArray[np.uint64]]:
-        """Each text's fingerprints: prepared by an insert, else made now (a restart's)."""
+    def _keys(self, texts: Sequence[str | None] | None, rows: Rows) -> list[npt.NDArray[np.uint64]]:
+        """Each text's fingerprints: prepared by an insert, else made now (a restart's:
+        its text given, or with none given read from the store, the chunk's at once)."""
         keys: list[npt.NDArray[np.uint64]] = []
         unprepared: list[tuple[int, str]] = []  # (position, text): a restart's rows
-        for position, (text, row) in enumerate(zip(texts, rows.tolist(), strict=True)):
+        unread: list[tuple[int, int]] = []  # (position, row) of those to read
+        given = [None] * len(rows) if texts is None else texts
+        for position, (text, row) in enumerate(zip(given, rows.tolist(), strict=True)):
             prepared = self._prepared.get(row)
             keys.append(_NONE if prepared is None else prepared)
             if prepared is None and text is not None:
                 unprepared.append((position, text))
+            elif prepared is None and texts is None:
+                unread.append((position, row))
+        if unread:
+            read = self._texts_of([row for _, row in unread])
+            unprepared += [
+                (position, text)
+                for (position, _), text in zip(unread, read, strict=True)
+                if text is not None
+            ]
         if unprepared:
             made = self.config.fingerprints([text for _, text in unprepared])
             for (position, _), text_keys in zip(unprepared, made, strict=True):

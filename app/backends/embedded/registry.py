@@ -140,7 +140,8 @@ class Registry:
             made[name] = (collection, segment)
             return covered
 
-        for stored in self._store.load(saved_rows):
+        # No text is read here: the passage index reads its texts a chunk at a time.
+        for stored in self._store.load(saved_rows, texts=False):
             collection, segment = made.pop(stored.name)
             try:
                 collection.restore(stored, segment)
@@ -152,7 +153,7 @@ class Registry:
                 self._drop_segment(stored.name, error)
                 del collection, segment
                 collection = self._new(stored.name, CollectionConfig.from_dict(stored.config))
-                collection.restore(self._store.load_collection(stored.name))
+                collection.restore(self._store.load_collection(stored.name, texts=False))
             self._collections[stored.name] = collection
         if self._store.segments is not None:
             self._store.segments.end_read_ahead()
