@@ -88,6 +88,8 @@ class Queued:
     one_statement: bool = False
 
 
+PAGE_SIZE = 16_384
+
 _SCHEMA = """
 CREATE TABLE collections (
     name TEXT PRIMARY KEY,
@@ -226,6 +228,11 @@ class SQLiteStore:
     def _open(self) -> sqlite3.Connection:
         try:
             connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            # A new database's pages (an existing one keeps its own): the kept texts (3 KB
+            # a row beside its fingerprints) fit a 16 KB page where a 4 KB one chains two
+            # overflow pages a row. 20,000 Reuters texts of 3 KB: 31 against 62 us a row
+            # written, 12 against 28 read by primary key (a search's candidates).
+            connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(f"PRAGMA synchronous={self.synchronous}")
             connection.execute("PRAGMA foreign_keys=ON")
