@@ -299,6 +299,38 @@ def passage_runs(
 
 
 @njit(cache=True, nogil=True)
+def _scratch(
+    query: np.ndarray, bounds: np.ndarray, k: int, per_kgram: int
+) -> tuple[
+    tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+]:
+    """What verifying a query (at least k tokens) against several stored texts (text i
+    of ``[bounds[i], bounds[i + 1])``) needs once: the gram_table of its k-grams, and
+    ``runs_against``'s scratch (taken; grams and slots as long as the longest text;
+    seeds). O(n + texts)."""
+    n = query.shape[0] - k + 1
+    query_grams = np.empty(n, dtype=np.uint64)
+    kgram_hashes(query, k, query_grams)
+    table = gram_table(query_grams)
+    longest = 1
+    for text in range(bounds.shape[0] - 1):
+        longest = max(longest, bounds[text + 1] - bounds[text])
+    return (
+        table,
+        np.zeros(table[0].shape[0], dtype=np.int64),
+        np.empty(longest, dtype=np.uint64),
+        np.empty(longest, dtype=np.int64),
+        np.empty(n * per_kgram, dtype=np.int64),
+        np.empty(n * per_kgram, dtype=np.int64),
+    )
+
+
+@njit(cache=True, nogil=True)
 def passage_runs_many(
     query: np.ndarray,
     query_starts: np.ndarray,
@@ -318,22 +350,11 @@ def passage_runs_many(
     end, tokens), offsets in code points, by text, then query start. O(n + M + seeds
     log seeds + runs) for M stored tokens in all."""
     texts = bounds.shape[0] - 1
-    n = query.shape[0] - k + 1
     out = np.empty((16, 6), dtype=np.int64)
     rows = 0
-    if n <= 0:
+    if query.shape[0] < k:
         return out[:0]
-    query_grams = np.empty(n, dtype=np.uint64)
-    kgram_hashes(query, k, query_grams)
-    table = gram_table(query_grams)
-    taken = np.zeros(table[0].shape[0], dtype=np.int64)
-    longest = 0
-    for text in range(texts):
-        longest = max(longest, bounds[text + 1] - bounds[text])
-    grams = np.empty(max(longest, 1), dtype=np.uint64)
-    slots = np.empty(max(longest, 1), dtype=np.int64)
-    seed_query = np.empty(n * per_kgram, dtype=np.int64)
-    seed_stored = np.empty(n * per_kgram, dtype=np.int64)
+    table, taken, grams, slots, seed_query, seed_stored = _scratch(query, bounds, k, per_kgram)
     for text in range(texts):
         low, high = bounds[text], bounds[text + 1]
         runs = runs_against(
@@ -392,25 +413,15 @@ def passage_runs_texts(
     verified at once: no stored text's tokens are kept (a search's candidates).
     O(n + total length + seeds log seeds + runs)."""
     texts = bounds.shape[0] - 1
-    n = query.shape[0] - k + 1
     out = np.empty((16, 6), dtype=np.int64)
     rows = 0
-    if n <= 0:
+    if query.shape[0] < k:
         return out[:0]
-    query_grams = np.empty(n, dtype=np.uint64)
-    kgram_hashes(query, k, query_grams)
-    table = gram_table(query_grams)
-    taken = np.zeros(table[0].shape[0], dtype=np.int64)
-    longest = 1
-    for text in range(texts):
-        longest = max(longest, bounds[text + 1] - bounds[text])
+    table, taken, grams, slots, seed_query, seed_stored = _scratch(query, bounds, k, per_kgram)
+    longest = grams.shape[0]
     starts = np.empty(longest, dtype=np.int64)
     ends = np.empty(longest, dtype=np.int64)
     hashes = np.empty(longest, dtype=np.uint64)
-    grams = np.empty(longest, dtype=np.uint64)
-    slots = np.empty(longest, dtype=np.int64)
-    seed_query = np.empty(n * per_kgram, dtype=np.int64)
-    seed_stored = np.empty(n * per_kgram, dtype=np.int64)
     for text in range(texts):
         count = token_spans(
             code_points[bounds[text] : bounds[text + 1]], classes, folded, starts, ends, hashes

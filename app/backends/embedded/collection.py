@@ -213,12 +213,9 @@ class Collection:
         query: Query,
         stamp: int | None = None,
         candidates: Candidates | None = None,
-        bar: float | None = None,
-        always: Rows = _NO_ROWS,
     ) -> list[Found] | None:
         """The visible documents sharing passages with the asked text (None: passages are
-        off); with ``stamp``, a new document's time, those within its match window; with
-        ``bar``, only those that may cover it and the rows ``always`` (PassageSearch.find)."""
+        off); with ``stamp``, a new document's time, those within its match window."""
         passages = self._matcher.passages
         if passages is None:
             return None
@@ -231,8 +228,6 @@ class Collection:
             self._rows.ids.__getitem__,
             lambda row: int(np.bitwise_count(np.uint64(asked.simhash) ^ simhashes[row])),
             candidates,
-            bar,
-            always,
         )
 
     def _with_passages(
@@ -247,11 +242,13 @@ class Collection:
         """A search's or similar's matches (their rows ``near``) with the passages the
         text shares: with a ``min_coverage``, only candidates that may reach it are
         verified, and the near-duplicates, whose matches the passages annotate."""
-        if not self.config.passages.enabled:
+        passages = self._matcher.passages
+        if passages is None:
             return matches
         asked = PassageQuery.of(text, simhash, self.config.passages, exclude)
-        found = self.passages_of(asked, query, None, None, query.min_coverage, near)
-        return with_passages(matches, found or [], query)
+        near_pairs = (np.zeros(len(near), dtype=np.int64), near)
+        [candidates] = passages.counted_candidates([asked.keys], query.min_coverage, near_pairs)
+        return with_passages(matches, self.passages_of(asked, query, None, candidates) or [], query)
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
         """``get``, on the event loop (as ``search_async``)."""

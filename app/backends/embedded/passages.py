@@ -13,7 +13,6 @@ from app.collection_config import PassagesConfig
 from app.core.passages import (
     Candidates,
     PassageIndex,
-    may_cover,
     shared_passages_texts,
 )
 from app.core.types import Rows
@@ -26,7 +25,6 @@ CANDIDATES = 32
 # Texts fingerprinted and indexed at a time (a batch of inserts is at most 1,000).
 INSERT_CHUNK = 4096
 _NONE = np.zeros(0, dtype=np.uint64)
-_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 class PassageSearch(TableMatcher):
@@ -127,26 +125,14 @@ class PassageSearch(TableMatcher):
         id_of: Callable[[int], str | None],
         distance_of: Callable[[int], int],
         candidates: Candidates | None = None,
-        bar: float | None = None,
-        always: Rows = _NO_ROWS,
     ) -> list[Found]:
         """The stored documents sharing passages with the asked text: candidates by
-        shared fingerprints (``candidates``, when looked up already: ``counted_candidates``;
-        the visible ones, its ``exclude`` left out), verified token by token. With a
-        ``bar``, only those that may cover it (``may_cover``) and the rows ``always``
-        (its near-duplicates, whose passages annotate their matches) are verified."""
+        shared fingerprints (``candidates``, when looked up already: ``counted_candidates``,
+        which filters by what an answer can use; the visible ones, its ``exclude`` left
+        out), verified token by token."""
         if candidates is None:
             candidates = self.counted_candidates([asked.keys])[0]
-        keep = candidates.rows != asked.exclude
-        if bar is not None and bar > 0.0 and len(candidates):
-            keep &= may_cover(
-                candidates.shared,
-                candidates.boilerplate,
-                len(asked.keys),
-                self.index.key_counts(candidates.rows),
-                bar,
-            ) | np.isin(candidates.rows, always)
-        rows = candidates.rows[keep]
+        rows = candidates.rows[candidates.rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]
         held: list[tuple[int, str, str]] = []  # (row, id, text) of the verified candidates

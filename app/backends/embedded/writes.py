@@ -93,8 +93,6 @@ class WriteHost(Protocol):
         query: Query,
         stamp: int | None = None,
         candidates: Candidates | None = None,
-        bar: float | None = None,
-        always: Rows = ...,
     ) -> list[Found] | None: ...
 
 
