@@ -289,6 +289,11 @@ def coverage(passages: list[Passage], length: int, *, of_match: bool = False) ->
     query's, or with ``of_match`` the stored text's. Overlapping passages count once."""
     if length <= 0 or not passages:
         return 0.0
+    if len(passages) == 1:  # the usual: one run, nothing to merge
+        only = passages[0]
+        return (
+            (only.match_end - only.match_start) if of_match else (only.end - only.start)
+        ) / length
     spans = sorted((p.match_start, p.match_end) if of_match else (p.start, p.end) for p in passages)
     covered, reach = 0, 0
     for start, end in spans:

@@ -135,19 +135,21 @@ class PassageSearch(TableMatcher):
         rows = candidates.rows[candidates.rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]
-        held: list[tuple[int, str, str]] = []  # (row, id, text) of the verified candidates
         verified = rows[:CANDIDATES].tolist()
-        for row, stored in zip(verified, self._texts_of(verified), strict=True):
-            document_id = id_of(row)
-            if stored is not None and document_id is not None:
-                held.append((row, document_id, stored))
+        held = [  # (row, text) of the verified candidates
+            (row, text)
+            for row, text in zip(verified, self._texts_of(verified), strict=True)
+            if text is not None
+        ]
         if not held:
             return []
         k, minimum = self.config.k, self.config.min_tokens
-        runs = shared_passages_texts(asked.tokens, [text for _, _, text in held], k, minimum)
+        runs = shared_passages_texts(asked.tokens, [text for _, text in held], k, minimum)
         found: list[Found] = []
-        for (row, document_id, stored), passages in zip(held, runs, strict=True):
-            if passages:
+        for (row, stored), passages in zip(held, runs, strict=True):
+            # Only a candidate with passages is named (most share a k-gram or two).
+            document_id = id_of(row) if passages else None
+            if document_id is not None:
                 distance = distance_of(row)
                 length = len(stored)
                 found.append(Found(document_id, passages, len(asked.text), length, distance, row))
