@@ -318,8 +318,21 @@ class Collection:
             now = self.now_locked()
             self.expire_locked(now)
             row = self._visible_row(document_id, now)
-            self._store.delete_documents(self.name, [row])
+            self.forget_durably([row])
             self.remove([row])
+            self._rows.texts.release(np.array([row]))
+
+    def forget_durably(self, rows: list[int]) -> None:
+        """Delete rows from the store while the indexes still return them: their kept
+        texts pinned first (``KeptTexts.pin``), so that a search meanwhile still verifies
+        them; the caller removes them, then releases the texts."""
+        if self.config.keeps_text:
+            self._rows.texts.pin(rows)
+        try:
+            self._store.delete_documents(self.name, rows)
+        except BaseException:
+            self._rows.texts.release(np.array(rows, dtype=np.int64))  # still in the store
+            raise
 
     def publish(self, batch: DocumentBatch) -> None:
         """Make committed documents visible: per-row records first, then the indexes, then

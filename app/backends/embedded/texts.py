@@ -35,6 +35,7 @@ class KeptTexts:
         # (commit, rows) of held texts in the order they were held; a None commit: its
         # documents are not queued yet (``until`` names it).
         self._unsettled: deque[tuple[Commit | None, list[int]]] = deque()
+        self._pinned: set[int] = set()  # rows held by ``pin``
         self._lock = threading.Lock()  # held / settled from writers, read from searches
 
     def hold(self, rows: Rows, texts: Sequence[str | None]) -> None:
@@ -58,8 +59,20 @@ class KeptTexts:
                 else:
                     self._unsettled.append((commit, rows))
 
+    def pin(self, rows: Sequence[int]) -> None:
+        """Hold the stored texts of rows the store is about to forget while they are still
+        visible (a delete, a replacement: the store's change commits first), until
+        ``release``: a search meanwhile verifies them as before. One read."""
+        texts = self._read(list(rows))
+        with self._lock:
+            for row, text in zip(rows, texts, strict=True):
+                if text is not None:
+                    self._recent[row] = text
+            self._pinned.update(rows)
+
     def release(self, rows: Rows) -> None:
-        """Rows gone (deleted, evicted, or their commit failed): never read again."""
+        """Rows gone (deleted, evicted, or their commit failed), or pinned ones the
+        indexes no longer return: never read again from here."""
         with self._lock:
             self._drop(np.asarray(rows, dtype=np.int64).tolist())
 
@@ -95,7 +108,8 @@ class KeptTexts:
     def _drop(self, rows: list[int]) -> None:
         for row in rows:
             self._recent.pop(row, None)
+            self._pinned.discard(row)
 
     def _check(self) -> None:
-        held = {row for _, rows in self._unsettled for row in rows}
+        held = {row for _, rows in self._unsettled for row in rows} | self._pinned
         assert set(self._recent) <= held, "a text held past its commit"

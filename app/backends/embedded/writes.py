@@ -87,6 +87,8 @@ class WriteHost(Protocol):
 
     def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
 
+    def forget_durably(self, rows: list[int]) -> None: ...
+
     def passages_of(
         self,
         asked: PassageQuery,
@@ -441,9 +443,10 @@ class Writes:
             if replaced:
                 # A replacement commits before anything changes in memory: undoing it
                 # would mean bringing back the replaced document.
-                self._store.delete_documents(self.name, replaced)
+                self._host.forget_durably(replaced)
                 self._store.add_documents(self.name, batch)
                 self._host.remove(replaced)
+                self._rows.texts.release(np.array(replaced, dtype=np.int64))
                 self._host.publish(batch)
                 self._host.expire_locked(now)
                 mark = self._retention.mark_to_record()

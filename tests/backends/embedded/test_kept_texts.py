@@ -106,3 +106,49 @@ def test_a_search_before_the_commit_verifies_against_the_queued_texts() -> None:
     assert done.is_set() and store.read_texts("c", [0]) == [story]
     [again] = collection.search(roundup, Query(limit=5))
     assert again == match
+
+
+def test_a_pinned_text_outlives_the_store_until_released() -> None:
+    stored = {3: "three", 4: "four"}
+    texts = KeptTexts(lambda rows: [stored.get(row) for row in rows])
+    texts.pin([3, 5])
+    stored.clear()  # the store's delete commits first
+    assert texts.many([3, 4, 5]) == ["three", None, None]
+    texts._check()
+    texts.release(np.array([3, 5]))
+    assert texts.many([3]) == [None] and texts.held == 0
+    texts._check()
+
+
+class _SlowDeletes(MemoryStore):
+    """Deletes that are durable at once but return only when the test says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted = threading.Event()
+        self.go_on = threading.Event()
+
+    def delete_documents(self, name: str, rows: list[int]) -> None:
+        super().delete_documents(name, rows)
+        self.deleted.set()
+        assert self.go_on.wait(10)
+
+
+def test_a_document_being_deleted_is_still_verified_by_a_search() -> None:
+    store = _SlowDeletes()
+    config = CollectionConfig()
+    store.create_collection("c", config.to_dict())
+    collection = Collection("c", config, store)
+    story, other = english_like_texts(4, 2, 1500)
+    collection.insert([NewDocument(story, "story")])
+    roundup = f"{other}\n\n{story}"
+    [before] = collection.search(roundup, Query(limit=5))
+    deleting = threading.Thread(target=collection.delete, args=("story",))
+    deleting.start()
+    assert store.deleted.wait(10)
+    assert store.read_texts("c", [0]) == [None]  # gone from the store, still indexed
+    assert collection.search(roundup, Query(limit=5)) == [before]
+    store.go_on.set()
+    deleting.join(10)
+    assert collection.search(roundup, Query(limit=5)) == []
+    collection._check()
