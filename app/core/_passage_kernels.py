@@ -435,29 +435,6 @@ def passage_runs_texts(
 
 
 @njit(cache=True, nogil=True)
-def tokens_of_texts(
-    code_points: np.ndarray,
-    bounds: np.ndarray,
-    classes: np.ndarray,
-    folded: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    hashes: np.ndarray,
-    token_bounds: np.ndarray,
-) -> None:
-    """``token_spans`` of several texts (text i: code points ``[bounds[i], bounds[i + 1])``)
-    into one run of tokens: text i's are ``[token_bounds[i], token_bounds[i + 1])``, their
-    offsets in code points of that text. The outputs as long as the code points. O(length)."""
-    token_bounds[0] = 0
-    for text in range(bounds.shape[0] - 1):
-        low, high, at = bounds[text], bounds[text + 1], token_bounds[text]
-        count = token_spans(
-            code_points[low:high], classes, folded, starts[at:], ends[at:], hashes[at:]
-        )
-        token_bounds[text + 1] = at + count
-
-
-@njit(cache=True, nogil=True)
 def fingerprint_texts(
     code_points: np.ndarray,
     bounds: np.ndarray,

@@ -139,24 +139,6 @@ class TokenRuns:
         return len(self.bounds) - 1
 
     @staticmethod
-    def of_texts(texts: Sequence[str]) -> TokenRuns:
-        """The tokens of texts as sent, in one compiled call. O(total length)."""
-        code_points = _code_points("".join(texts))
-        bounds = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum([len(text) for text in texts], out=bounds[1:])
-        size = len(code_points)
-        starts = np.empty(size, dtype=np.int64)
-        ends = np.empty(size, dtype=np.int64)
-        hashes = np.empty(size, dtype=np.uint64)
-        token_bounds = np.empty(len(texts) + 1, dtype=np.int64)
-        kernels.tokens_of_texts(
-            code_points, bounds, char_classes(), _folding().table, starts, ends, hashes,
-            token_bounds,
-        )  # fmt: skip
-        count = int(token_bounds[-1])
-        return TokenRuns(hashes[:count], starts[:count], ends[:count], token_bounds)
-
-    @staticmethod
     def of_tokens(tokens: Sequence[Tokens]) -> TokenRuns:
         """Texts' tokens made already, put end to end. O(total tokens)."""
         bounds = np.zeros(len(tokens) + 1, dtype=np.int64)
