@@ -533,12 +533,15 @@ class SQLiteStore:
         if not rows:
             return []
         marks = ", ".join("?" * len(rows))
-        found = dict(
-            self._reader().execute(
-                f"SELECT row, text FROM documents WHERE collection = ? AND row IN ({marks})",
-                (name, *rows),
+        try:
+            found = dict(
+                self._reader().execute(
+                    f"SELECT row, text FROM documents WHERE collection = ? AND row IN ({marks})",
+                    (name, *rows),
+                )
             )
-        )
+        except sqlite3.Error as error:  # a search answers 503 storage_unavailable, not 500
+            raise StorageUnavailable(f"could not read texts from {self.path}: {error}") from error
         return [found.get(row) for row in rows]
 
     def _reader(self) -> sqlite3.Connection:

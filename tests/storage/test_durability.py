@@ -587,3 +587,17 @@ def test_a_restart_holds_the_loaded_signatures_and_answers_as_before(tmp_path: P
         collection._check()
         # x1's base x0 is deleted; y0, its copy inserted after the restart, is found.
         assert [m["id"] for m in client.get(f"{DOCS}/x1/similar").json()["matches"]] == ["y0"]
+
+
+def test_a_text_that_cannot_be_read_is_storage_unavailable(tmp_path: Path) -> None:
+    """A kept text the database cannot give (here: its table gone under it) refuses the
+    read that needs it with StorageUnavailable (a 503 with its JSON body), not a 500."""
+    store = SQLiteStore(tmp_path / "x.db")
+    store.create_collection("c", {"minhash": {"enabled": False}})
+    database = sqlite3.connect(tmp_path / "x.db")
+    database.execute("ALTER TABLE documents RENAME TO elsewhere")
+    database.commit()
+    database.close()
+    with pytest.raises(StorageUnavailable):
+        store.read_texts("c", [0])
+    store.close()
