@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Query
 
 from app.api.times import TimeParameter
+from app.service.types import DEFAULT_MIN_COVERAGE, MIN_COVERAGE_DESCRIPTION
 from app.service.types import Query as SearchQuery
 
 Limit = Annotated[int, Query(ge=1)]
@@ -19,8 +20,7 @@ MinCoverage = Annotated[
         ge=0.0,
         le=1.0,
         allow_inf_nan=False,
-        description="Matches found by shared passages alone: the larger of query_coverage "
-        "and match_coverage at least this.",
+        description=MIN_COVERAGE_DESCRIPTION,
     ),
 ]
 
@@ -50,4 +50,5 @@ def search_query(
     until: int | None,
     min_coverage: float | None,
 ) -> SearchQuery:
-    return SearchQuery(limit, max_distance, min_similarity, since, until, min_coverage)
+    coverage = DEFAULT_MIN_COVERAGE if min_coverage is None else min_coverage
+    return SearchQuery(limit, max_distance, min_similarity, since, until, coverage)

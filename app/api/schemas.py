@@ -43,6 +43,7 @@ from app.core.hamming import MAX_DISTANCE_LIMIT
 from app.core.ngram import MAX_SIZE as MAX_NGRAM_SIZE
 from app.core.page import Extraction
 from app.service.times import BadTime, parse_time
+from app.service.types import MIN_COVERAGE_DESCRIPTION
 
 # The n-gram index verifies every candidate exactly: its cost grows with the texts' length.
 MAX_NGRAM_MAX_CHARS = 1000
@@ -514,8 +515,7 @@ class SearchIn(PageFields, TimeRange):
         ge=0.0,
         le=1.0,
         allow_inf_nan=False,
-        description="Matches found by shared passages alone: the larger of query_coverage "
-        "and match_coverage at least this.",
+        description=MIN_COVERAGE_DESCRIPTION,
     )
     explain: bool = Field(
         False,

@@ -59,10 +59,16 @@ class Found:
     distance: int
     age: int
 
+    def coverages(self) -> tuple[float, float]:
+        """(query_coverage, match_coverage), as answered. O(passages log passages)."""
+        return (
+            round(coverage(self.passages, self.query_length), 6),
+            round(coverage(self.passages, self.match_length, of_match=True), 6),
+        )
+
     def match(self, near: Match | None = None) -> PassageMatch:
         """Its answer: ``near``'s with the passages added, or one of its own."""
-        query_coverage = round(coverage(self.passages, self.query_length), 6)
-        match_coverage = round(coverage(self.passages, self.match_length, of_match=True), 6)
+        query_coverage, match_coverage = self.coverages()
         spans = tuple(
             SharedPassage(p.start, p.end, p.match_start, p.match_end) for p in self.passages
         )
@@ -160,14 +166,14 @@ def with_passages(matches: list[Match], found: list[Found], query: Query) -> lis
     near = {m.id for m in matches}
     alone_found = [f for f in found if f.document_id not in near]
     alone_found.sort(key=lambda f: f.age)  # older first where the rest ties
-    for alone in alone_found:
-        match = alone.match()
-        larger = max(match.query_coverage, match.match_coverage)
-        if query.min_coverage is not None and larger < query.min_coverage:
+    for alone in alone_found:  # the coverages first: most finds fall below min_coverage
+        query_coverage, match_coverage = alone.coverages()
+        if max(query_coverage, match_coverage) < query.min_coverage:
             continue
-        if query.min_similarity is not None and match.similarity < query.min_similarity:
+        similarity = coverage_similarity(query_coverage, match_coverage)
+        if query.min_similarity is not None and similarity < query.min_similarity:
             continue
-        answer.append(match)
+        answer.append(alone.match())
     answer.sort(key=lambda m: (-m.similarity, m.hamming_distance))  # stable: ties keep order
     return answer[: query.limit]
 

@@ -142,20 +142,33 @@ class StoredDocument:
     timestamp: str = ""  # ISO 8601, UTC
 
 
+# A match by shared passages alone, by default, is a containment or a copy: its passages
+# cover at least half of one of the two texts. A quote, a shared sentence of a press
+# statement or a site's footer cover far less of either (docs/evaluation-passages.md);
+# ``min_coverage: 0`` asks for them too. A story inside a roundup is covered ~100% on
+# its side, so roundups stay found.
+DEFAULT_MIN_COVERAGE = 0.5
+MIN_COVERAGE_DESCRIPTION = (
+    "Matches found by shared passages alone: the larger of query_coverage and "
+    f"match_coverage at least this (default {DEFAULT_MIN_COVERAGE}: containments and "
+    "copies; 0: every shared passage, quotes and shared sentences too)."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """How a search filters: Hamming distance at most ``max_distance`` (default the
     collection's k), similarity at least ``min_similarity`` (default: any that matched),
     timestamp from ``since`` to ``until`` (microseconds, both included; None: unbounded);
     a match found by its shared passages alone, a coverage (the larger of the two) at
-    least ``min_coverage``."""
+    least ``min_coverage`` (0: every shared passage, a quote as much as a copy)."""
 
     limit: int = 10
     max_distance: int | None = None
     min_similarity: float | None = None
     since: int | None = None
     until: int | None = None
-    min_coverage: float | None = None
+    min_coverage: float = DEFAULT_MIN_COVERAGE
     # False: the template rule of short texts set aside (ngram.same_numbers), so that an
     # explained search can name the matches it refused (app/service/explain.py).
     same_numbers: bool = True

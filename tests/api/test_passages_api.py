@@ -128,9 +128,14 @@ def test_a_quoted_passage_is_neither_containment_and_min_coverage_filters(
     text = other[:500] + " As the statement put it: " + quote + ". " + other[500:900]
     answer = client.post(DOCS, json={"id": "article", "text": text}).json()
     assert answer["contains"] == [] and answer["contained_in"] == []
+    # By default a match by passages alone is a containment or a copy: the quote covers
+    # less than half of either text, so only the article itself (exact, and whole).
     found = client.post("/v1/collections/p/search", json={"text": text}).json()["matches"]
+    assert [m["id"] for m in found] == ["article"]
+    every = {"text": text, "min_coverage": 0}
+    found = client.post("/v1/collections/p/search", json=every).json()["matches"]
     by_id = {m["id"]: m for m in found}
-    assert set(by_id) == {"source", "article"}  # the article itself: exact, and whole
+    assert set(by_id) == {"source", "article"}
     match = by_id["source"]
     assert match["methods"] == ["passage"]
     _check_passages(text, source, match)

@@ -79,7 +79,8 @@ def test_passages_jsonl_is_every_pair_the_reference_finds(tmp_path: Path) -> Non
                 f"/v1/collections/c/documents/{line['b']}", json={"text": with_ids[line["b"]]}
             )
             answer = client.post(
-                "/v1/collections/c/search", json={"text": with_ids[line["a"]], "limit": 50}
+                "/v1/collections/c/search",
+                json={"text": with_ids[line["a"]], "limit": 50, "min_coverage": 0},
             ).json()
             [match] = [m for m in answer["matches"] if m["id"] == line["b"]]
             assert match["query_coverage"] == line["a_coverage"]

@@ -331,6 +331,8 @@
     const limit = Number.parseInt($('limit').value, 10);
     if (Number.isFinite(limit)) body.limit = limit;
     if ($('html').checked) body.html = true;
+    // min_coverage 0: every shared passage (by default only copies and containments).
+    if ($('quotes').checked) body.min_coverage = 0;
     return body;
   }
 
@@ -369,6 +371,7 @@
     $('outcome').hidden = true;
     const body = request(text);
     delete body.limit;
+    delete body.min_coverage;
     const id = $('doc-id').value.trim();
     if (id) body.id = id;
     const metadata = $('doc-metadata').value.trim();
