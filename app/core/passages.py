@@ -219,27 +219,17 @@ def shared_passages_many(
     return _passages_by_text(rows, len(stored))
 
 
-# A candidate is verified for a coverage ``bar`` only where the fingerprints it shares
-# with the query could make it: shared + boilerplate + COVER_EXTRA at least COVER_SLACK
-# x bar x the fewer fingerprints of the two texts. A passage covering a share of a text
-# holds about that share of its fingerprints (winnowing picks the same ones inside a
-# shared run), less a few at each run's ends and the code points between tokens. On
-# Reuters (4,000 stories and 1,000 joinings of 2-6 of them, 40,962 candidate pairs),
-# this kept every pair covered 0.3, 0.5 or 0.8 and verified 20% of the candidates at
-# 0.8 (slack 0.7 with 1 extra still missed none; 0.6 with none missed 20 at 0.3).
-COVER_SLACK = 0.5
-COVER_EXTRA = 2
-
-
 def may_cover(
     shared: Rows, boilerplate: int | Rows, query_keys: int | Rows, stored_keys: Rows, bar: float
 ) -> npt.NDArray[np.bool_]:
     """Whether each candidate (``shared`` fingerprints with the query, ``stored_keys``
     its own) can share passages covering ``bar`` of the query or of itself, the query
     having ``query_keys`` fingerprints, ``boilerplate`` of them too common to be counted
-    (it may share those too); each of those an int, or one a candidate. O(candidates)."""
-    fewer = np.minimum(stored_keys, query_keys)
-    return shared + (boilerplate + COVER_EXTRA) >= COVER_SLACK * bar * fewer
+    (it may share those too); each of those an int, or one a candidate (the rule:
+    ``kernels.covers``). O(candidates)."""
+    arrays = np.broadcast_arrays(shared, boilerplate, query_keys, stored_keys)
+    ready = [np.ascontiguousarray(a, dtype=np.int64) for a in arrays]
+    return kernels.may_cover_many(ready[0], ready[1], ready[2], ready[3], float(bar))
 
 
 def shared_passages_texts(
@@ -307,6 +297,9 @@ class Candidates:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+
+_NO_CODES = np.zeros(0, dtype=np.int64)
 
 
 class PassageIndex(TableIndex):
@@ -398,19 +391,13 @@ class PassageIndex(TableIndex):
             0, flat, self.max_rows, self._rows.deleted.array, capped
         )
         boilerplate = np.bincount(owner[capped], minlength=len(keys)).astype(np.int64)
-        pairs, shared = np.unique(owner[positions] << 32 | rows, return_counts=True)
-        text, found = pairs >> 32, pairs & 0xFFFFFFFF
-        if bar is not None and bar > 0.0 and len(pairs):
-            keep = may_cover(shared, boilerplate[text], counts[text], self.key_counts(found), bar)
-            if near is not None and len(near[0]):
-                keep |= np.isin(pairs, near[0] << 32 | near[1])
-            text, found, shared = text[keep], found[keep], shared[keep]
-        order = np.lexsort((found, -shared, text))
-        text, found, shared = text[order], found[order], shared[order]
-        bounds = np.searchsorted(text, np.arange(len(keys) + 1))
-        # Views of one int64 array each, not copies: two copies a text were ~2.5 µs of an
-        # insert's ~160 (cProfile, 400,000 documents).
-        found, shared = found.astype(np.int64, copy=False), shared.astype(np.int64, copy=False)
+        near_codes = _NO_CODES
+        if bar is not None and near is not None and len(near[0]):
+            near_codes = np.sort(near[0].astype(np.int64) << 32 | near[1].astype(np.int64))
+        found, shared, bounds = kernels.counted_candidates(
+            owner[positions], np.asarray(rows, dtype=np.int64), len(keys), boilerplate,
+            counts, self._key_counts.array, 0.0 if bar is None else float(bar), near_codes,
+        )  # fmt: skip
         return [
             (found[start:end], shared[start:end])
             for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)

@@ -223,6 +223,47 @@ def test_index_candidates_are_the_rows_sharing_a_fingerprint() -> None:
         assert list(numbers) == sorted(numbers, reverse=True)
 
 
+def test_counted_candidates_keep_what_may_cover_the_bar_and_the_near_ones() -> None:
+    """The filter of a batch at a bar, against counting with Python sets and the rule
+    written out: shared + boilerplate + 2 >= 0.5 x bar x the fewer fingerprints."""
+    rng = random.Random(11)
+    base = [random_text(rng, rng.randint(20, 120)) for _ in range(40)]
+    # Texts that share parts of each other: a copy of a slice of an earlier text inside.
+    texts = [
+        t + " " + " ".join(base[rng.randrange(i + 1)].split()[: rng.randint(5, 60)])
+        for i, t in enumerate(base)
+    ]
+    prints = [fingerprints(tokenize(t), 4, 6) for t in texts]
+    index = PassageIndex(max_rows=6)
+    index.insert_many(prints[:30], np.arange(30))
+    held = {row: set(p.tolist()) for row, p in enumerate(prints[:30])}
+    counts: dict[int, int] = {}
+    for keys in prints[:30]:
+        for key in set(keys.tolist()):
+            counts[key] = counts.get(key, 0) + 1
+    queries = prints[25:40]
+    # Near-duplicates, kept whatever they share: every third row of each text.
+    near_pairs = [(text, row) for text in range(len(queries)) for row in range(text % 3, 30, 3)]
+    near_texts, near_rows = (np.array(column) for column in zip(*near_pairs, strict=True))
+    for bar in (0.3, 0.8):
+        found, boilerplate = index.candidates_counted(queries, bar, (near_texts, near_rows))
+        for text, keys in enumerate(queries):
+            query = set(keys.tolist())
+            common = sum(1 for k in keys.tolist() if counts.get(k, 0) > 6)
+            assert boilerplate[text] == common
+            near = {row for t, row in near_pairs if t == text}
+            expected = {}
+            for row, values in held.items():
+                shared = len({k for k in query & values if counts[k] <= 6})
+                fewer = min(len(keys), len(prints[row]))
+                if shared and (shared + common + 2 >= 0.5 * bar * fewer or row in near):
+                    expected[row] = shared
+            rows, numbers = found[text]
+            assert dict(zip(rows.tolist(), numbers.tolist(), strict=True)) == expected
+            pairs = list(zip((-numbers).tolist(), rows.tolist(), strict=True))
+            assert pairs == sorted(pairs)  # most shared first, ties by row
+
+
 def test_boilerplate_seeds_nothing() -> None:
     footer = "All rights reserved by the news wire service and its partners worldwide today"
     texts = [random_text(random.Random(i), 50) + " " + footer for i in range(30)]
