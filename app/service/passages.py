@@ -310,7 +310,7 @@ def shared_counts(keys: list[npt.NDArray[np.uint64]], max_holders: int) -> Share
     ``max_holders`` texts hold is boilerplate and counts for none. O(F log F + pairs)."""
     counts = np.array([len(k) for k in keys], dtype=np.int64)
     texts = len(keys)
-    if counts.sum() < 2:
+    if texts < 2 or counts.sum() < 2:  # one text (a single insert) pairs with none
         empty = np.zeros(0, dtype=np.int64)
         return SharedCounts(empty, empty, empty, np.zeros(texts, dtype=np.int64))
     flat = np.concatenate(keys)
