@@ -324,7 +324,8 @@ class Client:
     ) -> list[Match]:
         """Stored documents near a text, best first; nothing is stored. In a collection
         with passages on, ``min_coverage`` drops the matches found by shared passages
-        alone that cover less than it of either text."""
+        alone that cover less than it of either text (None: the service's default, 0.5,
+        copies and containments; 0: every shared passage, quotes too)."""
         return self._run(
             self._calls.search(
                 collection,
