@@ -22,6 +22,11 @@ no work) is the ceiling. Each run measures, per collection:
 Medians of ``--runs``; ratios are of figures taken in the same run. ``--pin`` puts the
 servers on core 0 and wrk on core 1 (the unpinned figure is what a user sees: give both).
 Writes bench/results/real_text.md.
+
+``--redis``: instead, the Redis backend (a local redis-server without persistence, one
+``neardup serve`` over it): the Reuters stories in batches of 250 into a collection at
+the defaults and one with passages off, batch inserts/s and Redis's used_memory a
+document (bench/results/real_text_redis.md).
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ from devkit.harness import (
     rss_bytes,
     write_result,
 )
-from devkit.server import bare_app, neardup
+from devkit.redis_peer import used_memory
+from devkit.redis_servers import start_server
+from devkit.server import Server, bare_app, neardup
 from devkit.wrk import SEARCH_LUA, run_wrk
 
 SETTINGS = {"defaults": {}, "passages off": {"passages": {"enabled": False}}}
@@ -139,17 +146,7 @@ def one_run(
                     with httpx.Client(base_url=server.url, timeout=300, trust_env=False) as client:
                         assert client.put("/v1/collections/c", json=body).status_code == 201
                         before = rss_bytes(server.pid)
-                        started = time.perf_counter()
-                        for at in range(0, len(stored), BATCH):
-                            chunk = [
-                                {"id": f"d{at + i}", "text": t}
-                                for i, t in enumerate(stored[at : at + BATCH])
-                            ]
-                            answer = client.post(
-                                "/v1/collections/c/documents/batch", json={"documents": chunk}
-                            )
-                            answer.raise_for_status()
-                        figures[f"{key}|batch/s"] = len(stored) / (time.perf_counter() - started)
+                        figures[f"{key}|batch/s"] = insert_batches(client, "c", stored)
                         figures[f"{key}|rss B/doc"] = (rss_bytes(server.pid) - before) / len(stored)
                     rate, p50 = wrk_rate(
                         server.url,
@@ -170,6 +167,74 @@ def one_run(
                     )
                     figures[f"{key}|single/s"] = rate
     return figures
+
+
+def insert_batches(client: httpx.Client, collection: str, texts: list[str]) -> float:
+    """Documents/s of ``texts`` posted in batches of BATCH from one client."""
+    started = time.perf_counter()
+    for at in range(0, len(texts), BATCH):
+        chunk = [{"id": f"d{at + i}", "text": t} for i, t in enumerate(texts[at : at + BATCH])]
+        answer = client.post(
+            f"/v1/collections/{collection}/documents/batch", json={"documents": chunk}
+        )
+        answer.raise_for_status()
+    return len(texts) / (time.perf_counter() - started)
+
+
+def redis_run(stories: list[str]) -> dict[str, float]:
+    """One run over Redis: "setting|batch/s" and "setting|redis B/doc" of each setting."""
+    import redis
+
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="real-text-redis-") as scratch:
+        root = Path(scratch)
+        server = start_server(root / "redis")  # no persistence: the layout, not the disk
+        try:
+            store = redis.Redis.from_url(server.url)
+            with (
+                Server(
+                    root / "data", NEARDUP_BACKEND=server.url, NEARDUP_LOG_LEVEL="warning"
+                ) as service,
+                httpx.Client(base_url=service.url, timeout=300, trust_env=False) as client,
+            ):
+                for number, (setting, body) in enumerate(SETTINGS.items()):
+                    name = f"c{number}"
+                    assert client.put(f"/v1/collections/{name}", json=body).status_code == 201
+                    before = used_memory(store)
+                    figures[f"{setting}|batch/s"] = insert_batches(client, name, stories)
+                    figures[f"{setting}|redis B/doc"] = (used_memory(store) - before) / len(stories)
+            store.close()
+        finally:
+            server.stop()
+    return figures
+
+
+def redis_report(runs: list[dict[str, float]], documents: int) -> str:
+    def median(key: str) -> float:
+        return statistics.median(run[key] for run in runs)
+
+    def ratio(measure: str) -> str:
+        key, under = f"defaults|{measure}", f"passages off|{measure}"
+        return f"{statistics.median(run[key] / run[under] for run in runs):.2f}x"
+
+    rows = [
+        [
+            f"Reuters stories ({documents:,})",
+            f"{median('defaults|batch/s'):,.0f} / {median('passages off|batch/s'):,.0f} "
+            f"({ratio('batch/s')})",
+            f"{median('defaults|redis B/doc'):,.0f} / {median('passages off|redis B/doc'):,.0f} "
+            f"({ratio('redis B/doc')})",
+        ]
+    ]
+    header = [
+        "corpus (documents)",
+        "batch inserts/s: defaults / off",
+        "Redis B/doc: defaults / off",
+    ]
+    return (
+        f"# The default collection on real text over Redis ({len(runs)} runs, medians)\n\n"
+        "`python -m bench.real_text --redis`\n\n" + markdown_table(header, rows) + "\n"
+    )
 
 
 def report(
@@ -223,11 +288,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5, help="each wrk run")
     parser.add_argument("--pin", action="store_true")
+    parser.add_argument("--redis", action="store_true", help="the Redis backend's inserts")
     arguments = parser.parse_args()
     texts = corpora(arguments.documents, 7)
     if texts is None:
         print("bench.real_text: ../shared/data/reuters21578 is absent: nothing measured")
         sys.exit(0)
+    if arguments.redis:
+        stories = texts["Reuters stories"]
+        redis_runs = []
+        for number in range(arguments.runs):
+            redis_runs.append(redis_run(stories))
+            print(f"run {number + 1}: {json.dumps(redis_runs[-1])}", flush=True)
+        text = redis_report(redis_runs, len(stories))
+        print(text)
+        print(f"written to {write_result('real_text_redis.md', text)}")
+        return
     fresh = corpora(4 * BODIES, 8)
     assert fresh is not None
     runs = []

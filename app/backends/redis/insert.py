@@ -227,6 +227,7 @@ class Insertion:
             exclude.tolist(),
             query,
             self.mark,
+            [from_store.rows[start:end] for start, end in store_spans],
         )
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)

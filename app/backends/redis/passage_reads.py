@@ -13,7 +13,15 @@ from app.backends.redis.retention import NO_RETENTION, Mark
 from app.backends.redis.store.steps import Steps, run
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
-from app.service.passages import BatchPassages, Found, PassageQuery, annotated, relations
+from app.core.types import Rows
+from app.service.passages import (
+    CONTAINED,
+    BatchPassages,
+    Found,
+    PassageQuery,
+    annotated,
+    relations,
+)
 from app.service.types import Match, PassageMatch, Query
 
 
@@ -25,11 +33,15 @@ def passage_steps(
     mark: Mark | None,
     cutoff: int | None,
     stamps: Sequence[int] | None = None,
+    *,
+    bar: float | None = None,
+    near: Sequence[Rows] | None = None,
 ) -> Steps[list[list[Found]] | None]:
     """For each text, the visible stored documents sharing passages with it (None:
     passages are off): within the retention (``mark``; None: read beside the first
     lookups), the query's since / until and, with ``stamps`` (new documents' times), the
-    match window of each."""
+    match window of each; with a ``bar``, only those that may cover it and each text's
+    rows ``near`` (RedisPassages.find_steps)."""
     passages = resolved.passages
     if passages is None:
         return None
@@ -54,7 +66,9 @@ def passage_steps(
 
         return visible
 
-    found: list[list[Found]] = yield from passages.find_steps(store.reads, texts, visible_by, also)
+    found: list[list[Found]] = yield from passages.find_steps(
+        store.reads, texts, visible_by, also, bar, near
+    )
     return found
 
 
@@ -67,15 +81,19 @@ def insert_passages(
     excludes: Sequence[int],
     query: Query,
     mark: Mark,
+    near: Sequence[Rows],
 ) -> tuple[list[list[Found]], BatchPassages] | None:
     """What an insert batch's documents share with the stored ones (two round trips for
-    the batch), and the batch's own documents for the relations between them; None when
-    passages are off."""
+    the batch): only what may be a containment (CONTAINED) and each document's rows
+    ``near`` (its near-duplicates, whose matches the passages annotate); and the batch's
+    own documents for the relations between them. None when passages are off."""
     if resolved.passages is None:
         return None
     config = resolved.config.passages
     asked = PassageQuery.batch(texts, simhashes, excludes, config)
-    steps = passage_steps(resolved, store, asked, query, mark, None, stamps)
+    steps = passage_steps(
+        resolved, store, asked, query, mark, None, stamps, bar=CONTAINED, near=near
+    )
     found = run(steps, store.wire) or [[] for _ in asked]
     window = resolved.config.match_window_us
     batch = BatchPassages(config, CANDIDATES, asked, query, window)

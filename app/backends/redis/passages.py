@@ -1,12 +1,16 @@
 """The passage index of a Redis collection: each document's winnowed fingerprints
-(app/core/passages.py) as sorted-set entries beside the store's tables (a GramTable with
-set size 0: member = fingerprint | 0 | row, in the shard of the fingerprint's top bits,
-the same hash tags as the store's tables), written and removed as the n-gram index's
-are, from the texts the records keep while passages are on.
+(app/core/passages.py) as sorted-set entries beside the store's tables (a GramTable whose
+set size field holds the document's count of fingerprints: member = fingerprint | count
+| row, in the shard of the fingerprint's top bits, the same hash tags as the store's
+tables), written and removed as the n-gram index's are, from the texts the records keep
+while passages are on. Entries written before the count was kept hold 0 there: such a
+candidate is always verified, and a removal takes both forms away.
 
 A find is two round trips: the entries of the query's fingerprints (at most max_rows + 1
 a fingerprint: one held more often is boilerplate and finds nothing), then the rows of
-the candidates sharing the most (their records hold the texts), verified token by token.
+the candidates that may pass (``may_cover`` at the answer's coverage, from the shared
+fingerprints and the counts the entries carry, and the near-duplicates; their records
+hold the texts), verified token by token.
 """
 
 from __future__ import annotations
@@ -17,18 +21,18 @@ from typing import Any
 import numpy as np
 
 from app.backends.redis.records import Held
-from app.backends.redis.store.grams import GramTable
+from app.backends.redis.store.grams import MAX_SET_SIZE, GramTable
 from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.passages import shared_passages_texts
+from app.core.passages import may_cover, shared_passages_texts
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
 
 # Candidates verified a query, most shared fingerprints first (as the embedded backend).
 CANDIDATES = 32
-_NO_SIZE = 0  # the GramTable's set size field: unused here
+_LEGACY_COUNT = 0  # the count field of entries written before it held the count
 
 
 class RedisPassages:
@@ -41,16 +45,16 @@ class RedisPassages:
     def writes(self, command: str, texts: Sequence[str], rows: Rows) -> list[Command]:
         """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows."""
         keys = self.config.fingerprints(texts)
-        counts = [len(k) for k in keys]
-        if not sum(counts):
+        counts = np.array([len(k) for k in keys], dtype=np.int64)
+        if not counts.sum():
             return []
         flat = np.concatenate(keys)
-        return self.table.writes(
-            command,
-            flat,
-            np.zeros(len(flat), dtype=np.int64),
-            np.repeat(np.asarray(rows, dtype=np.int64), counts),
-        )
+        entry_rows = np.repeat(np.asarray(rows, dtype=np.int64), counts)
+        commands = self.table.writes(command, flat, np.repeat(counts, counts), entry_rows)
+        if command == "ZREM":  # and the entries of before the count, where there are any
+            legacy = np.full(len(flat), _LEGACY_COUNT, dtype=np.int64)
+            commands += self.table.writes(command, flat, legacy, entry_rows)
+        return commands
 
     def find_steps(
         self,
@@ -58,14 +62,18 @@ class RedisPassages:
         queries: Sequence[PassageQuery],
         visible_by: Callable[[list[Any]], Callable[[int, int, int], bool]],
         also: Sequence[Command] = (),
+        bar: float | None = None,
+        near: Sequence[Rows] | None = None,
     ) -> Steps[list[list[Found]]]:
         """For each query, the stored documents sharing passages with it that are
         visible to it (``visible_by(replies to also)`` says, for its index, a timestamp
-        and a seq), its ``exclude`` row left out. Two round trips for all of them: every
-        query's fingerprints' entries (``also``, the caller's reads, beside them), then
-        the rows of every query's candidates."""
+        and a seq), its ``exclude`` row left out; with a ``bar``, only those that may
+        cover it (``may_cover``) and its rows ``near`` (its near-duplicates, whose
+        matches the passages annotate). Two round trips for all of them: every query's
+        fingerprints' entries (``also``, the caller's reads, beside them), then the rows
+        of every query's candidates."""
         limit = self.config.max_rows + 1
-        lookups = [self.table.lookups(q.keys, _NO_SIZE, _NO_SIZE, limit) for q in queries]
+        lookups = [self.table.lookups(q.keys, 0, MAX_SET_SIZE, limit) for q in queries]
         commands = [command for per_query in lookups for command in per_query]
         if not commands:
             return [[] for _ in queries]
@@ -73,15 +81,23 @@ class RedisPassages:
         visible = visible_by(answered[: len(also)])
         replies = iter(answered[len(also) :])
         shared: list[dict[int, int]] = []
-        for query, per_query in zip(queries, lookups, strict=True):
+        for number, (query, per_query) in enumerate(zip(queries, lookups, strict=True)):
             counts: dict[int, int] = {}
+            held_keys: dict[int, int] = {}  # row -> its count of fingerprints
+            boilerplate = 0
             for _ in per_query:
                 members = next(replies)
                 if len(members) > self.config.max_rows:
-                    continue  # boilerplate
-                for row in GramTable.decode(members)[1].tolist():
+                    boilerplate += 1
+                    continue
+                sizes, rows = GramTable.decode(members)
+                for size, row in zip(sizes.tolist(), rows.tolist(), strict=True):
                     if row != query.exclude:
                         counts[row] = counts.get(row, 0) + 1
+                        held_keys[row] = size
+            if bar and counts:
+                close = set() if near is None else set(near[number].tolist())
+                counts = _may_pass(counts, held_keys, boilerplate, len(query.keys), bar, close)
             shared.append(counts)
         wanted = sorted({row for counts in shared for row in counts})
         if not wanted:
@@ -120,3 +136,25 @@ class RedisPassages:
                     Found(data.ids[at], passages, len(query.text), length, distance, record.seq)
                 )
         return found
+
+
+def _may_pass(
+    counts: dict[int, int],
+    held_keys: dict[int, int],
+    boilerplate: int,
+    query_keys: int,
+    bar: float,
+    near: set[int],
+) -> dict[int, int]:
+    """The candidates (row -> shared fingerprints) that may cover ``bar`` or are
+    near-duplicates; one whose count is not known (0: an entry of before) may always
+    pass (``may_cover`` of no fingerprints)."""
+    rows = list(counts)
+    shared = np.array([counts[row] for row in rows], dtype=np.int64)
+    stored = np.array([held_keys[row] for row in rows], dtype=np.int64)
+    keep = may_cover(shared, boilerplate, query_keys, stored, bar)
+    return {
+        row: counts[row]
+        for row, passes in zip(rows, keep.tolist(), strict=True)
+        if passes or row in near
+    }

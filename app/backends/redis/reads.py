@@ -183,7 +183,11 @@ class Reads:
         if now != raw:
             return None
         matches = self._matches(scored, held, (0, len(scored.rows)), query.limit)
-        return (yield from self._with_passages(resolved, store, text, fingerprints, query, matches))
+        return (
+            yield from self._with_passages(
+                resolved, store, text, fingerprints, query, matches, scored.rows
+            )
+        )
 
     def _with_passages(
         self,
@@ -193,18 +197,23 @@ class Reads:
         fingerprints: Fingerprints,
         query: Query,
         matches: list[Match],
+        near: Rows,
         mark: Mark | None = None,
         exclude: int = -1,
     ) -> Steps[list[Match]]:
-        """The matches with the passages the text shares (app/service/passages.py), when
-        the collection has passages on: two round trips more (three to read the mark)."""
+        """The matches (rows ``near``) with the passages the text shares
+        (app/service/passages.py), when the collection has passages on: two round trips
+        more (three to read the mark). Only candidates that may reach the query's
+        ``min_coverage`` and the near-duplicates are read and verified."""
         if resolved.passages is None:
             return matches
         asked = PassageQuery.of(
             text, int(fingerprints.simhash[0]), resolved.config.passages, exclude
         )
         cutoff = self.collection.cutoff(resolved)
-        found = yield from passage_steps(resolved, store, [asked], query, mark, cutoff)
+        found = yield from passage_steps(
+            resolved, store, [asked], query, mark, cutoff, bar=query.min_coverage, near=[near]
+        )
         return matches if found is None else with_passages(matches, found[0], query)
 
     def _search_fresh(self, text: str, query: Query) -> list[Match]:
@@ -218,7 +227,9 @@ class Reads:
             )
             scored, held, _ = run(matching, store.wire)
             matches = self._matches(scored, held, (0, len(scored.rows)), query.limit)
-            steps = self._with_passages(resolved, store, text, fingerprints, query, matches)
+            steps = self._with_passages(
+                resolved, store, text, fingerprints, query, matches, scored.rows
+            )
             return run(steps, store.wire)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
@@ -267,7 +278,15 @@ class Reads:
             return matches
         return (
             yield from self._with_passages(
-                resolved, store, text, fingerprints, query, matches, mark, int(exclude[0])
+                resolved,
+                store,
+                text,
+                fingerprints,
+                query,
+                matches,
+                scored.rows,
+                mark,
+                int(exclude[0]),
             )
         )
 
