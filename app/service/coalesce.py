@@ -18,9 +18,12 @@ it would be one by one. A failure of the whole batch (its commit) fails each req
 it, as the shared group commit would have anyway.
 
 ``serial``: one batch at a time, the next gathering every document that arrives while
-one is in flight (a group commit). For the Redis backend, whose insert is ~10 round
-trips under a per-collection lock: gathering per turn made batches of one or two when
-requests arrived in different turns, each paying the round trips alone.
+one is in flight (a group commit). Both backends gather so. The Redis backend's insert is
+~10 round trips under a per-collection lock; the embedded one's, at the defaults, verifies
+passages under the write lock. Gathering per turn made batches of one or two when
+requests arrived in different turns, each paying that alone: 16 connections of single
+Reuters stories into the default embedded collection formed batches of 1.4 documents
+(388 inserts/s); gathered while one is in flight, 7.9 (926/s; passages off 1,588 -> 1,777).
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class Writes:
         # segment taken meanwhile holds rows the database may never have.
         self._inflight: list[Commit] = []
         self._unchecked_documents = 0  # inserted since the last needs_merge()
-        self.single_inserts = SingleInserts(self._insert_many_async)
+        self.single_inserts = SingleInserts(self._insert_many_async, serial=True)
 
     def insert(
         self, documents: Sequence[NewDocument], options: InsertOptions = PLAIN_INSERT
@@ -161,8 +161,9 @@ class Writes:
         self, document: NewDocument, options: InsertOptions = PLAIN_INSERT
     ) -> InsertResult | Refused:
         """``insert`` of one document on the event loop, without a hop through the thread
-        pool. The single inserts of one turn of the loop go in together as one batch
-        (app/service/coalesce.py: the same answers, at a fraction of the CPU)."""
+        pool. The single inserts that arrive while a batch is in flight go in together
+        as the next batch (app/service/coalesce.py, serial: the same answers, at a
+        fraction of the CPU)."""
         return await self.single_inserts.insert(document, options)
 
     async def _insert_many_async(
