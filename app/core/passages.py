@@ -319,10 +319,6 @@ class PassageIndex(TableIndex):
         super().__init__(lanes=1, values=self._key_counts)
         self.max_rows = max_rows
 
-    def key_counts(self, rows: Rows) -> Rows:
-        """The fingerprints each row was indexed with. O(rows)."""
-        return self._key_counts.array[np.asarray(rows, dtype=np.int64)].astype(np.int64)
-
     def insert_row(self, keys: npt.NDArray[np.uint64], row: int) -> None:
         """A text's fingerprints (``fingerprints``) under its row."""
         self.insert_many([keys], np.array([row], dtype=np.int64))
@@ -392,7 +388,7 @@ class PassageIndex(TableIndex):
         )
         boilerplate = np.bincount(owner[capped], minlength=len(keys)).astype(np.int64)
         near_codes = _NO_CODES
-        if bar is not None and near is not None and len(near[0]):
+        if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
             near_codes = np.sort(near[0].astype(np.int64) << 32 | near[1].astype(np.int64))
         found, shared, bounds = kernels.counted_candidates(
             owner[positions], np.asarray(rows, dtype=np.int64), len(keys), boilerplate,

@@ -66,9 +66,12 @@ class Found:
             round(coverage(self.passages, self.match_length, of_match=True), 6),
         )
 
-    def match(self, near: Match | None = None) -> PassageMatch:
-        """Its answer: ``near``'s with the passages added, or one of its own."""
-        query_coverage, match_coverage = self.coverages()
+    def match(
+        self, near: Match | None = None, coverages: tuple[float, float] | None = None
+    ) -> PassageMatch:
+        """Its answer: ``near``'s with the passages added, or one of its own
+        (``coverages``: its ``coverages()``, where the caller has them already)."""
+        query_coverage, match_coverage = coverages or self.coverages()
         spans = tuple(
             SharedPassage(p.start, p.end, p.match_start, p.match_end) for p in self.passages
         )
@@ -167,13 +170,13 @@ def with_passages(matches: list[Match], found: list[Found], query: Query) -> lis
     alone_found = [f for f in found if f.document_id not in near]
     alone_found.sort(key=lambda f: f.age)  # older first where the rest ties
     for alone in alone_found:  # the coverages first: most finds fall below min_coverage
-        query_coverage, match_coverage = alone.coverages()
-        if max(query_coverage, match_coverage) < query.min_coverage:
+        coverages = alone.coverages()
+        if max(coverages) < query.min_coverage:
             continue
-        similarity = coverage_similarity(query_coverage, match_coverage)
+        similarity = coverage_similarity(*coverages)
         if query.min_similarity is not None and similarity < query.min_similarity:
             continue
-        answer.append(alone.match())
+        answer.append(alone.match(coverages=coverages))
     answer.sort(key=lambda m: (-m.similarity, m.hamming_distance))  # stable: ties keep order
     return answer[: query.limit]
 

@@ -247,8 +247,7 @@ class Collection:
             return matches
         asked = PassageQuery.of(text, simhash, self.config.passages, exclude)
         near_pairs = (np.zeros(len(near), dtype=np.int64), near)
-        bar = query.min_coverage or None  # 0: every passage, every candidate verified
-        [candidates] = passages.counted_candidates([asked.keys], bar, near_pairs)
+        [candidates] = passages.counted_candidates([asked.keys], query.min_coverage, near_pairs)
         return with_passages(matches, self.passages_of(asked, query, None, candidates) or [], query)
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
