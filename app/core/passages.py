@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
@@ -276,6 +277,26 @@ def coverage(passages: list[Passage], length: int, *, of_match: bool = False) ->
     return covered / length
 
 
+def text_hash(text: str) -> int:
+    """A text as sent, hashed (xxh3, 64 bits; never 0, which stands for unknown): equal
+    hashes of two texts are taken for equal texts, whose passages are known without
+    reading either (``identical_passages``). O(length)."""
+    return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass")) or 1
+
+
+def identical_passages(tokens: Tokens, minimum: int) -> list[Passage] | None:
+    """The passages a text shares with an identical copy, without verifying: the whole
+    run of its tokens, when no run of ``minimum`` tokens repeats in it (else the runs
+    between its repeats are passages too, and only verification finds them all: None).
+    Empty under ``minimum`` tokens. O(n log n) for n tokens."""
+    if len(tokens) < minimum:
+        return []
+    if not kernels.kgrams_distinct(tokens.hashes, minimum):
+        return None
+    start, end = int(tokens.starts[0]), int(tokens.ends[-1])
+    return [Passage(start, end, start, end, len(tokens))]
+
+
 def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """Fingerprints as the table holds them: through MurmurHash3's finaliser, a bijection.
     Winnowing keeps the smallest hash of each window, so fingerprints crowd the low end
@@ -307,42 +328,54 @@ class PassageIndex(TableIndex):
 
     Memory: 16 bytes an entry in the sorted arrays (key and row), about
     2 / (window + 1) entries a token: some 1.8 KB for a 3 KB English text with the
-    defaults. Search: one sorted lookup per query fingerprint, O(f log N).
+    defaults; and 12 bytes a row (its count of fingerprints, its text's hash). Search: one sorted lookup per query fingerprint, O(f log N).
     """
 
     one_entry_a_row = False
 
     def __init__(self, max_rows: int = DEFAULT_MAX_ROWS) -> None:
-        # Each row's count of fingerprints: what a candidate's shared ones are measured
-        # against (``may_cover``). 4 bytes a row.
-        self._key_counts = RowArray(np.uint32)
-        super().__init__(lanes=1, values=self._key_counts)
+        # Per row: its count of fingerprints, what a candidate's shared ones are measured
+        # against (``may_cover``), and its text's hash (``text_hash``, low and high words;
+        # 0: unknown), what tells a copy of the query. 12 bytes a row.
+        self._per_row = RowArray(np.uint32, (3,))
+        super().__init__(lanes=1, values=self._per_row)
         self.max_rows = max_rows
 
-    def insert_row(self, keys: npt.NDArray[np.uint64], row: int) -> None:
+    def insert_row(self, keys: npt.NDArray[np.uint64], row: int, text_hash: int = 0) -> None:
         """A text's fingerprints (``fingerprints``) under its row."""
-        self.insert_many([keys], np.array([row], dtype=np.int64))
+        self.insert_many([keys], np.array([row], dtype=np.int64), [text_hash])
 
-    def insert_many(self, keys: list[npt.NDArray[np.uint64]], rows: Rows) -> None:
-        """Texts' fingerprints under their rows (rows numbered once, never reused)."""
-        entries = self._entries(keys, rows)
+    def insert_many(
+        self,
+        keys: list[npt.NDArray[np.uint64]],
+        rows: Rows,
+        text_hashes: Sequence[int] | None = None,
+    ) -> None:
+        """Texts' fingerprints under their rows (rows numbered once, never reused), with
+        their texts' ``text_hash`` (None: unknown, every candidate is verified)."""
+        entries = self._entries(keys, rows, text_hashes)
         if entries is not None:
             self._table.insert(*entries)
 
-    def insert_chunks(self, chunks: Iterable[tuple[list[npt.NDArray[np.uint64]], Rows]]) -> None:
-        """``insert_many`` of each (fingerprints, rows) chunk, as one bulk load (a
+    def insert_chunks(
+        self, chunks: Iterable[tuple[list[npt.NDArray[np.uint64]], Rows, Sequence[int] | None]]
+    ) -> None:
+        """``insert_many`` of each (fingerprints, rows, text hashes) chunk, as one bulk load (a
         restart's every text): the chunks' entries are sorted apart and merged once at
         the end, their memory given back as the merge passes it (RunBuilder), so that the
         load holds about one copy of the table where merging chunk by chunk held two."""
         builder = RunBuilder(lanes=1)
-        for keys, rows in chunks:
-            entries = self._entries(keys, rows)
+        for keys, rows, text_hashes in chunks:
+            entries = self._entries(keys, rows, text_hashes)
             if entries is not None:
                 builder.add(*entries)
         self._table.insert_run(builder.finish())
 
     def _entries(
-        self, keys: list[npt.NDArray[np.uint64]], rows: Rows
+        self,
+        keys: list[npt.NDArray[np.uint64]],
+        rows: Rows,
+        text_hashes: Sequence[int] | None = None,
     ) -> tuple[npt.NDArray[np.uint64], Rows] | None:
         """The table's (keys (m, 1), rows) of texts' fingerprints, their rows claimed; None
         when no text has a fingerprint (a text under k tokens has none: not held)."""
@@ -351,8 +384,13 @@ class PassageIndex(TableIndex):
         if not held.any():
             return None
         claimed = self._rows.claim(np.asarray(rows, dtype=np.int64)[held])
-        self._key_counts.ensure(self._rows.present.size)
-        self._key_counts.array[claimed] = counts[held]
+        self._per_row.ensure(self._rows.present.size)
+        per_row = self._per_row.array
+        per_row[claimed, 0] = counts[held]
+        if text_hashes is not None:
+            hashes = np.array(text_hashes, dtype=np.uint64)[held]
+            per_row[claimed, 1] = (hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            per_row[claimed, 2] = (hashes >> np.uint64(32)).astype(np.uint32)
         entries = spread(np.concatenate(keys)).reshape(-1, 1)
         return entries, np.repeat(claimed, counts[held])
 
@@ -392,12 +430,18 @@ class PassageIndex(TableIndex):
             near_codes = np.sort(near[0].astype(np.int64) << 32 | near[1].astype(np.int64))
         found, shared, bounds = kernels.counted_candidates(
             owner[positions], np.asarray(rows, dtype=np.int64), len(keys), boilerplate,
-            counts, self._key_counts.array, 0.0 if bar is None else float(bar), near_codes,
+            counts, self._per_row.array, 0.0 if bar is None else float(bar), near_codes,
         )  # fmt: skip
         return [
             (found[start:end], shared[start:end])
             for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
         ], boilerplate
+
+    def identical(self, rows: Rows, text_hash: int) -> npt.NDArray[np.bool_]:
+        """Whether each row's text is the one of ``text_hash`` (rows held, none
+        unknown). O(rows)."""
+        halves = self._per_row.array[np.asarray(rows, dtype=np.int64), 1:].tolist()
+        return np.array([low | high << 32 == text_hash for low, high in halves], dtype=np.bool_)
 
     def _check(self) -> None:
         self._check_rows()

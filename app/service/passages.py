@@ -33,6 +33,7 @@ from app.core.passages import (
     fingerprints,
     may_cover,
     shared_passages_many,
+    text_hash,
     tokenize,
 )
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
@@ -102,7 +103,7 @@ class PassageQuery:
     must not find (itself, or the document it replaces; -1: none), and its tokens, made
     when first asked for (only a text with candidates needs them)."""
 
-    __slots__ = ("_tokens", "exclude", "keys", "simhash", "text")
+    __slots__ = ("_text_hash", "_tokens", "exclude", "keys", "simhash", "text")
 
     def __init__(
         self, text: str, keys: npt.NDArray[np.uint64], simhash: int, exclude: int = -1
@@ -112,6 +113,7 @@ class PassageQuery:
         self.simhash = simhash
         self.exclude = exclude
         self._tokens: Tokens | None = None
+        self._text_hash = 0
 
     @property
     def tokens(self) -> Tokens:
@@ -119,6 +121,13 @@ class PassageQuery:
         if self._tokens is None:
             self._tokens = tokenize(self.text)
         return self._tokens
+
+    @property
+    def text_hash(self) -> int:
+        """The text's ``text_hash``, made once. O(text) the first time."""
+        if not self._text_hash:
+            self._text_hash = text_hash(self.text)
+        return self._text_hash
 
     @staticmethod
     def of(text: str, simhash: int, config: PassagesConfig, exclude: int = -1) -> PassageQuery:

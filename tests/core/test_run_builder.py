@@ -113,11 +113,14 @@ def test_a_passage_index_loaded_in_chunks_equals_one_loaded_by_inserts() -> None
         for _ in range(3000)
     ]
     rows = np.arange(3000, dtype=np.int64) * 2
+    hashes = [int(h) for h in rng.integers(1, 2**63, size=3000, dtype=np.int64)]
     by_inserts, in_chunks = PassageIndex(), PassageIndex()
     for start in range(0, 3000, 500):
-        by_inserts.insert_many(texts[start : start + 500], rows[start : start + 500])
+        end = start + 500
+        by_inserts.insert_many(texts[start:end], rows[start:end], hashes[start:end])
     in_chunks.insert_chunks(
-        (texts[start : start + 700], rows[start : start + 700]) for start in range(0, 3000, 700)
+        (texts[start : start + 700], rows[start : start + 700], hashes[start : start + 700])
+        for start in range(0, 3000, 700)
     )
     in_chunks._check()
     assert in_chunks.holds(rows).tolist() == [len(keys) > 0 for keys in texts]
@@ -125,6 +128,12 @@ def test_a_passage_index_loaded_in_chunks_equals_one_loaded_by_inserts() -> None
         assert [a.tolist() for a in in_chunks.candidates(keys)] == [
             a.tolist() for a in by_inserts.candidates(keys)
         ]
+    held = rows[[len(keys) > 0 for keys in texts]]
+    for index in (by_inserts, in_chunks):  # each row's text hash, and no other
+        assert index.identical(held[:50], hashes[0]).tolist() == [
+            row == 0 for row in held[:50].tolist()
+        ]
+        assert all(index.identical(np.array([row]), hashes[row // 2])[0] for row in held.tolist())
 
 
 def resident_bytes(array: np.ndarray) -> int:

@@ -12,8 +12,11 @@ import numpy.typing as npt
 from app.collection_config import PassagesConfig
 from app.core.passages import (
     Candidates,
+    Passage,
     PassageIndex,
+    identical_passages,
     shared_passages_texts,
+    text_hash,
 )
 from app.core.types import Rows
 from app.service.indexes import TableMatcher
@@ -41,12 +44,14 @@ class PassageSearch(TableMatcher):
         self.config = config
         self.index = PassageIndex(config.max_rows)
         self._texts_of = texts_of
-        # Row -> fingerprints of a document an insert made them for, until it is indexed.
-        self._prepared: dict[int, npt.NDArray[np.uint64]] = {}
+        # Row -> (fingerprints, text hash) of a document an insert made them for, until
+        # it is indexed.
+        self._prepared: dict[int, tuple[npt.NDArray[np.uint64], int]] = {}
 
-    def prepare(self, row: int, keys: npt.NDArray[np.uint64]) -> None:
-        """The fingerprints of a row about to be inserted (not made again then)."""
-        self._prepared[row] = keys
+    def prepare(self, row: int, asked: PassageQuery) -> None:
+        """The fingerprints and text hash of a row about to be inserted (not made again
+        then)."""
+        self._prepared[row] = (asked.keys, asked.text_hash)
 
     def insert(self, texts: Sequence[str | None] | None, rows: Rows) -> None:
         """Texts (None: not kept, nothing indexed; ``texts`` None: none given, those not
@@ -58,30 +63,38 @@ class PassageSearch(TableMatcher):
         texts +756 MB, in chunks of 4,096 +147 MB, and 20% faster) and loaded in bulk
         (PassageIndex.insert_chunks: about one copy of the table at the peak)."""
         if len(rows) <= INSERT_CHUNK:
-            self.index.insert_many(self._keys(texts, rows), rows)
+            keys, hashes = self._keys(texts, rows)
+            self.index.insert_many(keys, rows, hashes)
         else:
             self.index.insert_chunks(self._chunks(texts, rows))
         self._prepared.clear()
 
     def _chunks(
         self, texts: Sequence[str | None] | None, rows: Rows
-    ) -> Iterator[tuple[list[npt.NDArray[np.uint64]], Rows]]:
-        """(fingerprints, rows) of INSERT_CHUNK texts at a time, each made when asked for."""
+    ) -> Iterator[tuple[list[npt.NDArray[np.uint64]], Rows, list[int]]]:
+        """(fingerprints, rows, text hashes) of INSERT_CHUNK texts at a time, each made
+        when asked for."""
         for start in range(0, len(rows), INSERT_CHUNK):
             chunk = rows[start : start + INSERT_CHUNK]
             part = None if texts is None else texts[start : start + INSERT_CHUNK]
-            yield self._keys(part, chunk), chunk
+            keys, hashes = self._keys(part, chunk)
+            yield keys, chunk, hashes
 
-    def _keys(self, texts: Sequence[str | None] | None, rows: Rows) -> list[npt.NDArray[np.uint64]]:
-        """Each text's fingerprints: prepared by an insert, else made now (a restart's:
-        its text given, or with none given read from the store, the chunk's at once)."""
+    def _keys(
+        self, texts: Sequence[str | None] | None, rows: Rows
+    ) -> tuple[list[npt.NDArray[np.uint64]], list[int]]:
+        """Each text's fingerprints and text hash: prepared by an insert, else made now (a
+        restart's: its text given, or with none given read from the store, the chunk's at
+        once)."""
         keys: list[npt.NDArray[np.uint64]] = []
+        hashes: list[int] = []
         unprepared: list[tuple[int, str]] = []  # (position, text): a restart's rows
         unread: list[tuple[int, int]] = []  # (position, row) of those to read
         given = [None] * len(rows) if texts is None else texts
         for position, (text, row) in enumerate(zip(given, rows.tolist(), strict=True)):
             prepared = self._prepared.get(row)
-            keys.append(_NONE if prepared is None else prepared)
+            keys.append(_NONE if prepared is None else prepared[0])
+            hashes.append(0 if prepared is None else prepared[1])
             if prepared is None and text is not None:
                 unprepared.append((position, text))
             elif prepared is None and texts is None:
@@ -95,9 +108,10 @@ class PassageSearch(TableMatcher):
             ]
         if unprepared:
             made = self.config.fingerprints([text for _, text in unprepared])
-            for (position, _), text_keys in zip(unprepared, made, strict=True):
+            for (position, text), text_keys in zip(unprepared, made, strict=True):
                 keys[position] = text_keys
-        return keys
+                hashes[position] = text_hash(text)
+        return keys, hashes
 
     def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Rows]:
         """The candidate rows of several texts, in one lookup."""
@@ -135,22 +149,45 @@ class PassageSearch(TableMatcher):
         rows = candidates.rows[candidates.rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]
-        verified = rows[:CANDIDATES].tolist()
-        held = [  # (row, text) of the verified candidates
-            (row, text)
-            for row, text in zip(verified, self._texts_of(verified), strict=True)
-            if text is not None
-        ]
-        if not held:
-            return []
-        k, minimum = self.config.k, self.config.min_tokens
-        runs = shared_passages_texts(asked.tokens, [text for _, text in held], k, minimum)
+        verified = rows[:CANDIDATES]
+        copies = self._copies(asked, verified)  # known without reading their texts
+        by_row = copies | self._verified(asked, [r for r in verified.tolist() if r not in copies])
+        length = len(asked.text)
         found: list[Found] = []
-        for (row, stored), passages in zip(held, runs, strict=True):
+        for row in verified.tolist():  # in the candidates' order
+            passages, stored_length = by_row.get(row, ([], 0))
             # Only a candidate with passages is named (most share a k-gram or two).
             document_id = id_of(row) if passages else None
             if document_id is not None:
                 distance = distance_of(row)
-                length = len(stored)
-                found.append(Found(document_id, passages, len(asked.text), length, distance, row))
+                found.append(Found(document_id, passages, length, stored_length, distance, row))
         return found
+
+    def _verified(
+        self, asked: PassageQuery, rows: list[int]
+    ) -> dict[int, tuple[list[Passage], int]]:
+        """Row -> (passages, text length) of candidates verified against their stored
+        texts (one read, one compiled call); rows without a text are left out."""
+        held = [(row, text) for row, text in zip(rows, self._texts_of(rows), strict=True) if text]
+        if not held:
+            return {}
+        k, minimum = self.config.k, self.config.min_tokens
+        runs = shared_passages_texts(asked.tokens, [text for _, text in held], k, minimum)
+        return {
+            row: (passages, len(text)) for (row, text), passages in zip(held, runs, strict=True)
+        }
+
+    def _copies(self, asked: PassageQuery, rows: Rows) -> dict[int, tuple[list[Passage], int]]:
+        """Row -> (passages, text length) of the candidates whose text is the asked one,
+        known without reading them (``identical_passages``; none where the asked text
+        repeats a run of ``min_tokens``, which only verification finds all of). O(rows),
+        and O(n log n) once for a text with a copy among them."""
+        if not len(rows):
+            return {}
+        copies = rows[self.index.identical(rows, asked.text_hash)].tolist()
+        if not copies:
+            return {}
+        passages = identical_passages(asked.tokens, self.config.min_tokens)
+        if passages is None:
+            return {}
+        return {row: (list(passages), len(asked.text)) for row in copies}

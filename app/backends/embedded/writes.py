@@ -421,7 +421,7 @@ class Writes:
                     found += self._host.passages_of(asked, query, stamp, candidates) or []
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
-                    passages.prepare(int(row_at[position]), asked.keys)
+                    passages.prepare(int(row_at[position]), asked)
             contains, contained_in = (None, None) if found is None else relations(found, matches)
             if found:
                 matches = annotated(matches, found)
