@@ -553,22 +553,32 @@ def may_cover_many(
 
 @njit(cache=True, nogil=True)
 def counted_candidates(
-    owners: np.ndarray,
+    positions: np.ndarray,
     rows: np.ndarray,
-    texts: int,
-    boilerplate: np.ndarray,
-    query_keys: np.ndarray,
+    key_bounds: np.ndarray,
+    capped: np.ndarray,
     key_counts: np.ndarray,
     bar: float,
     near: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The candidates of several texts from the index's (text, row) hits (``owners``,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates of several texts from the index's hits (``positions`` into the
+    texts' fingerprints, text i's at ``[key_bounds[i], key_bounds[i + 1])``, and
     ``rows``: one a fingerprint a row holds): each (text, row) once with its count of
     hits, only those that may cover ``bar`` (``covers``; all with ``bar`` 0) or are
     among the sorted codes ``near`` (text << 32 | row: its near-duplicates); a row's
-    count of fingerprints is ``key_counts[row, 0]`` (the index's per-row values). Returns
-    (rows, shared, bounds): text i's candidates at ``[bounds[i], bounds[i + 1])``, most
-    shared first, ties by row. O(h log h) for h hits."""
+    count of fingerprints is ``key_counts[row, 0]`` (the index's per-row values), a
+    fingerprint ``capped`` is boilerplate (counted for no row). Returns (rows, shared,
+    bounds, boilerplate): text i's candidates at ``[bounds[i], bounds[i + 1])``, most
+    shared first, ties by row; each text's count of boilerplate fingerprints. O(h log h)
+    for h hits."""
+    texts = key_bounds.shape[0] - 1
+    boilerplate = np.zeros(texts, dtype=np.int64)
+    query_keys = np.empty(texts, dtype=np.int64)
+    for text in range(texts):
+        query_keys[text] = key_bounds[text + 1] - key_bounds[text]
+        for at in range(key_bounds[text], key_bounds[text + 1]):
+            boilerplate[text] += capped[at]
+    owners = np.searchsorted(key_bounds, positions, side="right") - 1
     codes = np.sort((owners << 32) | rows)
     found = np.empty(codes.shape[0], dtype=np.int64)
     shared = np.empty(codes.shape[0], dtype=np.int64)
@@ -607,4 +617,4 @@ def counted_candidates(
         for i in range(high - low):
             out_rows[low + i] = found[low + order[i]]
             out_shared[low + i] = shared[low + order[i]]
-    return out_rows, out_shared, bounds
+    return out_rows, out_shared, bounds, boilerplate

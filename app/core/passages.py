@@ -241,7 +241,7 @@ def shared_passages_texts(
     seeds log seeds + run lengths)."""
     code_points = _code_points("".join(texts))
     bounds = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum([len(text) for text in texts], out=bounds[1:])
+    bounds[1:] = list(itertools.accumulate(len(text) for text in texts))
     rows = kernels.passage_runs_texts(
         query.hashes, query.starts, query.ends, code_points, bounds, char_classes(),
         _folding().table, k, minimum, SEEDS_PER_KGRAM,
@@ -328,7 +328,8 @@ class PassageIndex(TableIndex):
 
     Memory: 16 bytes an entry in the sorted arrays (key and row), about
     2 / (window + 1) entries a token: some 1.8 KB for a 3 KB English text with the
-    defaults; and 12 bytes a row (its count of fingerprints, its text's hash). Search: one sorted lookup per query fingerprint, O(f log N).
+    defaults; and 12 bytes a row (its count of fingerprints, its text's hash). Search:
+    one sorted lookup per query fingerprint, O(f log N).
     """
 
     one_entry_a_row = False
@@ -414,27 +415,26 @@ class PassageIndex(TableIndex):
         than ``max_rows`` rows hold, which it may share with any row uncounted). With a
         ``bar``, only the candidates that may cover it (``may_cover``) and those of the
         (text, row) pairs ``near`` (its near-duplicates), for every text at once."""
-        counts = np.array([len(k) for k in keys], dtype=np.int64)
+        key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
+        key_bounds[1:] = list(itertools.accumulate(len(k) for k in keys))
         empty = np.zeros(0, dtype=np.int64)
-        if not counts.sum():
+        if not key_bounds[-1]:
             return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64)
-        flat = spread(np.concatenate(keys))
-        owner = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+        flat = spread(keys[0] if len(keys) == 1 else np.concatenate(keys))
         capped = np.zeros(len(flat), dtype=np.bool_)
         positions, rows = self._table.lookup_equal_many(
             0, flat, self.max_rows, self._rows.deleted.array, capped
         )
-        boilerplate = np.bincount(owner[capped], minlength=len(keys)).astype(np.int64)
         near_codes = _NO_CODES
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
             near_codes = np.sort(near[0].astype(np.int64) << 32 | near[1].astype(np.int64))
-        found, shared, bounds = kernels.counted_candidates(
-            owner[positions], np.asarray(rows, dtype=np.int64), len(keys), boilerplate,
-            counts, self._per_row.array, 0.0 if bar is None else float(bar), near_codes,
+        found, shared, bounds, boilerplate = kernels.counted_candidates(
+            positions, rows, key_bounds, capped, self._per_row.array,
+            0.0 if bar is None else float(bar), near_codes,
         )  # fmt: skip
+        ends = bounds.tolist()
         return [
-            (found[start:end], shared[start:end])
-            for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+            (found[start:end], shared[start:end]) for start, end in itertools.pairwise(ends)
         ], boilerplate
 
     def identical(self, rows: Rows, text_hash: int) -> npt.NDArray[np.bool_]:

@@ -226,7 +226,7 @@ class Collection:
                 rows, query, None if stamp is None else np.full(len(rows), stamp)
             ),
             self._rows.ids.__getitem__,
-            lambda row: int(np.bitwise_count(np.uint64(asked.simhash) ^ simhashes[row])),
+            lambda row: (asked.simhash ^ int(simhashes[row])).bit_count(),
             candidates,
         )
 
