@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -310,11 +310,13 @@ def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 class Candidates:
     """A query's candidate rows, most shared fingerprints first, with how many each
     shares; ``boilerplate``: the query's fingerprints too common to count (more than
-    the cap of rows hold them)."""
+    the cap of rows hold them); ``texts``: stored texts of some of them, read already
+    (an insert batch's, in one read), by row."""
 
     rows: Rows
     shared: Rows
     boilerplate: int
+    texts: Mapping[int, str] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)

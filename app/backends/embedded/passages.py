@@ -4,7 +4,8 @@ the texts the collection keeps while passages are on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -151,7 +152,8 @@ class PassageSearch(TableMatcher):
             rows = rows[visible(rows)]
         verified = rows[:CANDIDATES]
         copies = self._copies(asked, verified)  # known without reading their texts
-        by_row = copies | self._verified(asked, [r for r in verified.tolist() if r not in copies])
+        unread = [row for row in verified.tolist() if row not in copies]
+        by_row = copies | self._verified(asked, unread, candidates.texts or {})
         length = len(asked.text)
         found: list[Found] = []
         for row in verified.tolist():  # in the candidates' order
@@ -163,12 +165,46 @@ class PassageSearch(TableMatcher):
                 found.append(Found(document_id, passages, length, stored_length, distance, row))
         return found
 
+    def read_ahead(
+        self, queries: Sequence[PassageQuery], found: Sequence[Candidates]
+    ) -> list[Candidates]:
+        """Each query's candidates (``counted_candidates``) with the texts ``find`` will
+        verify, read for all of them at once (an insert batch: one statement for every
+        document, not one each; about 20 us a statement saved, besides 11 us a text).
+        The first CANDIDATES of each, its own row and its copies left out; ``find`` reads
+        any other it needs itself. O(rows)."""
+        wanted: set[int] = set()
+        for asked, candidates in zip(queries, found, strict=True):
+            rows = candidates.rows[candidates.rows != asked.exclude][:CANDIDATES]
+            if len(rows):
+                wanted.update(rows[~self.index.identical(rows, asked.text_hash)].tolist())
+        if not wanted:
+            return list(found)
+        ordered = sorted(wanted)
+        texts: dict[int, str] = {}
+        for start in range(0, len(ordered), INSERT_CHUNK):  # under SQLite's bound limit
+            chunk = ordered[start : start + INSERT_CHUNK]
+            texts.update(
+                (row, text)
+                for row, text in zip(chunk, self._texts_of(chunk), strict=True)
+                if text is not None
+            )
+        return [
+            replace(candidates, texts=texts) if len(candidates) else candidates
+            for candidates in found
+        ]
+
     def _verified(
-        self, asked: PassageQuery, rows: list[int]
+        self, asked: PassageQuery, rows: list[int], known: Mapping[int, str]
     ) -> dict[int, tuple[list[Passage], int]]:
         """Row -> (passages, text length) of candidates verified against their stored
-        texts (one read, one compiled call); rows without a text are left out."""
-        held = [(row, text) for row, text in zip(rows, self._texts_of(rows), strict=True) if text]
+        texts (``known`` ones as given, the rest read in one statement; one compiled
+        call); rows without a text are left out."""
+        if not rows:
+            return {}
+        unread = [row for row in rows if row not in known]
+        read = dict(zip(unread, self._texts_of(unread), strict=True)) if unread else {}
+        held = [(row, text) for row in rows if (text := known.get(row) or read.get(row))]
         if not held:
             return {}
         k, minimum = self.config.k, self.config.min_tokens

@@ -370,8 +370,11 @@ class Writes:
             window = self._host.config.match_window_us
             batch_passages = BatchPassages(passages.config, CANDIDATES, asked_all, query, window)
             # Only what can be a containment (CONTAINED) or annotates a match is verified.
-            stored_candidates = passages.counted_candidates(
-                [a.keys for a in asked_all], CONTAINED, (from_index.positions, from_index.rows)
+            stored_candidates = passages.read_ahead(
+                asked_all,
+                passages.counted_candidates(
+                    [a.keys for a in asked_all], CONTAINED, (from_index.positions, from_index.rows)
+                ),
             )
 
         admission = decide.Admission(options.on_duplicate, granted, unlimited)

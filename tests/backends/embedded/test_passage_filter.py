@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig
-from app.core.passages import coverage, shared_passages, tokenize
+from app.core.passages import Candidates, coverage, shared_passages, tokenize
 from app.service import NewDocument, Query
 from app.service.passages import CONTAINED
 from app.service.types import InsertResult
@@ -120,3 +121,49 @@ def test_search_at_a_min_coverage_finds_what_every_document_would(bar: float) ->
         assert alone == expected
         found += len(expected)
     assert found > 20
+
+
+def test_an_insert_batch_reads_its_candidates_texts_at_once() -> None:
+    """``read_ahead`` reads every candidate text of a batch in one read, and ``find``
+    then finds what it finds reading each query's candidates itself, reading nothing
+    more (copies, which need no text, are not read)."""
+    from app.backends.embedded.passages import PassageSearch
+    from app.service.passages import PassageQuery
+
+    texts = _corpus(5)
+    stored, asked = texts[:100], texts[100:] + texts[:3]  # the last three: copies
+    reads: list[list[int]] = []
+
+    def texts_of(rows: list[int]) -> list[str | None]:
+        reads.append(list(rows))
+        return [stored[row] for row in rows]
+
+    config = CollectionConfig().passages
+    search = PassageSearch(config, texts_of)
+    search.insert(stored, np.arange(len(stored), dtype=np.int64))
+    queries = [PassageQuery.of(text, 0, config) for text in asked]
+    found = search.counted_candidates([q.keys for q in queries], CONTAINED)
+
+    def answers(candidates: list[Candidates]) -> list[list[tuple[str | None, int, int]]]:
+        return [
+            [(f.document_id, f.match_length, len(f.passages)) for f in finds]
+            for finds in (
+                search.find(q, lambda rows: np.ones(len(rows), dtype=np.bool_), str, int, c)
+                for q, c in zip(queries, candidates, strict=True)
+            )
+        ]
+
+    expected = answers(found)
+    reads.clear()
+    ahead = search.read_ahead(queries, found)
+    assert len(reads) == 1
+    wanted = {  # each query's first 32 candidates but its copies
+        row
+        for q, c in zip(queries, found, strict=True)
+        for row in c.rows.tolist()[:32]
+        if stored[row] != q.text
+    }
+    assert set(reads[0]) == wanted
+    assert answers(ahead) == expected
+    assert len(reads) == 1  # find read nothing more
+    assert sum(len(finds) for finds in expected) > 20  # the batch shares passages
