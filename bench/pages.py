@@ -138,7 +138,7 @@ def two_sites(client: httpx.Client, pages: list[RealPage], extract: str) -> dict
             {"id": f"{page.id}-a", "text": html, "html": True},
         )
         first_site.append(bool(answer["matches"]))
-    found, wrong = [], []
+    found, wrong, contained, wrong_related = [], [], [], []
     for index, page in enumerate(pages):
         html = site_page(
             SITES[(index + 1) % 3], "Headline", page.article, teasers_from(articles, 14, rng)
@@ -149,14 +149,22 @@ def two_sites(client: httpx.Client, pages: list[RealPage], extract: str) -> dict
             {"id": f"{page.id}-b", "text": html, "html": True},
         )
         ids = {match["id"] for match in answer["matches"]}
+        related = ids | {
+            relation["id"]
+            for relation in answer.get("contains", []) + answer.get("contained_in", [])
+        }
         found.append(f"{page.id}-a" in ids)
+        contained.append(f"{page.id}-a" in related)
         wrong.append(bool(ids - {f"{page.id}-a"}))
+        wrong_related.append(bool(related - {f"{page.id}-a"}))
     return {
         "extract": extract,
         "same article, two sites: found": share(found),
+        "found or contained": share(contained),
         "two articles, one site: matched": share(
             [a or b for a, b in zip(first_site, wrong, strict=True)]
         ),
+        "matched or contained": share(wrong_related),
     }
 
 
