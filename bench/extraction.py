@@ -83,7 +83,7 @@ def hand_made_pages() -> list[tuple[str, str, str, Snippets]]:
     annotations = json.loads((HAND_MADE / "snippets.json").read_text(encoding="utf-8"))
     pages = []
     for name, entry in annotations.items():
-        html = decode_page(gzip.decompress((HAND_MADE / f"{name}.html.gz").read_bytes()))
+        html = decode_page(gzip.decompress((HAND_MADE / f"{name}.html.gz").read_bytes()), "utf-8")
         pages.append((name, entry["language"], html, Snippets(entry["with"], entry["without"])))
     return pages
 
