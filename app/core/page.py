@@ -190,6 +190,63 @@ def _visible_and_links(html: str) -> tuple[str, set[str]]:
     return visible_text(tree), links
 
 
+# Elements whose class or id names them chrome, in the words sites use (ads, modals,
+# newsletter and sign-up boxes, logins, cookie notices, promotions, related and popular
+# lists, comments, author notes, footers) are taken out before the extractor reads the
+# page. A class (or the id) names chrome when its first or last part ("-" and "_" part
+# them) is one of these words and no part names content: "sidebar", "c-footer",
+# "comments-box", but not "content-with-sidebar-wrp", "article-overlay" or "ad_body".
+_CHROME_WORDS = frozenset(
+    "ad ads advert advertisement adsbygoogle anzeige werbung publicite publicidad "
+    "siderail sidebar rail modal popup overlay newsletter subscribe subscription signup "
+    "login register cookie cookies consent gdpr promo promos promotion cta "
+    "related popular mostpopular suggested recommended recommendations outbrain taboola "
+    "share sharing sharebar social comment comments comentarios kommentare commentaires "
+    "disqus prefooter footer breadcrumb breadcrumbs pullquote hatnote abuse".split()
+)
+_CONTENT_WORDS = frozenset("content article body main post entry story text page".split())
+# Parts that make a name a layout's or a state's: "content-with-sidebar", "modal-enabled",
+# "scroller-no-footer" name the element beside or around the chrome, not the chrome.
+_MODIFIER_WORDS = frozenset("with and w no has is enabled open active".split())
+_NAME_PARTS = re.compile(r"[-_]+")
+# Never these, whatever their names: the page's frame and its article.
+_FRAME = frozenset({"html", "body", "main", "article"})
+# Nor an element holding this share of the page's words: a name that misleads.
+_CHROME_MAX_SHARE = 0.4
+
+
+def names_chrome(name: str) -> bool:
+    """Whether a class or id names chrome (see _CHROME_WORDS)."""
+    parts = [part for part in _NAME_PARTS.split(name.lower()) if part]
+    if not parts or any(part in _CONTENT_WORDS or part in _MODIFIER_WORDS for part in parts):
+        return False
+    return parts[0] in _CHROME_WORDS or parts[-1] in _CHROME_WORDS
+
+
+def drop_chrome(tree: HTMLTree) -> None:
+    """Take out the elements whose class or id names them chrome (``names_chrome``),
+    but not the page's frame, an element that holds an <article> or <main>, or one that
+    holds _CHROME_MAX_SHARE of the page's words. O(elements + the text of those taken)."""
+    document, body = tree.document, tree.body
+    if document is None or body is None:
+        return
+    words = len((body.text or "").split())
+    for node in document.query_selector_all("[class], [id]"):
+        if node.tag in _FRAME:
+            continue
+        names = (node.getattr("class") or "").split()
+        names.append(node.getattr("id") or "")
+        if not any(names_chrome(name) for name in names):
+            continue
+        if node.query_selector("article, main") is not None:
+            continue
+        if len((node.text or "").split()) > _CHROME_MAX_SHARE * words:
+            continue
+        parent = node.parent
+        if parent is not None:
+            parent.remove_child(node)
+
+
 def main_content(tree: HTMLTree) -> str:
     """resiliparse's main content of a parsed page, one block a line: without comments,
     image alt texts, post metadata, noscript, links' targets or list bullets."""
@@ -222,6 +279,7 @@ def read_page(html: str, extract: Extraction = "main") -> Page:
     if extract == "all":
         return Page(html_to_text(html), title, "all")
     visible, links = _visible_and_links(html)
+    drop_chrome(tree)
     main = article_text(main_content(tree), title_forms(titles, tree.title), tree.title, links)
     if main and len(main.split()) >= FALLBACK_MIN_SHARE * len(visible.split()):
         return Page(main, title, "main")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.core.article import article_text, title_forms
-from app.core.page import UndecodablePage, codec_of, decode_page, read_page
+from app.core.page import UndecodablePage, codec_of, decode_page, names_chrome, read_page
 from devkit.pages import SITES, long_pages, sample_pages, site_page, teasers_from
 from devkit.snippets import Score, Snippets
 
@@ -218,6 +218,44 @@ def test_a_story_signed_after_its_last_sentence_keeps_its_last_paragraph() -> No
     unpunctuated = " ".join(["wort"] * 30)
     main = "\n".join([unpunctuated, *STORY, signed, "Anzeige"])
     assert article_text(main, set(), None, set()).splitlines() == [unpunctuated, *STORY, signed]
+
+
+def test_elements_named_chrome_are_taken_out_and_their_neighbours_kept() -> None:
+    for chrome in ("sidebar", "c-footer", "comments-box", "newsletter_signup", "AdSlot-ad"):
+        assert names_chrome(chrome), chrome
+    for kept in (
+        "content-with-sidebar-wrp",
+        "modal-enabled",
+        "ad_body",
+        "article-overlay",
+        "headline",
+        "shared-story",
+        "",
+    ):
+        assert not names_chrome(kept), kept
+    story = "".join(
+        f"<p>Paragraph {i} of the report says the river rose again in the night.</p>"
+        for i in range(10)
+    )
+    box = "<p>Sign up for our daily briefing and never miss a story from the valley.</p>"
+    page = (
+        "<html><head><title>Floods</title></head><body>"
+        f'<div class="content-with-sidebar">{story}'
+        f'<div class="newsletter-box">{box}</div>'
+        '<aside id="sidebar"><p>Most read: the mayor resigns after a long week.</p></aside>'
+        "</div>"
+        # Named chrome but holding the article: a misleading name, kept.
+        f'<div class="promo"><article><p>An article inside a promotion box stays in '
+        f"the page because it holds an article element.</p></article></div>"
+        "</body></html>"
+    )
+    text = read_page(page).text
+    assert "Paragraph 9 of the report" in text
+    assert "Sign up" not in text and "Most read" not in text
+    assert "inside a promotion box" in text
+    # A page whose whole text sits in an element named chrome keeps it.
+    whole = f'<html><body><div class="sidebar">{story}</div></body></html>'
+    assert "Paragraph 9 of the report" in read_page(whole).text
 
 
 def test_real_pages_in_eight_languages_keep_their_article_and_drop_their_chrome() -> None:
