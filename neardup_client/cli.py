@@ -8,10 +8,12 @@ server: app/cli.py registers them with ``add_commands``.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 from neardup_client._base import DEFAULT_MAX_BATCH_DOCUMENTS, DEFAULT_URL, Retry
@@ -172,8 +174,103 @@ def _insert_jsonl(arguments: argparse.Namespace, client: Client) -> int:
     return 1 if counts["refused"] else 0
 
 
+def _warc_documents(paths: Sequence[str], progress: _Progress) -> Iterator[dict[str, Any]]:
+    """A document per HTML response of the files, as ``neardup dedup`` reads them: the
+    URL as id, WARC-Date as time, the page as fetched (base64) with its charset."""
+    from neardup_client.warc import html_responses
+
+    for path in paths:
+        for response in html_responses(path):
+            document: dict[str, Any] = {
+                "id": response.url,
+                "html_base64": base64.b64encode(response.payload).decode("ascii"),
+                "metadata": {"url": response.url, "warc_record_id": response.record_id},
+            }
+            if response.charset:
+                document["charset"] = response.charset
+            if response.date:
+                document["timestamp"] = response.date
+            progress.read(response.offset)
+            yield document
+        progress.next_file()
+
+
+class _Progress:
+    """A line on stderr, rewritten at most once a second while a terminal reads it:
+    pages answered and the share of the files' bytes read."""
+
+    def __init__(self, paths: Sequence[str], shown: bool) -> None:
+        self.total = sum(os.path.getsize(path) for path in paths)
+        self.shown = shown
+        self.done_files = 0  # bytes of the files read to their end
+        self.offset = 0
+        self.pages = 0
+        self.last = 0.0
+
+    def read(self, offset: int) -> None:
+        self.offset = offset
+
+    def next_file(self) -> None:
+        self.done_files += self.offset
+        self.offset = 0
+
+    def answered(self) -> None:
+        self.pages += 1
+        now = time.monotonic()
+        if self.shown and now - self.last >= 1.0:
+            self.last = now
+            share = (self.done_files + self.offset) / max(self.total, 1)
+            sys.stderr.write(f"\rneardup insert: {self.pages} pages, {share:.0%} of the WARC read")
+            sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.shown and self.last:
+            sys.stderr.write("\n")
+
+
+def _insert_warc(arguments: argparse.Namespace, client: Client) -> int:
+    """Each HTML response of the WARC files into the collection. Prints one answer a page
+    (its error in place where refused) and a summary; exits 1 if any was refused. Run
+    again after an interruption, it resumes: pages already stored come back as retries
+    of the same document (``inserted: false``) and change nothing."""
+    progress = _Progress(arguments.warc, sys.stderr.isatty() and not arguments.quiet)
+    counts = dict.fromkeys(("new", "duplicates", "contained", "already stored", "refused"), 0)
+    documents = _warc_documents(arguments.warc, progress)
+    try:
+        for result in client.insert_many(
+            arguments.collection, documents, on_duplicate=arguments.on_duplicate
+        ):
+            progress.answered()
+            line = result_json(result)
+            if isinstance(result, DocumentError):
+                counts["refused"] += 1
+            else:
+                if result.contained_in is not None:
+                    line["contained_in"] = [match_json(match) for match in result.contained_in]
+                if not result.inserted and result.duplicate_of == result.id:
+                    counts["already stored"] += 1
+                elif result.is_duplicate:
+                    counts["duplicates"] += 1
+                elif result.contained_in:
+                    counts["contained"] += 1
+                else:
+                    counts["new"] += 1
+            if not arguments.quiet or isinstance(result, DocumentError):
+                _print(line, sys.stdout)
+    finally:
+        progress.end()
+    summary = ", ".join(f"{count} {name}" for name, count in counts.items())
+    print(f"neardup insert: {sum(counts.values())} pages: {summary}", file=sys.stderr)
+    return 1 if counts["refused"] else 0
+
+
 def insert(arguments: argparse.Namespace) -> int:
     with _client(arguments) as client:
+        if arguments.warc:
+            single = (arguments.text, arguments.file, arguments.id, arguments.timestamp)
+            if arguments.jsonl is not None or any(value is not None for value in single):
+                sys.exit("neardup insert: --warc takes the documents from its files only")
+            return _insert_warc(arguments, client)
         if arguments.jsonl is not None:
             single = (arguments.text, arguments.file, arguments.id, arguments.timestamp)
             if any(value is not None for value in single):
@@ -270,7 +367,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Insert one document (TEXT, --file or stdin; prints the answer as JSON) "
         'or, with --jsonl, one document per line ({"text", "id"?, "metadata"?, '
         '"html"?}) in batches: prints one result per line with its line number, a '
-        "refused document's error in place; exits 1 if any was refused.",
+        "refused document's error in place; exits 1 if any was refused. With --warc, "
+        "each HTML response of WARC files, as neardup dedup reads them: prints one "
+        "result a page and a summary (new, duplicates, contained, already stored, "
+        "refused); run it again to resume after an interruption.",
     )
     _text_options(insert_parser)
     insert_parser.add_argument("--id", help="document id (default: a new UUID)")
@@ -287,6 +387,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="skip: store nothing when it is a near-duplicate",
     )
     insert_parser.add_argument("--jsonl", help="a file of JSON lines ('-': stdin)")
+    insert_parser.add_argument(
+        "--warc",
+        nargs="+",
+        metavar="FILE",
+        help="WARC files (gzipped or not): each HTML response a page, its URL the id, "
+        "WARC-Date its time; run again to resume (stored pages are retries)",
+    )
+    insert_parser.add_argument(
+        "--quiet", action="store_true", help="--warc: print refused pages and the summary only"
+    )
     insert_parser.add_argument(
         "--batch-size",
         type=int,

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import AfterValidator, ValidationError
+from starlette.convertors import Convertor, register_url_convertor
 
 from app.api import limits, pages
 from app.api.deps import (
@@ -158,7 +159,45 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
     return json_response({"results": results})
 
 
-@router.get("/{document_id}")
+# Ids are often URLs: a document's routes take one whose "/" came quoted (%2F, which the
+# server unquotes before routing). ".../similar" after any id is that id's similar, so
+# the document's own routes take no id that ends so (a PUT there is a 405, as before).
+class _DocumentIdConvertor(Convertor[str]):
+    regex = r"(?!.*/similar$).+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("document_id", _DocumentIdConvertor())
+
+
+@router.get("/{document_id:path}/similar", response_model=MatchesOut)
+async def similar_documents(
+    document_id: DocumentId,
+    name: CollectionName,
+    request: Request,
+    filters: Annotated[MatchFilters, Depends()],
+    explain: bool = False,
+) -> Response:
+    """Documents near this one, itself excluded, best first; with since / until, only
+    those with a timestamp in that range; with ``explain``, also those a rule refused."""
+    collection, settings = collection_of(request, name), settings_of(request)
+    async with found_first_async(collection):
+        limits.check_limit(settings, filters.limit)
+    query = filters.query
+    matches = await collection.similar_async(document_id, query)
+    if not explain:
+        return json_response({"matches": matches})
+    text = (await collection.get_async(document_id, kept_text=True)).text or ""
+    refused = await refusals(collection, text, query, matches, similar_to=document_id)
+    return json_response({"matches": matches, "refused": refused})
+
+
+@router.get("/{document_id:document_id}")
 async def get_document(
     document_id: DocumentId, name: CollectionName, request: Request
 ) -> DocumentOut:
@@ -176,7 +215,7 @@ async def get_document(
 
 
 @router.put(
-    "/{document_id}",
+    "/{document_id:document_id}",
     status_code=201,
     response_model=InsertOut,
     responses={200: {"model": InsertOut}},
@@ -201,30 +240,8 @@ def put_document(
     )
 
 
-@router.delete("/{document_id}", status_code=204)
+@router.delete("/{document_id:document_id}", status_code=204)
 def delete_document(document_id: DocumentId, name: CollectionName, request: Request) -> Response:
     collection = collection_of(request, name)
     collection.delete(document_id)
     return Response(status_code=204)
-
-
-@router.get("/{document_id}/similar", response_model=MatchesOut)
-async def similar_documents(
-    document_id: DocumentId,
-    name: CollectionName,
-    request: Request,
-    filters: Annotated[MatchFilters, Depends()],
-    explain: bool = False,
-) -> Response:
-    """Documents near this one, itself excluded, best first; with since / until, only
-    those with a timestamp in that range; with ``explain``, also those a rule refused."""
-    collection, settings = collection_of(request, name), settings_of(request)
-    async with found_first_async(collection):
-        limits.check_limit(settings, filters.limit)
-    query = filters.query
-    matches = await collection.similar_async(document_id, query)
-    if not explain:
-        return json_response({"matches": matches})
-    text = (await collection.get_async(document_id, kept_text=True)).text or ""
-    refused = await refusals(collection, text, query, matches, similar_to=document_id)
-    return json_response({"matches": matches, "refused": refused})

@@ -361,26 +361,21 @@ class WarcPage:
 
 
 def _warc_pages(split: Split) -> Iterator[WarcPage]:
-    """The HTML response records of a WARC file (gzip, per record or whole, is read
-    through), in file order; other records and other content types are skipped."""
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    """The HTML response records of a WARC file, in file order, as the service's
+    ``neardup insert --warc`` reads them (``neardup_client.warc``)."""
+    from neardup_client.warc import UnreadableWarc, html_responses
 
-    with open(split.path, "rb") as handle:
-        try:
-            for record in ArchiveIterator(handle, record_types=WarcRecordType.response):
-                content_type = (record.http_content_type or "").lower()
-                if "html" not in content_type:
-                    continue
-                headers = record.headers
-                yield WarcPage(
-                    url=headers.get("WARC-Target-URI", "") or str(record.record_id),
-                    record_id=str(record.record_id),
-                    date=headers.get("WARC-Date", "") or "",
-                    charset=record.http_charset or None,
-                    payload=record.reader.read(),
-                )
-        except Exception as error:  # fastwarc raises its own parse errors
-            raise InputError(f"{split.path}: not readable as WARC ({error})") from None
+    try:
+        for response in html_responses(split.path):
+            yield WarcPage(
+                response.url,
+                response.record_id,
+                response.date,
+                response.charset,
+                response.payload,
+            )
+    except UnreadableWarc as error:
+        raise InputError(str(error)) from None
 
 
 # ---------------------------------------------------------------------------- CSV, Parquet

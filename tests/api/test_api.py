@@ -8,6 +8,7 @@ import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -216,6 +217,25 @@ def test_delete_hides_a_document_at_once(client: TestClient) -> None:
         "matches": []
     }
     assert client.post(DOCS, json={"id": "gone", "text": text}).status_code == 201
+
+
+def test_an_id_that_is_a_url_is_read_replaced_compared_and_deleted(client: TestClient) -> None:
+    """Crawlers' ids are URLs: their "/" arrive quoted (%2F) and the server unquotes the
+    path before routing it."""
+    url = "https://news.example/2024/05/story.html?x=1#top"
+    path = f"{DOCS}/{quote(url, safe='')}"
+    text = story(18)
+    assert client.post(DOCS, json={"id": url, "text": text}).status_code == 201
+    assert client.get(path).json()["id"] == url
+    assert client.put(path, json={"text": text, "metadata": {"v": 2}}).status_code == 200
+    assert client.get(path).json()["metadata"] == {"v": 2}
+    client.post(DOCS, json={"id": "copy/of/it", "text": text + " Updated."})
+    similar = client.get(f"{path}/similar").json()["matches"]
+    assert [match["id"] for match in similar] == ["copy/of/it"]
+    assert client.delete(path).status_code == 204
+    assert_error(client.get(path), 404)
+    # ".../similar" after an id is always that id's similar: nothing else takes a PUT.
+    assert client.put(f"{path}/similar", json={"text": text}).status_code == 405
 
 
 def test_a_chain_of_reissues_lands_in_one_cluster(client: TestClient) -> None:

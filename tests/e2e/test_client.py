@@ -886,6 +886,44 @@ def test_neardup_insert_json_lines(server: Server, client: Client) -> None:
     assert client.get_collection("c-lines").stats.documents == 3
 
 
+def test_neardup_insert_warc_resumes_and_finds_the_pairs_dedup_finds(
+    server: Server, client: Client, tmp_path: Path
+) -> None:
+    """A crawl's WARC into a running service: each HTML response a page (its URL the id,
+    WARC-Date its time, its bytes in the charset of its Content-Type); the pages another
+    site copied are its duplicates, as ``neardup dedup`` pairs them (the reference: which
+    article each page carries); a second run after an interruption resumes."""
+    from tests.batch.test_dedup_pages import crawl, expected_pairs, warc_record, write_warc
+
+    client.create_collection("c-warc")
+    pages = crawl()
+    interrupted = write_warc(tmp_path / "first.warc.gz", pages[:5], "cp1252")
+    whole = write_warc(tmp_path / "crawl.warc.gz", pages, "cp1252")
+    empty = tmp_path / "empty.warc"
+    empty.write_bytes(warc_record("https://site9.example/empty", "text/html", b"", 99))
+    first = neardup(server, "insert", "c-warc", "--warc", str(interrupted))
+    assert first.returncode == 0, first.stderr
+    assert "5 pages: 5 new, 0 duplicates" in first.stderr
+    done = neardup(server, "insert", "c-warc", "--warc", str(whole), str(empty))
+    assert done.returncode == 1, done.stderr  # the empty page was refused
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [result["id"] for result in results] == [
+        *(page["url"] for page in pages),
+        "https://site9.example/empty",
+    ]
+    assert results[-1]["error"]["code"] == "invalid_body"
+    pairs = {(r["duplicate_of"], r["id"]) for r in results[5:-1] if r["duplicate_of"]}
+    assert pairs == expected_pairs(pages)
+    assert all(not r["inserted"] and r["duplicate_of"] == r["id"] for r in results[:5])
+    assert "13 pages: 1 new, 6 duplicates, 0 contained, 5 already stored, 1 refused" in done.stderr
+    assert client.get_collection("c-warc").stats.documents == 12
+    stored = client.get("c-warc", pages[7]["url"])
+    assert stored.timestamp is not None and stored.timestamp.startswith("2024-05-01T12:00:14")
+    assert stored.metadata is not None and stored.metadata["url"] == pages[7]["url"]
+    mixed = neardup(server, "insert", "c-warc", "--warc", str(whole), "--jsonl", "-")
+    assert mixed.returncode != 0 and "--warc takes" in mixed.stderr
+
+
 # ---------------------------------------------------------------- the README's example
 
 
