@@ -285,13 +285,14 @@ def main_content(tree: HTMLTree) -> str:
 
 def read_page(html: str, extract: Extraction = "main") -> Page:
     """The page's text for matching, by the collection's ``html.extract``: "main", its
-    main content (resiliparse's extractor, without comments, image texts and post
-    metadata; its title, link and edge lines taken out by ``article.article_text``),
+    main content (the elements named chrome taken out, then resiliparse's extractor,
+    without comments, image texts and post metadata; its title, link and edge lines
+    taken out by ``article.article_text``),
     falling back to the visible text where that is empty or a small share of it
     (FALLBACK_MIN_SHARE); "all", the visible text (``text.html_to_text``).
 
-    Cost: two HTML5 parses (Lexbor, in C) and linear passes: a median of 3.8 ms a page
-    on 181 real news pages (p99 12.7 ms), 5.7 ms on pages of 100 KB-1.5 MB.
+    Cost: two HTML5 parses (Lexbor, in C), a third where chrome was taken out
+    (``drop_chrome``), and linear passes (docs/benchmarks.md, "Extraction by language").
     """
     tree = HTMLTree.parse(html)
     title, titles = _titles(tree)
