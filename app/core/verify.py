@@ -123,12 +123,19 @@ class ExactMinHash:
     def jaccard(self, positions: Rows, rows: Rows) -> Floats:
         """Exact Jaccard of each (query position, stored row) pair; NaN where a text is
         not at hand."""
+        return self._jaccard(positions, rows)[0]
+
+    def _jaccard(self, positions: Rows, rows: Rows) -> tuple[Floats, npt.NDArray[np.bool_]]:
+        """(``jaccard``, whether the stored text of each pair is missing where the
+        query's is at hand)."""
         out = np.full(len(rows), np.nan)
+        gone = np.zeros(len(rows), dtype=np.bool_)
         for i, (position, row) in enumerate(zip(positions.tolist(), rows.tolist(), strict=True)):
             query, stored = self._queries.get(position), self._stored.get(row)
             if query is not None and stored is not None:
                 out[i] = set_jaccard(query, stored)
-        return out
+            gone[i] = query is not None and stored is None
+        return out, gone
 
     def decide(
         self,
@@ -141,18 +148,23 @@ class ExactMinHash:
     ) -> tuple[npt.NDArray[np.uint8], Floats]:
         """(methods, similarity) with the MinHash bit decided as the module says: kept by
         an estimate of at least bar + UNCERTAIN, else by the exact Jaccard (or, with no
-        text, by the estimate at the bar); the exact Jaccard, where made, is the
-        similarity (the n-gram index's q-gram Jaccard where that is higher)."""
+        query text, by the estimate at the bar); the exact Jaccard, where made, is the
+        similarity (the n-gram index's q-gram Jaccard where that is higher). A pair whose
+        stored text is gone (deleted meanwhile) gets no methods: it is no match."""
         unsure = unsure_pairs(methods, agree, self.bar, self.num_perm)
         if not len(unsure):
             return methods, similarity
-        exact = self.jaccard(positions[unsure], rows[unsure])
+        exact, gone = self._jaccard(positions[unsure], rows[unsure])
         known = ~np.isnan(exact)
         passed = np.where(
             known, exact >= self.bar - _SLACK, agree[unsure] >= min_matches(self.bar, self.num_perm)
         )
         methods = methods.copy()
         methods[unsure[~passed]] &= np.uint8(~MINHASH & 0xFF)
+        # A stored text missing where texts are kept: its document was deleted while the
+        # search ran (its row still in an index, its text let go). It is no answer: its
+        # estimate is not the similarity a search before or after would give.
+        methods[unsure[gone]] = 0
         similarity = similarity.copy()
         made = unsure[known]
         similarity[made] = np.round(np.fmax(exact[known], ngram_similarity[made]), 6)
