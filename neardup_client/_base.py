@@ -26,6 +26,7 @@ from neardup_client._models import (
     InsertResult,
     Match,
     NewDocument,
+    NewPage,
     OnDuplicate,
     TimeLike,
     time_value,
@@ -163,11 +164,11 @@ def error_of(response: httpx.Response) -> APIError:
     )
 
 
-DocumentLike = NewDocument | Mapping[str, Any]
+DocumentLike = NewDocument | NewPage | Mapping[str, Any]
 
 
 def document_body(document: DocumentLike, generate_ids: bool) -> dict[str, Any]:
-    body = document.to_json() if isinstance(document, NewDocument) else dict(document)
+    body = document.to_json() if isinstance(document, (NewDocument, NewPage)) else dict(document)
     if generate_ids and body.get("id") is None:
         body["id"] = uuid.uuid4().hex
     return body
@@ -437,5 +438,5 @@ def build_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[
 
 def documents_of(documents: Iterable[DocumentLike]) -> Iterable[DocumentLike]:
     if isinstance(documents, (str, bytes)):
-        raise TypeError("documents: an iterable of NewDocument or dicts, not a string")
+        raise TypeError("documents: an iterable of NewDocument, NewPage or dicts, not a string")
     return documents

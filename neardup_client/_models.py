@@ -6,6 +6,7 @@ never broken) still works with this client.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -232,6 +233,37 @@ class NewDocument:
             body["metadata"] = dict(self.metadata)
         if self.html:
             body["html"] = True
+        if self.timestamp is not None:
+            body["timestamp"] = time_value(self.timestamp)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class NewPage:
+    """A web page as fetched, to insert: its ``body`` bytes (sent base64 as
+    ``html_base64``), the ``charset`` of the Content-Type it came with (None: the service
+    reads the page's own declaration, else UTF-8, else detects), its ``url`` (kept in the
+    metadata as ``url``) and by default its id; ``timestamp`` the time it was fetched.
+    ``neardup insert --warc`` and the Scrapy pipeline send pages as this."""
+
+    body: bytes
+    url: str | None = None
+    charset: str | None = None
+    id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    timestamp: TimeLike | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"html_base64": base64.b64encode(self.body).decode("ascii")}
+        document_id = self.id if self.id is not None else self.url
+        if document_id is not None:
+            body["id"] = document_id
+        if self.charset:
+            body["charset"] = self.charset
+        metadata = {} if self.url is None else {"url": self.url}
+        metadata.update(self.metadata or {})
+        if metadata:
+            body["metadata"] = metadata
         if self.timestamp is not None:
             body["timestamp"] = time_value(self.timestamp)
         return body

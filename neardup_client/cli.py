@@ -8,7 +8,6 @@ server: app/cli.py registers them with ``add_commands``.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import sys
@@ -18,7 +17,14 @@ from typing import IO, Any
 
 from neardup_client._base import DEFAULT_MAX_BATCH_DOCUMENTS, DEFAULT_URL, Retry
 from neardup_client._errors import APIError, TransportError
-from neardup_client._models import BatchItem, DocumentError, InsertResult, Match, NewDocument
+from neardup_client._models import (
+    BatchItem,
+    DocumentError,
+    InsertResult,
+    Match,
+    NewDocument,
+    NewPage,
+)
 from neardup_client._sync import Client
 
 
@@ -174,24 +180,21 @@ def _insert_jsonl(arguments: argparse.Namespace, client: Client) -> int:
     return 1 if counts["refused"] else 0
 
 
-def _warc_documents(paths: Sequence[str], progress: _Progress) -> Iterator[dict[str, Any]]:
+def _warc_documents(paths: Sequence[str], progress: _Progress) -> Iterator[NewPage]:
     """A document per HTML response of the files, as ``neardup dedup`` reads them: the
     URL as id, WARC-Date as time, the page as fetched (base64) with its charset."""
     from neardup_client.warc import html_responses
 
     for path in paths:
         for response in html_responses(path):
-            document: dict[str, Any] = {
-                "id": response.url,
-                "html_base64": base64.b64encode(response.payload).decode("ascii"),
-                "metadata": {"url": response.url, "warc_record_id": response.record_id},
-            }
-            if response.charset:
-                document["charset"] = response.charset
-            if response.date:
-                document["timestamp"] = response.date
             progress.read(response.offset)
-            yield document
+            yield NewPage(
+                response.payload,
+                url=response.url,
+                charset=response.charset,
+                metadata={"warc_record_id": response.record_id},
+                timestamp=response.date or None,
+            )
         progress.next_file()
 
 
