@@ -103,7 +103,7 @@ async def insert_answer(
         read = await pages.read_off_loop(body, settings, collection)
         limits.check_metadata(settings, body.metadata)
         options = InsertOptions(body.on_duplicate, since=body.since, until=body.until)
-    document = NewDocument(read.text, body.id, body.metadata, body.timestamp)
+    document = NewDocument(read.text, body.id, body.metadata, body.timestamp, read.host)
     # Async: the CPU work runs on the loop and the commit is awaited (Collection.insert_async).
     answer = await collection.insert_async(document, options)
     result = _inserted(answer)
@@ -126,7 +126,7 @@ def _checked(
         )
     except NeardupError as error:
         return Refused(raw_id if isinstance(raw_id, str) else None, error)
-    new = NewDocument(read.text, document.id, document.metadata, document.timestamp)
+    new = NewDocument(read.text, document.id, document.metadata, document.timestamp, read.host)
     return new, read.page
 
 
@@ -231,7 +231,7 @@ def put_document(
         )
         limits.check_metadata(settings, body.metadata)
         options = InsertOptions(replace=True, since=body.since, until=body.until)
-    document = NewDocument(read.text, document_id, body.metadata, body.timestamp)
+    document = NewDocument(read.text, document_id, body.metadata, body.timestamp, read.host)
     answer = collection.insert([document], options)
     result = _inserted(answer[0])
     # 200: replaced, or not stored (expired on arrival); 201: a new document.

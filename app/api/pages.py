@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api import limits
 from app.api.schemas import PageFields
 from app.config import Settings
+from app.core.hosts import NO_HOST, host_key
 from app.core.page import Extraction, Page, UndecodablePage, decode_page, read_page
 from app.errors import InvalidBody, TooLarge, UnreadablePage
 from app.service.protocols import ServiceCollection
@@ -22,10 +23,12 @@ from app.service.protocols import ServiceCollection
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """What is fingerprinted (``text``), and the page it came from (None for a text)."""
+    """What is fingerprinted (``text``), the page it came from (None for a text), and the
+    host that page names as its own (its canonical link or og:url; app/core/hosts.py)."""
 
     text: str
     page: Page | None = None
+    host: int = NO_HOST
 
 
 def _check_html_size(settings: Settings, size: int, what: str) -> None:
@@ -64,9 +67,10 @@ def read(fields: PageFields, settings: Settings, extract: Extraction, what: str 
         assert fields.text is not None
         limits.check_text(settings, fields.text, what)
         return Read(fields.text)
-    page = read_page(_html_of(fields, settings, what), extract)
+    html = _html_of(fields, settings, what)
+    page = read_page(html, extract)
     limits.check_text(settings, page.text, f"{what} extracted from the page")
-    return Read(page.text, page)
+    return Read(page.text, page, host_key(None, html))
 
 
 async def read_off_loop(

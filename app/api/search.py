@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 import orjson
@@ -54,6 +55,8 @@ async def search_answer(collection: ServiceCollection, settings: Settings, body:
         body.until,
         body.min_coverage,
     )
+    if read.host:  # a page: its host's chrome is no evidence against the host's pages
+        query = replace(query, host=read.host)
     return orjson.dumps(await _answer(collection, read.text, query, body.explain))
 
 

@@ -20,7 +20,7 @@ import itertools
 import threading
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -29,6 +29,7 @@ import xxhash
 
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
+from app.core.hosts import NO_HOST, chrome_hits
 from app.core.mix import fmix64_array
 from app.core.row_array import RowArray
 from app.core.run_builder import RunBuilder
@@ -311,18 +312,26 @@ class Candidates:
     """A query's candidate rows, most shared fingerprints first, with how many each
     shares; ``boilerplate``: the query's fingerprints too common to count (more than
     the cap of rows hold them); ``texts``: stored texts of some of them, read already
-    (an insert batch's, in one read), by row."""
+    (an insert batch's, in one read), by row; ``chrome``: the query's fingerprints that
+    are its host's chrome (app/core/hosts.py), sorted, counted for none of its host's
+    pages."""
 
     rows: Rows
     shared: Rows
     boilerplate: int
     texts: Mapping[int, str] | None = None
+    chrome: npt.NDArray[np.uint64] = field(default_factory=lambda: _NO_HASHES)
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
 _NO_CODES = np.zeros(0, dtype=np.int64)
+# A chunk of a bulk load: (fingerprints, rows, text hashes[, hosts' keys]; None: unknown).
+Chunk = (
+    tuple[list[npt.NDArray[np.uint64]], Rows, Sequence[int] | None, Sequence[int] | None]
+    | tuple[list[npt.NDArray[np.uint64]], Rows, Sequence[int] | None]
+)
 
 
 class PassageIndex(TableIndex):
@@ -330,46 +339,50 @@ class PassageIndex(TableIndex):
 
     Memory: 16 bytes an entry in the sorted arrays (key and row), about
     2 / (window + 1) entries a token: some 1.8 KB for a 3 KB English text with the
-    defaults; and 12 bytes a row (its count of fingerprints, its text's hash). Search:
-    one sorted lookup per query fingerprint, O(f log N).
+    defaults; and 16 bytes a row (its count of fingerprints, its text's hash, its
+    host's key). Search: one sorted lookup per query fingerprint, O(f log N).
     """
 
     one_entry_a_row = False
 
     def __init__(self, max_rows: int = DEFAULT_MAX_ROWS) -> None:
         # Per row: its count of fingerprints, what a candidate's shared ones are measured
-        # against (``may_cover``), and its text's hash (``text_hash``, low and high words;
-        # 0: unknown), what tells a copy of the query. 12 bytes a row.
-        self._per_row = RowArray(np.uint32, (3,))
+        # against (``may_cover``), its text's hash (``text_hash``, low and high words;
+        # 0: unknown), what tells a copy of the query, and its host's key
+        # (``hosts.host_key``; 0: none), what tells its host's chrome. 16 bytes a row.
+        self._per_row = RowArray(np.uint32, (4,))
         super().__init__(lanes=1, values=self._per_row)
         self.max_rows = max_rows
 
-    def insert_row(self, keys: npt.NDArray[np.uint64], row: int, text_hash: int = 0) -> None:
+    def insert_row(
+        self, keys: npt.NDArray[np.uint64], row: int, text_hash: int = 0, host: int = NO_HOST
+    ) -> None:
         """A text's fingerprints (``fingerprints``) under its row."""
-        self.insert_many([keys], np.array([row], dtype=np.int64), [text_hash])
+        self.insert_many([keys], np.array([row], dtype=np.int64), [text_hash], [host])
 
     def insert_many(
         self,
         keys: list[npt.NDArray[np.uint64]],
         rows: Rows,
         text_hashes: Sequence[int] | None = None,
+        hosts: Sequence[int] | None = None,
     ) -> None:
         """Texts' fingerprints under their rows (rows numbered once, never reused), with
-        their texts' ``text_hash`` (None: unknown, every candidate is verified)."""
-        entries = self._entries(keys, rows, text_hashes)
+        their texts' ``text_hash`` (None: unknown, every candidate is verified) and their
+        hosts' keys (None: none known)."""
+        entries = self._entries(keys, rows, text_hashes, hosts)
         if entries is not None:
             self._table.insert(*entries)
 
-    def insert_chunks(
-        self, chunks: Iterable[tuple[list[npt.NDArray[np.uint64]], Rows, Sequence[int] | None]]
-    ) -> None:
-        """``insert_many`` of each (fingerprints, rows, text hashes) chunk, as one bulk load (a
-        restart's every text): the chunks' entries are sorted apart and merged once at
+    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """``insert_many`` of each (fingerprints, rows, text hashes, hosts) chunk, as one
+        bulk load (a restart's every text): the chunks' entries are sorted apart and merged once at
         the end, their memory given back as the merge passes it (RunBuilder), so that the
         load holds about one copy of the table where merging chunk by chunk held two."""
         builder = RunBuilder(lanes=1)
-        for keys, rows, text_hashes in chunks:
-            entries = self._entries(keys, rows, text_hashes)
+        for keys, rows, text_hashes, *known_hosts in chunks:
+            hosts = known_hosts[0] if known_hosts else None
+            entries = self._entries(keys, rows, text_hashes, hosts)
             if entries is not None:
                 builder.add(*entries)
         self._table.insert_run(builder.finish())
@@ -379,6 +392,7 @@ class PassageIndex(TableIndex):
         keys: list[npt.NDArray[np.uint64]],
         rows: Rows,
         text_hashes: Sequence[int] | None = None,
+        hosts: Sequence[int] | None = None,
     ) -> tuple[npt.NDArray[np.uint64], Rows] | None:
         """The table's (keys (m, 1), rows) of texts' fingerprints, their rows claimed; None
         when no text has a fingerprint (a text under k tokens has none: not held)."""
@@ -394,6 +408,8 @@ class PassageIndex(TableIndex):
             hashes = np.array(text_hashes, dtype=np.uint64)[held]
             per_row[claimed, 1] = (hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
             per_row[claimed, 2] = (hashes >> np.uint64(32)).astype(np.uint32)
+        if hosts is not None:
+            per_row[claimed, 3] = np.array(hosts, dtype=np.uint32)[held]
         entries = spread(np.concatenate(keys)).reshape(-1, 1)
         return entries, np.repeat(claimed, counts[held])
 
@@ -417,16 +433,47 @@ class PassageIndex(TableIndex):
         than ``max_rows`` rows hold, which it may share with any row uncounted). With a
         ``bar``, only the candidates that may cover it (``may_cover``) and those of the
         (text, row) pairs ``near`` (its near-duplicates), for every text at once."""
+        found, boilerplate, _ = self.candidates_hosted(keys, bar, near)
+        return found, boilerplate
+
+    def candidates_hosted(
+        self,
+        keys: Sequence[npt.NDArray[np.uint64]],
+        bar: float | None = None,
+        near: tuple[Rows, Rows] | None = None,
+        hosts: Sequence[int] | None = None,
+        excludes: Sequence[int] | None = None,
+    ) -> tuple[list[tuple[Rows, Rows]], Rows, list[npt.NDArray[np.uint64]]]:
+        """``candidates_counted`` of texts whose hosts' keys are ``hosts`` (None: none
+        known), and each text's chrome: the fingerprints its host's pages repeat
+        (app/core/hosts.py), sorted, which count for none of them; ``excludes``: each
+        text's own row (-1: none), not one of those pages. O(F log N + hits)."""
         key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
         key_bounds[1:] = list(itertools.accumulate(len(k) for k in keys))
         empty = np.zeros(0, dtype=np.int64)
+        chrome_of = [_NO_HASHES] * len(keys)
         if not key_bounds[-1]:
-            return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64)
-        flat = spread(keys[0] if len(keys) == 1 else np.concatenate(keys))
+            return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), chrome_of
+        raw = keys[0] if len(keys) == 1 else np.concatenate(keys)
+        flat = spread(raw)
         capped = np.zeros(len(flat), dtype=np.bool_)
         positions, rows = self._table.lookup_equal_many(
             0, flat, self.max_rows, self._rows.deleted.array, capped
         )
+        if hosts is not None and any(host != NO_HOST for host in hosts) and len(rows):
+            owners = np.searchsorted(key_bounds, positions, side="right") - 1
+            if excludes is not None:
+                others = rows != np.asarray(excludes, dtype=np.int64)[owners]
+                positions, rows, owners = positions[others], rows[others], owners[others]
+            chrome, dropped = chrome_hits(
+                positions, owners, self._per_row.array[rows, 3],
+                np.array(hosts, dtype=np.uint32), len(flat),
+            )  # fmt: skip
+            positions, rows = positions[~dropped], rows[~dropped]
+            chrome_of = [
+                np.sort(raw[start:end][chrome[start:end]])
+                for start, end in itertools.pairwise(key_bounds.tolist())
+            ]
         near_codes = _NO_CODES
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
             near_codes = np.sort(near[0].astype(np.int64) << 32 | near[1].astype(np.int64))
@@ -435,14 +482,21 @@ class PassageIndex(TableIndex):
             0.0 if bar is None else float(bar), near_codes,
         )  # fmt: skip
         ends = bounds.tolist()
-        return [
-            (found[start:end], shared[start:end]) for start, end in itertools.pairwise(ends)
-        ], boilerplate
+        return (
+            [(found[start:end], shared[start:end]) for start, end in itertools.pairwise(ends)],
+            boilerplate,
+            chrome_of,
+        )
+
+    def hosts(self, rows: Rows) -> npt.NDArray[np.uint32]:
+        """The hosts' keys of rows held (NO_HOST: none known). O(rows)."""
+        hosts: npt.NDArray[np.uint32] = self._per_row.array[np.asarray(rows, dtype=np.int64), 3]
+        return hosts
 
     def identical(self, rows: Rows, text_hash: int) -> npt.NDArray[np.bool_]:
         """Whether each row's text is the one of ``text_hash`` (rows held, none
         unknown). O(rows)."""
-        halves = self._per_row.array[np.asarray(rows, dtype=np.int64), 1:].tolist()
+        halves = self._per_row.array[np.asarray(rows, dtype=np.int64), 1:3].tolist()
         return np.array([low | high << 32 == text_hash for low, high in halves], dtype=np.bool_)
 
     def _check(self) -> None:

@@ -17,7 +17,7 @@ document's passages with a query (app/core/passages.py); this turns them into ma
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -25,12 +25,14 @@ import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
 from app.core import _passage_kernels as kernels
+from app.core.hosts import NO_HOST, without_chrome
 from app.core.passages import (
     Passage,
     TokenRuns,
     Tokens,
     coverage,
     fingerprints,
+    kgrams,
     may_cover,
     shared_passages_many,
     text_hash,
@@ -100,18 +102,25 @@ class Found:
 
 class PassageQuery:
     """A text whose passages are looked for: its fingerprints and SimHash, the row it
-    must not find (itself, or the document it replaces; -1: none), and its tokens, made
-    when first asked for (only a text with candidates needs them)."""
+    must not find (itself, or the document it replaces; -1: none), its host's key
+    (app/core/hosts.py; NO_HOST: none known), and its tokens, made when first asked for
+    (only a text with candidates needs them)."""
 
-    __slots__ = ("_text_hash", "_tokens", "exclude", "keys", "simhash", "text")
+    __slots__ = ("_text_hash", "_tokens", "exclude", "host", "keys", "simhash", "text")
 
     def __init__(
-        self, text: str, keys: npt.NDArray[np.uint64], simhash: int, exclude: int = -1
+        self,
+        text: str,
+        keys: npt.NDArray[np.uint64],
+        simhash: int,
+        exclude: int = -1,
+        host: int = NO_HOST,
     ) -> None:
         self.text = text
         self.keys = keys
         self.simhash = simhash
         self.exclude = exclude
+        self.host = host
         self._tokens: Tokens | None = None
         self._text_hash = 0
 
@@ -129,12 +138,36 @@ class PassageQuery:
             self._text_hash = text_hash(self.text)
         return self._text_hash
 
+    def without_chrome(
+        self, found: list[Found], same_host: Sequence[bool], chrome: npt.NDArray[np.uint64], k: int
+    ) -> list[Found]:
+        """``found`` (in order) less its host's ``chrome`` passages (``hosts.without_chrome``)
+        where ``same_host`` says the document is a page of this one's host; a document left
+        with no passage is not found. O(passage tokens)."""
+        if not len(chrome) or not any(same_host):
+            return found
+        tokens = self.tokens
+        grams = kgrams(tokens, k)
+        kept: list[Found] = []
+        for one, same in zip(found, same_host, strict=True):
+            if same:
+                passages = without_chrome(one.passages, tokens.starts, grams, self.keys, chrome, k)
+                if not passages:
+                    continue
+                if len(passages) < len(one.passages):
+                    one = replace(one, passages=passages)
+            kept.append(one)
+        return kept
+
     @staticmethod
-    def of(text: str, simhash: int, config: PassagesConfig, exclude: int = -1) -> PassageQuery:
+    def of(
+        text: str, simhash: int, config: PassagesConfig, exclude: int = -1, host: int = NO_HOST
+    ) -> PassageQuery:
         """A text's query, its tokens made once for its fingerprints and verification.
         O(text)."""
         tokens = tokenize(text)
-        asked = PassageQuery(text, fingerprints(tokens, config.k, config.window), simhash, exclude)
+        keys = fingerprints(tokens, config.k, config.window)
+        asked = PassageQuery(text, keys, simhash, exclude, host)
         asked._tokens = tokens
         return asked
 
@@ -144,13 +177,15 @@ class PassageQuery:
         simhashes: Sequence[int],
         excludes: Sequence[int],
         config: PassagesConfig,
+        hosts: Sequence[int] | None = None,
     ) -> list[PassageQuery]:
         """An insert batch's queries, fingerprinted in one call. O(total length)."""
         keys = config.fingerprints(texts)
+        each_host = [NO_HOST] * len(texts) if hosts is None else hosts
         return [
-            PassageQuery(text, text_keys, simhash, exclude)
-            for text, text_keys, simhash, exclude in zip(
-                texts, keys, simhashes, excludes, strict=True
+            PassageQuery(text, text_keys, simhash, exclude, host)
+            for text, text_keys, simhash, exclude, host in zip(
+                texts, keys, simhashes, excludes, each_host, strict=True
             )
         ]
 

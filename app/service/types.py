@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from app.core.hosts import NO_HOST, host_key
 from app.core.rule import Method
 from app.errors import InvalidParameter, NeardupError
 
@@ -129,6 +130,12 @@ class NewDocument:
     id: str | None = None
     metadata: dict[str, Any] | None = None
     timestamp: int | None = None  # microseconds since the epoch; None: the insert time
+    # Its host's key (app/core/hosts.py), where its page names it; else its metadata's url.
+    host: int = NO_HOST
+
+    def host_key(self) -> int:
+        """Its host's key: the one given (a page's own URL), else its metadata's url's."""
+        return self.host if self.host != NO_HOST else host_key(self.metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +179,9 @@ class Query:
     # False: the template rule of short texts set aside (ngram.same_numbers), so that an
     # explained search can name the matches it refused (app/service/explain.py).
     same_numbers: bool = True
+    # The host of the searched page (app/core/hosts.py): its chrome is no evidence against
+    # that host's pages.
+    host: int = NO_HOST
     # False: MinHash decided by its estimate alone (minhash.exact set aside), for the same
     # reason.
     exact_minhash: bool = True

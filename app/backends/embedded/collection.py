@@ -245,9 +245,12 @@ class Collection:
         passages = self._matcher.passages
         if passages is None:
             return matches
-        asked = PassageQuery.of(text, simhash, self.config.passages, exclude)
+        host = query.host if exclude < 0 else int(passages.index.hosts(np.array([exclude]))[0])
+        asked = PassageQuery.of(text, simhash, self.config.passages, exclude, host)
         near_pairs = (np.zeros(len(near), dtype=np.int64), near)
-        [candidates] = passages.counted_candidates([asked.keys], query.min_coverage, near_pairs)
+        [candidates] = passages.counted_candidates(
+            [asked.keys], query.min_coverage, near_pairs, [asked.host], [asked.exclude]
+        )
         return with_passages(matches, self.passages_of(asked, query, None, candidates) or [], query)
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:

@@ -177,7 +177,7 @@ class Matcher:
         for index in self.indexes:  # MinHash first: it holds the signatures
             index.insert(batch, rows)
         if self.passages is not None:
-            self.passages.insert(batch.texts, rows)
+            self.passages.insert(batch.texts, rows, batch.metadata)
 
     def remove(self, rows: Rows) -> None:
         """Tombstones: no index returns the rows from now on."""

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
+from app.core.hosts import host_key
 from app.core.passages import (
     Candidates,
+    Chunk,
     Passage,
     PassageIndex,
     identical_passages,
@@ -45,16 +48,21 @@ class PassageSearch(TableMatcher):
         self.config = config
         self.index = PassageIndex(config.max_rows)
         self._texts_of = texts_of
-        # Row -> (fingerprints, text hash) of a document an insert made them for, until
-        # it is indexed.
-        self._prepared: dict[int, tuple[npt.NDArray[np.uint64], int]] = {}
+        # Row -> (fingerprints, text hash, host) of a document an insert made them for,
+        # until it is indexed.
+        self._prepared: dict[int, tuple[npt.NDArray[np.uint64], int, int]] = {}
 
     def prepare(self, row: int, asked: PassageQuery) -> None:
-        """The fingerprints and text hash of a row about to be inserted (not made again
-        then)."""
-        self._prepared[row] = (asked.keys, asked.text_hash)
+        """The fingerprints, text hash and host of a row about to be inserted (not made
+        again then)."""
+        self._prepared[row] = (asked.keys, asked.text_hash, asked.host)
 
-    def insert(self, texts: Sequence[str | None] | None, rows: Rows) -> None:
+    def insert(
+        self,
+        texts: Sequence[str | None] | None,
+        rows: Rows,
+        metadata: Sequence[dict[str, Any] | None] | None = None,
+    ) -> None:
         """Texts (None: not kept, nothing indexed; ``texts`` None: none given, those not
         prepared are read from the store, a chunk at a time: a start's) under their rows;
         the fingerprints
@@ -64,31 +72,39 @@ class PassageSearch(TableMatcher):
         texts +756 MB, in chunks of 4,096 +147 MB, and 20% faster) and loaded in bulk
         (PassageIndex.insert_chunks: about one copy of the table at the peak)."""
         if len(rows) <= INSERT_CHUNK:
-            keys, hashes = self._keys(texts, rows)
-            self.index.insert_many(keys, rows, hashes)
+            self.index.insert_many(*self._keys(texts, rows, metadata))
         else:
-            self.index.insert_chunks(self._chunks(texts, rows))
+            self.index.insert_chunks(self._chunks(texts, rows, metadata))
         self._prepared.clear()
 
     def _chunks(
-        self, texts: Sequence[str | None] | None, rows: Rows
-    ) -> Iterator[tuple[list[npt.NDArray[np.uint64]], Rows, list[int]]]:
-        """(fingerprints, rows, text hashes) of INSERT_CHUNK texts at a time, each made
-        when asked for."""
+        self,
+        texts: Sequence[str | None] | None,
+        rows: Rows,
+        metadata: Sequence[dict[str, Any] | None] | None,
+    ) -> Iterator[Chunk]:
+        """(fingerprints, rows, text hashes, hosts) of INSERT_CHUNK texts at a time, each
+        made when asked for."""
         for start in range(0, len(rows), INSERT_CHUNK):
-            chunk = rows[start : start + INSERT_CHUNK]
-            part = None if texts is None else texts[start : start + INSERT_CHUNK]
-            keys, hashes = self._keys(part, chunk)
-            yield keys, chunk, hashes
+            end = start + INSERT_CHUNK
+            yield self._keys(
+                None if texts is None else texts[start:end],
+                rows[start:end],
+                None if metadata is None else metadata[start:end],
+            )
 
     def _keys(
-        self, texts: Sequence[str | None] | None, rows: Rows
-    ) -> tuple[list[npt.NDArray[np.uint64]], list[int]]:
-        """Each text's fingerprints and text hash: prepared by an insert, else made now (a
-        restart's: its text given, or with none given read from the store, the chunk's at
-        once)."""
+        self,
+        texts: Sequence[str | None] | None,
+        rows: Rows,
+        metadata: Sequence[dict[str, Any] | None] | None,
+    ) -> tuple[list[npt.NDArray[np.uint64]], Rows, list[int], list[int]]:
+        """Each text's fingerprints, text hash and host: prepared by an insert, else made
+        now (a restart's: its text given, or with none given read from the store, the
+        chunk's at once)."""
         keys: list[npt.NDArray[np.uint64]] = []
         hashes: list[int] = []
+        hosts = [0] * len(rows) if metadata is None else [host_key(m) for m in metadata]
         unprepared: list[tuple[int, str]] = []  # (position, text): a restart's rows
         unread: list[tuple[int, int]] = []  # (position, row) of those to read
         given = [None] * len(rows) if texts is None else texts
@@ -96,6 +112,8 @@ class PassageSearch(TableMatcher):
             prepared = self._prepared.get(row)
             keys.append(_NONE if prepared is None else prepared[0])
             hashes.append(0 if prepared is None else prepared[1])
+            if prepared is not None:
+                hosts[position] = prepared[2]
             if prepared is None and text is not None:
                 unprepared.append((position, text))
             elif prepared is None and texts is None:
@@ -112,7 +130,7 @@ class PassageSearch(TableMatcher):
             for (position, text), text_keys in zip(unprepared, made, strict=True):
                 keys[position] = text_keys
                 hashes[position] = text_hash(text)
-        return keys, hashes
+        return keys, rows, hashes, hosts
 
     def candidates_many(self, keys: Sequence[npt.NDArray[np.uint64]]) -> list[Rows]:
         """The candidate rows of several texts, in one lookup."""
@@ -123,14 +141,20 @@ class PassageSearch(TableMatcher):
         keys: Sequence[npt.NDArray[np.uint64]],
         bar: float | None = None,
         near: tuple[Rows, Rows] | None = None,
+        hosts: Sequence[int] | None = None,
+        excludes: Sequence[int] | None = None,
     ) -> list[Candidates]:
         """The candidates of several texts (an insert batch), in one lookup, with what
         they share (``find``'s ``candidates``); with a ``bar``, only those that may
-        cover it and the (text, row) pairs ``near`` (PassageIndex.candidates_counted)."""
-        found, boilerplate = self.index.candidates_counted(keys, bar, near)
+        cover it and the (text, row) pairs ``near``; with ``hosts`` (the texts'), their
+        hosts' chrome counted for none of their pages, ``excludes`` (their own rows) not
+        among them (PassageIndex.candidates_hosted)."""
+        found, boilerplate, chrome = self.index.candidates_hosted(keys, bar, near, hosts, excludes)
         return [
-            Candidates(rows, shared, common)
-            for (rows, shared), common in zip(found, boilerplate.tolist(), strict=True)
+            Candidates(rows, shared, common, chrome=text_chrome)
+            for (rows, shared), common, text_chrome in zip(
+                found, boilerplate.tolist(), chrome, strict=True
+            )
         ]
 
     def find(
@@ -146,7 +170,9 @@ class PassageSearch(TableMatcher):
         which filters by what an answer can use; the visible ones, its ``exclude`` left
         out), verified token by token."""
         if candidates is None:
-            candidates = self.counted_candidates([asked.keys])[0]
+            candidates = self.counted_candidates(
+                [asked.keys], hosts=[asked.host], excludes=[asked.exclude]
+            )[0]
         rows = candidates.rows[candidates.rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]
@@ -163,6 +189,10 @@ class PassageSearch(TableMatcher):
             if document_id is not None:
                 distance = distance_of(row)
                 found.append(Found(document_id, passages, length, stored_length, distance, row))
+        if len(candidates.chrome) and found:
+            rows_found = np.array([one.age for one in found], dtype=np.int64)
+            same_host = (self.index.hosts(rows_found) == asked.host).tolist()
+            found = asked.without_chrome(found, same_host, candidates.chrome, self.config.k)
         return found
 
     def read_ahead(

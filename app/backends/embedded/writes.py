@@ -366,6 +366,7 @@ class Writes:
                 fingerprints.simhash.tolist(),
                 old_rows.tolist(),
                 passages.config,
+                [d.host_key() for d in documents],
             )
             window = self._host.config.match_window_us
             batch_passages = BatchPassages(passages.config, CANDIDATES, asked_all, query, window)
@@ -373,7 +374,11 @@ class Writes:
             stored_candidates = passages.read_ahead(
                 asked_all,
                 passages.counted_candidates(
-                    [a.keys for a in asked_all], CONTAINED, (from_index.positions, from_index.rows)
+                    [a.keys for a in asked_all],
+                    CONTAINED,
+                    (from_index.positions, from_index.rows),
+                    [a.host for a in asked_all],
+                    [a.exclude for a in asked_all],
                 ),
             )
 

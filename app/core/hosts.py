@@ -1,0 +1,161 @@
+"""A site's boilerplate is not evidence: passages that one host repeats on its pages.
+
+A document's host is what its metadata or its page says it is: ``metadata.url`` (a
+crawler's, or WARC-Target-URI, which ``neardup insert --warc`` and ``neardup dedup``
+put there), else the page's ``<link rel=canonical>``, else its ``og:url``. A host is its
+lower-cased name without a leading ``www.``, kept as a 32-bit hash (``host_key``; 0: no
+host known).
+
+The rule, one place for both backends and ``neardup dedup``: a fingerprint of a document
+that at least HOST_PAGES - 1 other pages of its host hold (so HOST_PAGES pages with it) is
+that host's chrome. Between two pages of that host it neither seeds a candidate (it is
+not counted as shared) nor makes a passage: a passage of chrome alone is dropped from
+what the two share (``without_chrome``). Pages of other hosts,
+and documents with no host, keep the document-frequency cap alone. Two pages of one
+host that share a story (the same article on two paths, a roundup holding one of its
+stories) still share it: a story is on two pages, chrome on every page.
+
+No I/O. Costs: ``host_key`` O(url); ``page_url`` a regex over the page's head;
+``chrome_keys`` O(h) for h index hits; ``without_chrome`` O(n) for n query tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from app.core.types import Rows
+
+# Pages of one host holding a fingerprint for it to be chrome: two pages may share a
+# story (a page and its print version, a roundup and one of its stories); a sign-up box,
+# a footer or a share line is on every page.
+HOST_PAGES = 3
+NO_HOST = 0
+# A passage between pages of one host with fewer fingerprints than this beyond the host's
+# chrome is chrome: winnowing may pick a k-gram or two at a chrome passage's ends in one
+# page and not in the others; a story holds one every 4.5 tokens (2 / (window + 1)).
+CONTENT_KEYS = 3
+
+# The page's head holds its canonical link and og:url; a page's first 64 KB hold its head.
+_HEAD = 65_536
+_CANONICAL = re.compile(
+    r"""<link\b(?=[^>]*\brel\s*=\s*["']?canonical\b)[^>]*?\bhref\s*=\s*["']?([^"'\s>]+)""",
+    re.IGNORECASE,
+)
+_CANONICAL_REVERSED = re.compile(
+    r"""<link\b[^>]*?\bhref\s*=\s*["']?([^"'\s>]+)[^>]*?\brel\s*=\s*["']?canonical\b""",
+    re.IGNORECASE,
+)
+_OG_URL = re.compile(
+    r"""<meta\b(?=[^>]*\bproperty\s*=\s*["']?og:url\b)[^>]*?\bcontent\s*=\s*["']?([^"'\s>]+)""",
+    re.IGNORECASE,
+)
+
+
+def url_host(url: str) -> str | None:
+    """The host an absolute http(s) URL names, lower case, without ``www.``; None for
+    anything else (a relative link names no host)."""
+    try:
+        parts = urlsplit(url.strip())
+        name = parts.hostname
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not name:
+        return None
+    return name.removeprefix("www.") or None
+
+
+def page_url(html: str) -> str | None:
+    """The URL a page gives for itself: its canonical link, else its og:url."""
+    head = html[:_HEAD]
+    for pattern in (_CANONICAL, _CANONICAL_REVERSED, _OG_URL):
+        found = pattern.search(head)
+        if found and url_host(found.group(1)):
+            return found.group(1)
+    return None
+
+
+def host_key(metadata: Mapping[str, Any] | None, html: str | None = None) -> int:
+    """A document's host as a nonzero 32-bit key: from ``metadata["url"]``, else the
+    page's own URL (``page_url``); NO_HOST where neither names one."""
+    url = metadata.get("url") if metadata else None
+    host = url_host(url) if isinstance(url, str) else None
+    if host is None and html is not None:
+        own = page_url(html)
+        host = url_host(own) if own else None
+    if host is None:
+        return NO_HOST
+    return xxhash.xxh32_intdigest(host.encode("utf-8", "surrogatepass")) or 1
+
+
+def chrome_keys(
+    positions: Rows, entry_hosts: npt.NDArray[np.uint32], host: int, keys: int
+) -> npt.NDArray[np.bool_]:
+    """Which of a document's ``keys`` fingerprints are its host's chrome, from an index's
+    hits: hit i is fingerprint ``positions[i]`` held by a page of host ``entry_hosts[i]``
+    (each page once a fingerprint). O(hits)."""
+    if host == NO_HOST or not len(positions):
+        return np.zeros(keys, dtype=np.bool_)
+    same = np.asarray(entry_hosts) == host
+    return np.bincount(np.asarray(positions)[same], minlength=keys) >= HOST_PAGES - 1
+
+
+def chrome_hits(
+    positions: Rows,
+    owners: Rows,
+    entry_hosts: npt.NDArray[np.uint32],
+    hosts: npt.NDArray[np.uint32],
+    keys: int,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """(chrome, dropped) of several documents' hits at once: ``chrome[p]`` whether
+    fingerprint p (of document ``owners[i]`` for hit i's ``positions[i]``) is chrome of
+    its document's host (``hosts``), ``dropped[i]`` whether hit i is a page of that host
+    holding such a fingerprint: it seeds nothing. O(hits)."""
+    hosts = np.asarray(hosts, dtype=np.uint32)
+    query_hosts = hosts[np.asarray(owners, dtype=np.int64)]
+    same = (np.asarray(entry_hosts) == query_hosts) & (query_hosts != NO_HOST)
+    chrome = np.bincount(np.asarray(positions)[same], minlength=keys) >= HOST_PAGES - 1
+    return chrome, same & chrome[positions]
+
+
+def without_chrome(
+    passages: Sequence[Any],
+    starts: npt.NDArray[np.int64],
+    grams: npt.NDArray[np.uint64],
+    keys: npt.NDArray[np.uint64],
+    chrome: npt.NDArray[np.uint64],
+    k: int,
+) -> list[Any]:
+    """The passages (each with code point ``start`` and ``tokens``) between two pages of
+    one host that are not its chrome: a passage goes when it holds some of the query's
+    ``chrome`` fingerprints and fewer than CONTENT_KEYS others (``keys``, both sorted,
+    among its k-gram hashes ``grams``, from token ``starts``). A story next to the chrome
+    in both pages stays whole: its own fingerprints are content. O(passage tokens +
+    log)."""
+    if not len(chrome) or not passages:
+        return list(passages)
+    kept = []
+    for passage in passages:
+        first = int(np.searchsorted(starts, passage.start))
+        inside = grams[first : max(first, first + passage.tokens - k + 1)]
+        held = inside[_member(inside, keys)]
+        repeated = int(_member(held, chrome).sum())
+        if not repeated or len(held) - repeated >= CONTENT_KEYS:
+            kept.append(passage)
+    return kept
+
+
+def _member(
+    values: npt.NDArray[np.uint64], sorted_set: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.bool_]:
+    if not len(sorted_set) or not len(values):
+        return np.zeros(len(values), dtype=np.bool_)
+    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    found: npt.NDArray[np.bool_] = sorted_set[at] == values
+    return found
