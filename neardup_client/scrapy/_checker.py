@@ -32,11 +32,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from scrapy import signals
 from scrapy.crawler import Crawler
-from scrapy.statscollectors import StatsCollector
 from twisted.internet.defer import Deferred, succeed
 
 from neardup_client._base import Retry, RetryEvent
@@ -58,6 +57,12 @@ CallSoon = Callable[..., object]
 ANSWERS_KEPT = 10_000
 # The error code of a document no answer came for: the service out of reach.
 UNREACHABLE = "unreachable"
+
+
+class Stats(Protocol):
+    """What the Checker uses of Scrapy's stats collector."""
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +149,7 @@ class Checker:
     def __init__(
         self,
         settings: NeardupSettings,
-        stats: StatsCollector | None = None,
+        stats: Stats | None = None,
         client: Client | None = None,
         call_soon: CallSoon | None = None,
     ) -> None:
@@ -164,6 +169,8 @@ class Checker:
             ),
             on_retry=self._retried,
         )
+        if self.client.on_retry is None:
+            self.client.on_retry = self._retried
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[tuple[Document, str, str | None]] = []
         self._waiting: dict[str, list[Deferred[Answer]]] = {}

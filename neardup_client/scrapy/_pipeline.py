@@ -13,7 +13,7 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred, succeed
 
-from neardup_client._models import NewDocument, NewPage
+from neardup_client._models import NewDocument, NewPage, TimeLike
 from neardup_client.scrapy._checker import Answer, Checker, Document
 from neardup_client.scrapy._settings import NeardupSettings
 
@@ -24,7 +24,7 @@ ANNOTATIONS = ("duplicate_of", "cluster_id", "contains", "contained_in")
 
 
 def document_of(
-    adapter: ItemAdapter, settings: NeardupSettings, fetched: datetime
+    adapter: ItemAdapter, settings: NeardupSettings, fetched: TimeLike
 ) -> tuple[Document, str, str | None] | str:
     """(document, id, url) for an item, or why it has none: the page in its HTML field
     (bytes as fetched, sent base64 with the item's charset; a str as HTML), else the text
