@@ -12,6 +12,15 @@ expected blocks, "without" from the page's visible lines the expected content do
 hold). Without the checkout, the hand-annotated pages of tests/data/pages_languages are
 scored instead, and the report says so.
 
+    .venv/bin/python -m bench.extraction --fundus CHECKOUT [--runs 3]
+
+CHECKOUT is a checkout of github.com/flairNLP/fundus: its
+tests/resources/parser/test_data/<country>/ hold real news pages (*.html.gz) of some
+250 publishers in 40 countries and, per publisher, the article body its hand-written
+parser reads (<Publisher>.json, one entry per parser version). A page's reference is
+the version whose paragraphs the page holds best (at least 80% of them); its snippets
+are derived as for Readability's pages, from the summary, subheadings and paragraphs.
+
 A page's language: its ``<html lang>``, else its script (Han, kana, Arabic, Cyrillic...),
 else English. Pages whose expected content has fewer than 50 words (Readability's unit
 fixtures of one feature) are left out. Time: the median over ``--runs`` passes of each
@@ -29,12 +38,17 @@ import re
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from html import escape
 from pathlib import Path
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser
 
 from app.core.page import decode_page, main_content, read_page
+from app.core.text import visible_text
 from devkit.harness import REPO_ROOT, markdown_table, percentile, write_result
-from devkit.snippets import Score, Snippets, derive_snippets
+from devkit.snippets import Score, Snippets, derive_snippets, squeezed
 
 HAND_MADE = REPO_ROOT / "tests" / "data" / "pages_languages"
 MIN_WORDS = 50
@@ -79,6 +93,56 @@ def readability_pages(checkout: Path) -> list[tuple[str, str, str, Snippets]]:
     return pages
 
 
+def fundus_pages(checkout: Path) -> list[tuple[str, str, str, Snippets]]:
+    """(name, language, html, snippets) of every fundus page with a reference."""
+    pages = []
+    root = checkout / "tests" / "resources" / "parser" / "test_data"
+    for country in sorted(path for path in root.iterdir() if path.is_dir()):
+        for annotation in sorted(country.glob("*.json")):
+            versions = json.loads(annotation.read_text(encoding="utf-8"))
+            for page in sorted(country.glob(f"{annotation.stem}*.html.gz")):
+                if not page.name[len(annotation.stem) :].startswith(("_", ".")):
+                    continue  # another publisher whose name starts with this one's
+                data = gzip.decompress(page.read_bytes())
+                html = decode_page(data)
+                reference = _fundus_reference(html, versions.values())
+                if reference is None:
+                    continue
+                snippets = derive_snippets(html, reference)
+                if _words(snippets) < MIN_WORDS or not snippets.without:
+                    continue
+                name = f"{country.name}/{page.name.removesuffix('.html.gz')}"
+                pages.append((name, language(data, reference), html, snippets))
+    return pages
+
+
+def _fundus_reference(html: str, versions: Iterable[Any]) -> str | None:
+    """The body of the parser version that matches the page best, as HTML blocks."""
+    text = squeezed(visible_text(LexborHTMLParser(html)))
+    best, best_share = None, 0.0
+    for version in versions:
+        body = version.get("body") if isinstance(version, dict) else None
+        if not body:
+            continue
+        blocks = [f"<p>{escape(line)}</p>" for line in body.get("summary", [])]
+        paragraphs: list[str] = []
+        for section in body.get("sections", []):
+            blocks += [f"<h2>{escape(line)}</h2>" for line in section.get("headline", [])]
+            blocks += [f"<p>{escape(line)}</p>" for line in section.get("paragraphs", [])]
+            paragraphs += section.get("paragraphs", [])
+        if not paragraphs:
+            continue
+        share = sum(squeezed(line)[:40] in text for line in paragraphs) / len(paragraphs)
+        if share > best_share:
+            best, best_share = "".join(blocks), share
+    return best if best_share >= 0.8 else None
+
+
+def _words(snippets: Snippets) -> int:
+    text = " ".join(snippets.with_)
+    return len(text.split()) + len(re.findall("[\u3040-\u30ff\u4e00-\u9fff]", text)) // 2
+
+
 def hand_made_pages() -> list[tuple[str, str, str, Snippets]]:
     annotations = json.loads((HAND_MADE / "snippets.json").read_text(encoding="utf-8"))
     pages = []
@@ -110,9 +174,13 @@ def table(rows: list[dict[str, str]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=Path, help="a checkout of mozilla/readability")
+    parser.add_argument("--fundus", type=Path, help="a checkout of flairNLP/fundus")
     parser.add_argument("--runs", type=int, default=3)
     arguments = parser.parse_args()
-    if arguments.pages is not None:
+    if arguments.fundus is not None:
+        pages = fundus_pages(arguments.fundus)
+        source = f"flairNLP/fundus's test pages ({len(pages)} real pages)"
+    elif arguments.pages is not None:
         pages = readability_pages(arguments.pages)
         source = f"mozilla/readability's test pages ({len(pages)} real pages)"
     else:

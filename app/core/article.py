@@ -61,6 +61,42 @@ def word_count(line: str) -> int:
     return len(line.split()) + len(_NO_SPACE_CHARS.findall(line)) // 2
 
 
+# Labels a site puts between an article's paragraphs, alone on a line or before a
+# teaser's title ("Read more: ..."), in the languages of the pages measured; compared in
+# their loose form (``loose``).
+_LABELS = frozenset(
+    loose(label)
+    for label in (
+        "read more|read also|also read|see also|related|related articles|related stories|"
+        "more on this story|continue reading|advertisement|watch|listen|"
+        "lesen sie auch|lesen sie mehr|mehr zum thema|weiterlesen|anzeige|werbung|"
+        "lire aussi|à lire aussi|lire la suite|publicité|"
+        "leer más|lea también|lee también|te puede interesar|publicidad|"
+        "leia mais|leia também|publicidade|leggi anche|pubblicità|"
+        "czytaj więcej|czytaj też|czytaj także|zobacz też|zobacz także|reklama|"
+        "читайте также|читать далее|подробнее|смотрите также|реклама|"
+        "続きを読む|関連記事|広告|阅读更多|相关阅读|相关新闻|广告|延伸阅读|"
+        "اقرأ أيضا|اقرأ أيضاً|اقرأ المزيد|إعلان|"
+        "les også|les mer|läs också|läs mer|læs også|lees ook|devamını oku"
+    ).split("|")
+)
+# A label followed by a teaser's title of at most this many words is a teaser line.
+TEASER_WORDS = 20
+_LABEL_PREFIX = re.compile(r"^\s*([^:|>]{2,30})\s*[:|>]\s*(.*)$")
+
+
+def _is_label(line: str) -> bool:
+    """A label alone ("Czytaj więcej"), or a label and a teaser ("Read more: ...")."""
+    if loose(line) in _LABELS:
+        return True
+    prefix = _LABEL_PREFIX.match(line)
+    return (
+        prefix is not None
+        and loose(prefix.group(1)) in _LABELS
+        and word_count(prefix.group(2)) <= TEASER_WORDS
+    )
+
+
 def title_forms(titles: Iterable[str | None], document_title: str | None) -> set[str]:
     """The loose forms a title line of the page may take."""
     forms = {loose(title) for title in titles if title}
@@ -101,7 +137,18 @@ def article_text(
     lines = [line.strip() for line in main.split("\n")]
     lines = [line for line in lines if line]
     seen = Counter(lines)
-    lines = _guarded(lines, [line for line in lines if seen[line] == 1 or not _prose(line)])
+    kept: list[str] = []
+    told: set[str] = set()
+    for line in lines:
+        # A repeated paragraph of LONG_WORDS is the story told twice (a paywall's
+        # teaser of its first paragraph): its first copy stays.
+        if seen[line] == 1 or not _prose(line):
+            kept.append(line)
+        elif word_count(line) >= LONG_WORDS and line not in told:
+            kept.append(line)
+            told.add(line)
+    lines = _guarded(lines, kept)
+    lines = _guarded(lines, [line for line in lines if not _is_label(line)])
     whole_title = loose(document_title or "")
     head = [line for line in lines[:TITLE_WINDOW] if not _is_title(line, titles, whole_title)]
     lines = head + lines[TITLE_WINDOW:]

@@ -15,6 +15,7 @@ Windows-31J), because that is how the page was written to be read.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -25,7 +26,7 @@ from resiliparse.parse.html import DocumentNode, HTMLTree
 from selectolax.lexbor import LexborHTMLParser
 from selectolax.lexbor import LexborNode as Node
 
-from app.core.article import article_text, title_forms
+from app.core.article import article_text, title_forms, word_count
 from app.core.text import html_to_text, visible_text
 
 Extraction = Literal["main", "all"]
@@ -192,25 +193,54 @@ def _visible_and_links(html: str) -> tuple[str, set[str], LexborHTMLParser]:
     return visible_text(tree), links, tree
 
 
-# Elements whose class or id names them chrome, in the words sites use (ads, modals,
-# newsletter and sign-up boxes, logins, cookie notices, promotions, related and popular
-# lists, comments, author notes, footers) are taken out before the extractor reads the
-# page. A class (or the id) names chrome when its first or last part ("-" and "_" part
-# them) is one of these words and no part names content: "sidebar", "c-footer",
-# "comments-box", but not "content-with-sidebar-wrp", "article-overlay" or "ad_body".
+# Elements whose class or id names them chrome (ads, modals, newsletter and sign-up
+# boxes, logins, cookie notices, promotions, related and popular lists, comments,
+# captions, bylines and datelines, author notes, tags, footers) are taken out before the
+# extractor reads the page. A name is cut in parts at "-", "_" and camelCase
+# ("imageCaption"); parts with digits (CSS modules' hashes, sizes) are left out.
+# It names chrome when
+# - a part is one of _CHROME_WORDS: "comments-box", "article__related-list",
+#   "Component-imageCaption-0-2-32";
+# - its first or last part is one of _CHROME_EDGES and no part names content: "c-footer",
+#   "ad-slot", but not "article-overlay" or "ad_body";
+# and no part is one of _MODIFIER_WORDS ("content-with-sidebar-wrp", "sidebar-layout").
 _CHROME_WORDS = frozenset(
-    "ad ads advert advertisement adsbygoogle anzeige werbung publicite publicidad "
-    "siderail sidebar rail modal popup overlay newsletter subscribe subscription signup "
-    "login register cookie cookies consent gdpr promo promos promotion cta "
-    "related popular mostpopular suggested recommended recommendations outbrain taboola "
-    "share sharing sharebar social comment comments comentarios kommentare commentaires "
-    "disqus prefooter footer breadcrumb breadcrumbs pullquote hatnote abuse".split()
+    "comment comments kommentare kommentar commentaires comentarios komentarze disqus "
+    "related newsletter newsletters subscribe subscription signup registration "
+    "caption captions figcaption legend byline bylines dateline timestamp author authors "
+    "breadcrumb breadcrumbs share sharing sharebar social sidebar siderail tags "
+    "advert advertisement adsbygoogle outbrain taboola cookie cookies consent gdpr "
+    "promo promos promotion recommended recommendations popular mostpopular "
+    "footer prefooter foot".split()
+)
+# A name whose last part is one of these names a block's metadata ("post-meta",
+# "article-date", "author_bio"), chrome where it is short: a live blog's entries are
+# named "time" too.
+_METADATA_HEADS = frozenset("meta metadata date dates time bio credit credits".split())
+_METADATA_MAX_WORDS = 25
+# Chrome words of six letters or more name chrome at the start or the end of a part too,
+# where a site writes words together: "relatedposts", "commentlist", "mostpopular".
+_JOINED_CHROME = re.compile(
+    "^(?:related|comment(?!ar)|newsletter|subscri|sidebar|caption|byline|breadcrumb|advert|"
+    "outbrain|taboola|cookie|promotion|recommend|popular|footer)|"
+    "(?:related|comments?|newsletter|sidebar|caption|byline|breadcrumbs?|popular|footer)$"
+)
+_CHROME_EDGES = frozenset(
+    "ad ads anzeige werbung publicite publicidad rail modal popup overlay login register "
+    "cta suggested pullquote hatnote abuse search toast marquee menu nav "
+    "navigation navbar toolbar rating sponsor sponsored banner alert".split()
 )
 _CONTENT_WORDS = frozenset("content article body main post entry story text page".split())
 # Parts that make a name a layout's or a state's: "content-with-sidebar", "modal-enabled",
-# "scroller-no-footer" name the element beside or around the chrome, not the chrome.
-_MODIFIER_WORDS = frozenset("with and w no has is enabled open active".split())
-_NAME_PARTS = re.compile(r"[-_]+")
+# "scroller-no-footer", "sidebar-layout" name the element beside or around the chrome.
+_MODIFIER_WORDS = frozenset("with and w no has is enabled open active layout grid".split())
+# Commas in Latin, Arabic and CJK scripts (Readability counts them to score paragraphs).
+_COMMAS = re.compile("[,\u060c\ufe50\ufe10\ufe11\u2e41\u2e34\u2e32\uff0c\u3001]")
+_NAME_PARTS = re.compile(r"[-_\s]+|(?<=[a-z])(?=[A-Z])")
+_DIGIT = re.compile(r"\d")
+# Elements that are chrome whatever their names: forms (newsletter, login, search),
+# their controls, and captions.
+_CHROME_TAGS = "form, button, select, textarea, dialog, figcaption"
 # Never these, whatever their names: the page's frame and its article.
 _FRAME = frozenset({"html", "body", "main", "article"})
 # Nor an element holding this share of the page's words: a name that misleads.
@@ -219,33 +249,56 @@ _CHROME_MAX_SHARE = 0.4
 
 def names_chrome(name: str) -> bool:
     """Whether a class or id names chrome (see _CHROME_WORDS)."""
-    parts = [part for part in _NAME_PARTS.split(name.lower()) if part]
-    if not parts or any(part in _CONTENT_WORDS or part in _MODIFIER_WORDS for part in parts):
-        return False
-    return parts[0] in _CHROME_WORDS or parts[-1] in _CHROME_WORDS
+    return _names_kind(name) == _CHROME
+
+
+def names_metadata(name: str) -> bool:
+    """Whether a class or id names a block's metadata (see _METADATA_HEADS)."""
+    return _names_kind(name) == _METADATA
+
+
+_CHROME, _METADATA = 1, 2
+
+
+@functools.lru_cache(maxsize=16_384)
+def _names_kind(names: str) -> int:
+    """_CHROME, _METADATA or 0 for an element's class and id names (space-separated):
+    cached, because a page repeats its class names and a site its pages'."""
+    kind = 0
+    for name in names.split():
+        parts = [part.lower() for part in _NAME_PARTS.split(name) if part]
+        parts = [part for part in parts if not _DIGIT.search(part)]
+        if not parts or any(part in _MODIFIER_WORDS for part in parts):
+            continue
+        if any(part in _CHROME_WORDS or _JOINED_CHROME.search(part) for part in parts):
+            return _CHROME
+        if any(part in _CONTENT_WORDS for part in parts):
+            kind = _METADATA if parts[-1] in _METADATA_HEADS else kind
+            continue
+        if parts[0] in _CHROME_EDGES or parts[-1] in _CHROME_EDGES:
+            return _CHROME
+        kind = _METADATA if parts[-1] in _METADATA_HEADS else kind
+    return kind
 
 
 def drop_chrome(tree: LexborHTMLParser) -> bool:
-    """Take out the elements whose class or id names them chrome (``names_chrome``),
-    but not the page's frame, an element that holds an <article> or <main>, or one that
-    holds _CHROME_MAX_SHARE of the page's words; whether any was. On selectolax's tree:
-    resiliparse's node collections cost O(n) an item (seconds on a large page). O(elements
-    + the text of the named ones): a median of 1.3 ms on readability's test pages."""
+    """Take out the elements whose class or id names them chrome (``names_chrome``, and
+    ``names_metadata`` where short) and those of _CHROME_TAGS, but not the page's frame,
+    an element that holds an <article> or <main>, or one that holds _CHROME_MAX_SHARE of
+    the page's words; whether any was. On selectolax's tree: resiliparse's node
+    collections cost O(n) an item (seconds on a large page). O(elements + the text of the
+    named ones); names are judged once (``_names_kind`` is cached)."""
     body = tree.body
     if body is None:
         return False
     words = len(body.text(separator=" ").split())
     dropped: list[Node] = []
     taken: set[int] = set()
-    for node in tree.css("[class], [id]"):
-        if node.tag in _FRAME:
+    named = [node for node in tree.css("[class], [id]") if _named_chrome(node)]
+    for node in [*named, *tree.css(_CHROME_TAGS)]:
+        if node.tag in _FRAME or _inside(node, taken) or node.mem_id in taken:
             continue
-        attributes = node.attributes
-        names = (attributes.get("class") or "").split()
-        names.append(attributes.get("id") or "")
-        if not any(names_chrome(name) for name in names):
-            continue
-        if _inside(node, taken) or node.css_first("article, main") is not None:
+        if node.css_first("article, main") is not None:
             continue
         if len(node.text(separator=" ").split()) > _CHROME_MAX_SHARE * words:
             continue
@@ -253,8 +306,17 @@ def drop_chrome(tree: LexborHTMLParser) -> bool:
         taken.add(node.mem_id)
     # Taken out after the walk, none inside another: a node is never used once freed.
     for node in dropped:
-        node.decompose()
+        if not _inside(node, taken - {node.mem_id}):
+            node.decompose()
     return bool(dropped)
+
+
+def _named_chrome(node: Node) -> bool:
+    attributes = node.attributes
+    kind = _names_kind(f"{attributes.get('class') or ''} {attributes.get('id') or ''}")
+    if kind == _METADATA:
+        return len(node.text(separator=" ").split()) <= _METADATA_MAX_WORDS
+    return kind == _CHROME
 
 
 def _inside(node: Node, taken: set[int]) -> bool:
@@ -300,7 +362,60 @@ def read_page(html: str, extract: Extraction = "main") -> Page:
         return Page(html_to_text(html), title, "all")
     visible, links, parsed = _visible_and_links(html)
     content = HTMLTree.parse(parsed.html or "") if drop_chrome(parsed) else tree
-    main = article_text(main_content(content), title_forms(titles, tree.title), tree.title, links)
-    if main and len(main.split()) >= FALLBACK_MIN_SHARE * len(visible.split()):
+    forms = title_forms(titles, tree.title)
+    main = article_text(main_content(content), forms, tree.title, links)
+    # Words as article.word_count counts them: Japanese and Chinese have no spaces.
+    enough = FALLBACK_MIN_SHARE * word_count(visible)
+    if main and word_count(main) >= enough:
         return Page(main, title, "main")
+    # resiliparse chose a block without the story (a teaser, a menu): the block that
+    # holds the most paragraph text, as Readability finds it, is read instead.
+    block = _densest_block(parsed)
+    if block is not None:
+        main = article_text(_block_text(block), forms, tree.title, links)
+        if main and word_count(main) >= enough:
+            return Page(main, title, "main")
     return Page(visible, title, "all")
+
+
+# A paragraph shorter than this (characters) does not vote for its block.
+_PARAGRAPH_MIN_CHARS = 25
+
+
+def _densest_block(tree: LexborHTMLParser) -> Node | None:
+    """The element whose paragraphs hold the most text: each <p> of _PARAGRAPH_MIN_CHARS
+    or more adds one point, one per comma and one per 100 characters (up to 3) to its
+    parent, and half as much to its grandparent (Readability's scoring, without its
+    class weights). O(paragraphs)."""
+    scores: dict[int, float] = {}
+    nodes: dict[int, Node] = {}
+    for paragraph in tree.css("p"):
+        text = paragraph.text()
+        if len(text.strip()) < _PARAGRAPH_MIN_CHARS:
+            continue
+        score = 1 + len(_COMMAS.findall(text)) + min(len(text) // 100, 3)
+        parent = paragraph.parent
+        for share in (1.0, 0.5):
+            if parent is None or parent.tag in ("html", "body"):
+                break
+            nodes[parent.mem_id] = parent
+            scores[parent.mem_id] = scores.get(parent.mem_id, 0.0) + score * share
+            parent = parent.parent
+    if not scores:
+        return None
+    return nodes[max(scores, key=scores.__getitem__)]
+
+
+def _block_text(node: Node) -> str:
+    """An element's text, one block a line, as ``main_content`` writes it."""
+    return str(
+        extract_plain_text(
+            HTMLTree.parse(node.html or ""),
+            main_content=False,
+            alt_texts=False,
+            links=False,
+            list_bullets=False,
+            noscript=False,
+            comments=False,
+        )
+    )
