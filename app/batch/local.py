@@ -65,6 +65,7 @@ from app.batch.rules import (
     pair_line,
 )
 from app.collection_config import CollectionConfig
+from app.core.hosts import host_key
 from app.core.ngram import NgramIndex
 from app.core.rule import positions_of
 
@@ -722,8 +723,18 @@ def find_passages(
     """passages.jsonl (app/batch/passages.py) over the input's texts, read as the
     fingerprints read them."""
 
-    def texts() -> Iterator[str]:
-        for _, chunk, _ in _chunks(splits, options.fields, options.chunk_size, []):
-            yield from (document_text(text, config, options.html) for text in chunk)
+    hosts: list[int] = []  # each document's host (app/core/hosts.py), from the first read
 
-    return shared_passages_of(texts, config.passages, ids, options.out / "passages.jsonl")
+    def texts() -> Iterator[str]:
+        reading = not hosts
+        for _, chunk, _ in _chunks(splits, options.fields, options.chunk_size, []):
+            for text in chunk:
+                if reading:  # its URL as id (a WARC page), else the page's own link
+                    named = ids[len(hosts)]
+                    url = {"url": named} if isinstance(named, str) else None
+                    hosts.append(host_key(url, text if options.html else None))
+                yield document_text(text, config, options.html)
+
+    return shared_passages_of(
+        texts, config.passages, ids, options.out / "passages.jsonl", lambda: hosts
+    )

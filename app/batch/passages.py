@@ -25,7 +25,8 @@ import numpy.typing as npt
 import orjson
 
 from app.collection_config import PassagesConfig
-from app.core.passages import Tokens, coverage, shared_passages, tokenize
+from app.core.hosts import NO_HOST, corpus_chrome, without_chrome
+from app.core.passages import Tokens, coverage, kgrams, shared_passages, tokenize
 from app.core.types import Rows
 from app.service.passages import CONTAINED, shared_counts
 
@@ -92,11 +93,16 @@ def verified_pair(
     texts: tuple[str, str],
     tokens: tuple[Tokens, Tokens],
     config: PassagesConfig,
+    chrome: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None = None,
 ) -> PassagePair | None:
     """The candidate pair (``first`` < ``second``, input positions) verified token by
-    token: its passages and coverages, or None when it shares no passage. Both engines'
-    one rule."""
+    token: its passages and coverages, or None when it shares no passage; ``chrome``:
+    (first's fingerprints, its host's chrome), for two pages of one host
+    (``Chrome.of_pair``). Both engines' one rule."""
     passages = shared_passages(tokens[0], tokens[1], config.k, config.min_tokens)
+    if chrome is not None and passages:
+        grams = kgrams(tokens[0], config.k)
+        passages = without_chrome(passages, tokens[0].starts, grams, *chrome, config.k)
     if not passages:
         return None
     return PassagePair(
@@ -109,9 +115,15 @@ def verified_pair(
 
 
 def verified_pairs(
-    a: Rows, b: Rows, text_of: Callable[[int], str], config: PassagesConfig
+    a: Rows,
+    b: Rows,
+    text_of: Callable[[int], str],
+    config: PassagesConfig,
+    chrome: Chrome | None = None,
 ) -> list[PassagePair]:
-    """The candidate pairs with passages, in (a, b) order, each text tokenised once."""
+    """The candidate pairs with passages, in (a, b) order, each text tokenised once; with
+    ``chrome``, a pair of pages of one host without that host's chrome passages
+    (app/core/hosts.py), as the service answers."""
     tokens: dict[int, Tokens] = {}
 
     def tokens_of(position: int) -> Tokens:
@@ -127,10 +139,35 @@ def verified_pairs(
             (text_of(first), text_of(second)),
             (tokens_of(first), tokens_of(second)),
             config,
+            chrome.of_pair(first, second) if chrome is not None else None,
         )
         if pair is not None:
             found.append(pair)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Chrome:
+    """A corpus's hosts (a key a document; NO_HOST: none), each document's fingerprints
+    and those that are its host's chrome (``hosts.corpus_chrome``)."""
+
+    hosts: Sequence[int]
+    keys: Sequence[npt.NDArray[np.uint64]]
+    chrome: Sequence[npt.NDArray[np.uint64]]
+
+    @staticmethod
+    def of(keys: Sequence[npt.NDArray[np.uint64]], hosts: Sequence[int]) -> Chrome:
+        return Chrome(hosts, keys, corpus_chrome(keys, hosts))
+
+    def of_pair(
+        self, first: int, second: int
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]] | None:
+        """(first's fingerprints, its host's chrome among them) where both documents are
+        pages of one host with chrome, else None."""
+        host = self.hosts[first]
+        if host == NO_HOST or host != self.hosts[second] or not len(self.chrome[first]):
+            return None
+        return self.keys[first], self.chrome[first]
 
 
 def shared_passages_of(
@@ -138,15 +175,18 @@ def shared_passages_of(
     config: PassagesConfig,
     ids: Sequence[object],
     path: Path,
+    hosts: Callable[[], Sequence[int]] | None = None,
 ) -> list[PassagePair]:
     """The pairs of a corpus sharing passages, written to ``path`` as JSON lines, (a, b)
     in input order. ``texts`` reads the corpus again on each call: once to fingerprint,
-    once for the texts of the candidates (those alone are held)."""
+    once for the texts of the candidates (those alone are held). ``hosts``: each
+    document's host's key, known once ``texts`` was read (None: no hosts)."""
     keys = document_fingerprints(texts(), config)
     a, b = candidate_pairs(keys, config.max_rows)
     wanted = set(a.tolist()) | set(b.tolist())
     held = {position: text for position, text in enumerate(texts()) if position in wanted}
-    shared = verified_pairs(a, b, held.__getitem__, config)
+    chrome = None if hosts is None else Chrome.of(keys, hosts())
+    shared = verified_pairs(a, b, held.__getitem__, config, chrome)
     with open(path, "wb", buffering=1 << 20) as handle:
         handle.writelines(pair.line(ids[pair.a], ids[pair.b]) for pair in shared)
     return shared

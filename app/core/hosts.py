@@ -159,3 +159,30 @@ def _member(
     at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
     found: npt.NDArray[np.bool_] = sorted_set[at] == values
     return found
+
+
+def corpus_chrome(
+    keys: Sequence[npt.NDArray[np.uint64]], hosts: Sequence[int]
+) -> list[npt.NDArray[np.uint64]]:
+    """Each document's fingerprints (``keys``, each once) that HOST_PAGES documents of its
+    host (``hosts``; NO_HOST: none) hold in a whole corpus, sorted: what a batch job
+    knows of a site's chrome at once. O(F log F) for F fingerprints."""
+    counts = np.array([len(k) for k in keys], dtype=np.int64)
+    none = np.zeros(0, dtype=np.uint64)
+    if not counts.sum():
+        return [none for _ in keys]
+    flat = np.concatenate(keys)
+    owners = np.repeat(np.arange(len(keys), dtype=np.int64), counts)
+    entry_hosts = np.repeat(np.asarray(hosts, dtype=np.int64), counts)
+    order = np.lexsort((entry_hosts, flat))
+    flat, owners, entry_hosts = flat[order], owners[order], entry_hosts[order]
+    starts = np.flatnonzero(
+        np.concatenate(([True], (flat[1:] != flat[:-1]) | (entry_hosts[1:] != entry_hosts[:-1])))
+    )
+    sizes = np.diff(np.append(starts, len(flat)))
+    repeated = np.repeat(sizes >= HOST_PAGES, sizes) & (entry_hosts != NO_HOST)
+    chrome_owners, chrome_keys_ = owners[repeated], flat[repeated]
+    by_owner = np.lexsort((chrome_keys_, chrome_owners))
+    chrome_owners, chrome_keys_ = chrome_owners[by_owner], chrome_keys_[by_owner]
+    bounds = np.searchsorted(chrome_owners, np.arange(len(keys) + 1))
+    return [chrome_keys_[bounds[i] : bounds[i + 1]] for i in range(len(keys))]

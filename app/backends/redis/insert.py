@@ -228,6 +228,7 @@ class Insertion:
             query,
             self.mark,
             [from_store.rows[start:end] for start, end in store_spans],
+            [self.documents[p].host_key() for p in accepted],
         )
         # (A document being replaced still counts: the embedded service answers while
         # the old version is live, and names it when it is its cluster's first.)
@@ -315,6 +316,7 @@ class Insertion:
                 document.metadata,
                 document.text if resolved.config.keeps_text else None,
                 self._short(entry.position),
+                document.host_key(),
             )
             new_records[entry.position] = record
             document_id = self.ids[entry.position]

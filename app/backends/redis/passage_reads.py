@@ -82,6 +82,7 @@ def insert_passages(
     query: Query,
     mark: Mark,
     near: Sequence[Rows],
+    hosts: Sequence[int] | None = None,
 ) -> tuple[list[list[Found]], BatchPassages] | None:
     """What an insert batch's documents share with the stored ones (two round trips for
     the batch): only what may be a containment (CONTAINED) and each document's rows
@@ -90,7 +91,7 @@ def insert_passages(
     if resolved.passages is None:
         return None
     config = resolved.config.passages
-    asked = PassageQuery.batch(texts, simhashes, excludes, config)
+    asked = PassageQuery.batch(texts, simhashes, excludes, config, hosts)
     steps = passage_steps(
         resolved, store, asked, query, mark, None, stamps, bar=CONTAINED, near=near
     )

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from app.backends.redis.records import Held
 from app.backends.redis.store.grams import MAX_SET_SIZE, GramTable
@@ -26,6 +27,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
+from app.core.hosts import NO_HOST, chrome_keys
 from app.core.passages import may_cover, shared_passages_texts
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
@@ -33,6 +35,8 @@ from app.service.passages import Found, PassageQuery
 # Candidates verified a query, most shared fingerprints first (as the embedded backend).
 CANDIDATES = 32
 _LEGACY_COUNT = 0  # the count field of entries written before it held the count
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_HOSTS = np.zeros(0, dtype=np.uint32)
 
 
 class RedisPassages:
@@ -42,16 +46,27 @@ class RedisPassages:
         self.config = config
         self.table = table
 
-    def writes(self, command: str, texts: Sequence[str], rows: Rows) -> list[Command]:
-        """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows."""
+    def writes(
+        self, command: str, texts: Sequence[str], rows: Rows, hosts: Sequence[int] | None = None
+    ) -> list[Command]:
+        """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows, each
+        with its document's host's key where it has one (app/core/hosts.py)."""
         keys = self.config.fingerprints(texts)
         counts = np.array([len(k) for k in keys], dtype=np.int64)
         if not counts.sum():
             return []
         flat = np.concatenate(keys)
         entry_rows = np.repeat(np.asarray(rows, dtype=np.int64), counts)
-        commands = self.table.writes(command, flat, np.repeat(counts, counts), entry_rows)
-        if command == "ZREM":  # and the entries of before the count, where there are any
+        sizes = np.repeat(counts, counts)
+        each_host = np.zeros(len(rows), dtype=np.int64) if hosts is None else np.asarray(hosts)
+        entry_hosts = np.repeat(each_host.astype(np.int64), counts)
+        hosted = entry_hosts != NO_HOST
+        commands = self.table.writes(command, flat[~hosted], sizes[~hosted], entry_rows[~hosted])
+        commands += self.table.writes(
+            command, flat[hosted], sizes[hosted], entry_rows[hosted], entry_hosts[hosted]
+        )
+        if command == "ZREM":  # the entries of before hosts, and of before the count
+            commands += self.table.writes(command, flat[hosted], sizes[hosted], entry_rows[hosted])
             legacy = np.full(len(flat), _LEGACY_COUNT, dtype=np.int64)
             commands += self.table.writes(command, flat, legacy, entry_rows)
         return commands
@@ -81,20 +96,29 @@ class RedisPassages:
         visible = visible_by(answered[: len(also)])
         replies = iter(answered[len(also) :])
         shared: list[dict[int, int]] = []
+        chrome_of: list[npt.NDArray[np.uint64]] = []
         for number, (query, per_query) in enumerate(zip(queries, lookups, strict=True)):
             counts: dict[int, int] = {}
             held_keys: dict[int, int] = {}  # row -> its count of fingerprints
             boilerplate = 0
+            hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]] = []
             for _ in per_query:
                 members = next(replies)
                 if len(members) > self.config.max_rows:
                     boilerplate += 1
+                    hits.append((_NO_ROWS, _NO_ROWS, _NO_HOSTS))
                     continue
-                sizes, rows = GramTable.decode(members)
+                sizes, rows, hosts = GramTable.decode_hosted(members)
+                others = rows != query.exclude
+                hits.append((sizes[others], rows[others], hosts[others]))
+            chrome = _chrome(query, hits)
+            chrome_of.append(np.sort(query.keys[chrome]))
+            for repeated, (sizes, rows, hosts) in zip(chrome.tolist(), hits, strict=True):
+                if repeated:  # its host's chrome counts for none of its host's pages
+                    rows, sizes = rows[hosts != query.host], sizes[hosts != query.host]
                 for size, row in zip(sizes.tolist(), rows.tolist(), strict=True):
-                    if row != query.exclude:
-                        counts[row] = counts.get(row, 0) + 1
-                        held_keys[row] = size
+                    counts[row] = counts.get(row, 0) + 1
+                    held_keys[row] = size
             if bar and counts:
                 close = set() if near is None else set(near[number].tolist())
                 counts = _may_pass(counts, held_keys, boilerplate, len(query.keys), bar, close)
@@ -114,7 +138,12 @@ class RedisPassages:
                 and visible(number, int(data.timestamps[at_of[row]]), held.record(at_of[row]).seq)
             ]
             candidates.sort(key=lambda at: (-counts[int(data.rows[at])], held.record(at).seq))
-            answers.append(self._verified(query, candidates[:CANDIDATES], data, held))
+            found = self._verified(query, candidates[:CANDIDATES], data, held)
+            if len(chrome_of[number]) and found:
+                host_of = {data.ids[at]: held.record(at).host for at in candidates}
+                same_host = [host_of.get(one.document_id) == query.host for one in found]
+                found = query.without_chrome(found, same_host, chrome_of[number], self.config.k)
+            answers.append(found)
         return answers
 
     def _verified(
@@ -136,6 +165,18 @@ class RedisPassages:
                     Found(data.ids[at], passages, len(query.text), length, distance, record.seq)
                 )
         return found
+
+
+def _chrome(
+    query: PassageQuery, hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]]
+) -> npt.NDArray[np.bool_]:
+    """Which of the query's fingerprints are its host's chrome (``hosts.chrome_keys``),
+    from each fingerprint's (sizes, rows, hosts) entries read."""
+    if query.host == NO_HOST or not hits:
+        return np.zeros(len(hits), dtype=np.bool_)
+    positions = np.repeat(np.arange(len(hits)), [len(rows) for _, rows, _ in hits])
+    hosts = np.concatenate([entry_hosts for _, _, entry_hosts in hits])
+    return chrome_keys(positions, hosts, query.host, len(hits))
 
 
 def _may_pass(

@@ -25,6 +25,7 @@ from app.backends.redis.store.steps import Steps, run, run_async
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.core.fingerprint import Fingerprints
+from app.core.hosts import NO_HOST
 from app.core.rule import METHODS_OF_BITS, Pairs
 from app.core.types import Rows
 from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
@@ -200,6 +201,7 @@ class Reads:
         near: Rows,
         mark: Mark | None = None,
         exclude: int = -1,
+        host: int = NO_HOST,
     ) -> Steps[list[Match]]:
         """The matches (rows ``near``) with the passages the text shares
         (app/service/passages.py), when the collection has passages on: two round trips
@@ -208,7 +210,11 @@ class Reads:
         if resolved.passages is None:
             return matches
         asked = PassageQuery.of(
-            text, int(fingerprints.simhash[0]), resolved.config.passages, exclude
+            text,
+            int(fingerprints.simhash[0]),
+            resolved.config.passages,
+            exclude,
+            host if exclude >= 0 else query.host,  # a stored document's, or the query's
         )
         cutoff = self.collection.cutoff(resolved)
         found = yield from passage_steps(
@@ -287,6 +293,7 @@ class Reads:
                 scored.rows,
                 mark,
                 int(exclude[0]),
+                own.record(at).host,
             )
         )
 

@@ -24,25 +24,35 @@ class Record:
     metadata: dict[str, Any] | None
     text: str | None
     short: str | None = None  # the normalised text, when the n-gram index holds it
+    # Its host's key (app/core/hosts.py; 0: none): its passage entries carry it.
+    host: int = 0
 
     def pack(self) -> bytes:
-        return orjson.dumps(
-            {
-                "s": self.seq,
-                "c": self.created,
-                "k": self.cluster,
-                "n": self.cluster_name,
-                "m": self.metadata,
-                "t": self.text,
-                "q": self.short,
-            }
-        )
+        fields = {
+            "s": self.seq,
+            "c": self.created,
+            "k": self.cluster,
+            "n": self.cluster_name,
+            "m": self.metadata,
+            "t": self.text,
+            "q": self.short,
+        }
+        if self.host:
+            fields["h"] = self.host
+        return orjson.dumps(fields)
 
     @staticmethod
     def unpack(raw: bytes) -> Record:
         data = orjson.loads(raw)
         return Record(
-            data["s"], data["c"], data["k"], data["n"], data["m"], data["t"], data.get("q")
+            data["s"],
+            data["c"],
+            data["k"],
+            data["n"],
+            data["m"],
+            data["t"],
+            data.get("q"),
+            data.get("h", 0),
         )
 
 

@@ -129,7 +129,8 @@ class Resolved:
             kept = [i for i, record in enumerate(records) if record.text is not None]
             if kept:
                 texts = [records[i].text or "" for i in kept]
-                commands += self.passages.writes(command, texts, np.asarray(rows)[kept])
+                hosts = [records[i].host for i in kept]
+                commands += self.passages.writes(command, texts, np.asarray(rows)[kept], hosts)
         return commands
 
     def retry_methods(self, record: Record) -> tuple[Any, ...]:

@@ -29,6 +29,7 @@ from app.backends.redis.store.rows import unpack_record
 from app.backends.redis.store.store import NewDocuments, Status
 from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
+from app.core.hosts import host_key
 from app.service.times import iso_time_us
 from app.storage.base import DocumentBatch, Mark, StoredCollection
 from app.transfer import ImportFailed
@@ -149,6 +150,7 @@ class RedisImport:
                 documents.metadata[i],
                 texts[i],
                 shorts[i],
+                host_key(documents.metadata[i]),
             )
             records.append(record)
             commands.append(("ZADD", resolved.members_key(cluster), seq, document_id))

@@ -33,6 +33,8 @@ from app.core.types import Rows
 
 U64 = npt.NDArray[np.uint64]
 MEMBER_BYTES = 8 + 2 + 4
+# A passage entry may carry its document's host's key after its row (app/core/hosts.py).
+HOSTED_BYTES = MEMBER_BYTES + 4
 MAX_SET_SIZE = (1 << 16) - 1
 _TOP = b"\xff" * 5  # above every row after a size
 
@@ -71,16 +73,21 @@ class GramTable:
         shifted = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
         return [int(s) for s in shifted.tolist()]
 
-    def writes(self, command: str, keys: U64, sizes: Rows, rows: Rows) -> list[Command]:
-        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row), one command per
-        set touched."""
+    def writes(
+        self, command: str, keys: U64, sizes: Rows, rows: Rows, hosts: Rows | None = None
+    ) -> list[Command]:
+        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row[, host]), one
+        command per set touched."""
         if not len(keys):
             return []
-        packed = np.zeros((len(keys), MEMBER_BYTES), dtype=np.uint8)
+        width = MEMBER_BYTES if hosts is None else HOSTED_BYTES
+        packed = np.zeros((len(keys), width), dtype=np.uint8)
         packed[:, :8] = np.asarray(keys, dtype=">u8").view(np.uint8).reshape(-1, 8)
         capped = np.minimum(np.asarray(sizes), MAX_SET_SIZE).astype(">u2")
         packed[:, 8:10] = capped.view(np.uint8).reshape(-1, 2)
-        packed[:, 10:] = np.asarray(rows).astype(">u4").view(np.uint8).reshape(-1, 4)
+        packed[:, 10:14] = np.asarray(rows).astype(">u4").view(np.uint8).reshape(-1, 4)
+        if hosts is not None:
+            packed[:, 14:] = np.asarray(hosts).astype(">u4").view(np.uint8).reshape(-1, 4)
         by_key: dict[bytes, list[bytes]] = defaultdict(list)
         for shard, member in zip(self._shards(keys), packed, strict=True):
             by_key[self.key(shard)].append(member.tobytes())
@@ -107,6 +114,25 @@ class GramTable:
                 self._shards(keys), (raw[at : at + 8] for at in range(0, len(raw), 8)), strict=True
             )
         ]
+
+    @staticmethod
+    def decode_hosted(members: list[bytes]) -> tuple[Rows, Rows, npt.NDArray[np.uint32]]:
+        """(set sizes, rows, hosts' keys) of passage entries read (0: an entry without
+        one)."""
+        if members and all(len(member) == HOSTED_BYTES for member in members):
+            packed = np.frombuffer(b"".join(members), dtype=np.uint8).reshape(-1, HOSTED_BYTES)
+            sizes, rows = GramTable.decode([member[:MEMBER_BYTES] for member in members])
+            hosts = np.ascontiguousarray(packed[:, 14:]).view(">u4").reshape(-1)
+            return sizes, rows, hosts.astype(np.uint32)
+        sizes, rows = GramTable.decode([member[:MEMBER_BYTES] for member in members])
+        hosts = np.array(
+            [
+                int.from_bytes(member[MEMBER_BYTES:], "big") if len(member) == HOSTED_BYTES else 0
+                for member in members
+            ],
+            dtype=np.uint32,
+        )
+        return sizes, rows, hosts
 
     @staticmethod
     def decode(members: list[bytes]) -> tuple[Rows, Rows]:
