@@ -237,7 +237,11 @@ def _child(config: dict[str, Any]) -> None:
     process.crawl(crawler)
     process.start()
     stats = {key: _plain(value) for key, value in (crawler.stats.get_stats() or {}).items()}
-    result = {"stats": stats, "items": items, "dropped": dropped, "parsed": parsed}
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = {"cpu_seconds": usage.ru_utime + usage.ru_stime}
+    result = {"stats": stats, "items": items, "dropped": dropped, "parsed": parsed, "extra": cpu}
     Path(config["out"]).write_text(json.dumps(result))
 
 
@@ -349,6 +353,7 @@ def _bench(arguments: argparse.Namespace) -> str:
     rates: dict[str, list[float]] = {name: [] for name in configurations}
     requests: dict[str, list[int]] = {name: [] for name in configurations}
     items: dict[str, list[int]] = {name: [] for name in configurations}
+    cpu: dict[str, list[float]] = {name: [] for name in configurations}
     settings = {"NEARDUP_DROP": "none", "LOG_LEVEL": "WARNING"}
     with neardup(synchronous="NORMAL") as service, SiteServer(pages) as site:
         for run in range(arguments.runs):
@@ -365,6 +370,7 @@ def _bench(arguments: argparse.Namespace) -> str:
                 rates[name].append(scraped / done.seconds)
                 requests[name].append(int(done.stats["downloader/request_count"]))
                 items[name].append(scraped)
+                cpu[name].append(done.extra["cpu_seconds"] * 1000 / scraped)
                 print(f"run {run} {name}: {scraped} items in {done.seconds:.2f} s", flush=True)
     bare = statistics.median(rates["bare"])
     rows = []
@@ -377,13 +383,22 @@ def _bench(arguments: argparse.Namespace) -> str:
                 f"{statistics.median(requests[name]):.0f}",
                 f"{min(rates[name]):.0f} / {rate:.0f} / {max(rates[name]):.0f}",
                 f"{(1 - rate / bare) * 100:+.1f}%" if name != "bare" else "",
+                f"{statistics.median(cpu[name]):.2f}",
             ]
         )
     saved = statistics.median(requests["pipeline"]) - statistics.median(
         requests["pipeline + middleware"]
     )
     table = markdown_table(
-        ["crawl", "items", "requests", "items/s min / median / max", "slower than bare"], rows
+        [
+            "crawl",
+            "items",
+            "requests",
+            "items/s min / median / max",
+            "slower than bare",
+            "crawler CPU ms an item",
+        ],
+        rows,
     )
     report = (
         f"{arguments.articles} articles ({total} pages reached without the middleware, "
