@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -94,16 +95,14 @@ def host_key(metadata: Mapping[str, Any] | None, html: str | None = None) -> int
     return xxhash.xxh32_intdigest(host.encode("utf-8", "surrogatepass")) or 1
 
 
-def chrome_keys(
-    positions: Rows, entry_hosts: npt.NDArray[np.uint32], host: int, keys: int
-) -> npt.NDArray[np.bool_]:
-    """Which of a document's ``keys`` fingerprints are its host's chrome, from an index's
-    hits: hit i is fingerprint ``positions[i]`` held by a page of host ``entry_hosts[i]``
-    (each page once a fingerprint). O(hits)."""
+def host_pages(positions: Rows, entry_hosts: npt.NDArray[np.uint32], host: int, keys: int) -> Rows:
+    """The pages of ``host`` holding each of a document's ``keys`` fingerprints, from an
+    index's hits: hit i is fingerprint ``positions[i]`` held by a page of host
+    ``entry_hosts[i]`` (each page once a fingerprint). O(hits)."""
     if host == NO_HOST or not len(positions):
-        return np.zeros(keys, dtype=np.bool_)
+        return np.zeros(keys, dtype=np.int64)
     same = np.asarray(entry_hosts) == host
-    return np.bincount(np.asarray(positions)[same], minlength=keys) >= HOST_PAGES - 1
+    return np.bincount(np.asarray(positions)[same], minlength=keys)
 
 
 def chrome_hits(
@@ -112,16 +111,48 @@ def chrome_hits(
     entry_hosts: npt.NDArray[np.uint32],
     hosts: npt.NDArray[np.uint32],
     keys: int,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """(chrome, dropped) of several documents' hits at once: ``chrome[p]`` whether
-    fingerprint p (of document ``owners[i]`` for hit i's ``positions[i]``) is chrome of
-    its document's host (``hosts``), ``dropped[i]`` whether hit i is a page of that host
-    holding such a fingerprint: it seeds nothing. O(hits)."""
+) -> tuple[Rows, npt.NDArray[np.bool_]]:
+    """(pages, dropped) of several documents' hits at once: ``pages[p]`` the pages of
+    its document's host (``hosts``) holding fingerprint p (of document ``owners[i]`` for
+    hit i's ``positions[i]``), ``dropped[i]`` whether hit i is a page of that host holding
+    a fingerprint of its chrome (HOST_PAGES - 1 of them): it seeds nothing. O(hits)."""
     hosts = np.asarray(hosts, dtype=np.uint32)
     query_hosts = hosts[np.asarray(owners, dtype=np.int64)]
     same = (np.asarray(entry_hosts) == query_hosts) & (query_hosts != NO_HOST)
-    chrome = np.bincount(np.asarray(positions)[same], minlength=keys) >= HOST_PAGES - 1
-    return chrome, same & chrome[positions]
+    pages = np.bincount(np.asarray(positions)[same], minlength=keys)
+    return pages, same & (pages[positions] >= HOST_PAGES - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class HostPages:
+    """What the stored pages of a document's host hold of its fingerprints: ``keys``
+    (sorted) that some hold, ``pages[i]`` how many hold ``keys[i]``. A batch adds its
+    earlier pages of the host to these counts (``chrome``)."""
+
+    keys: npt.NDArray[np.uint64]
+    pages: Rows
+
+    @staticmethod
+    def of(keys: npt.NDArray[np.uint64], pages: Rows) -> HostPages:
+        """From the pages of the host holding each of ``keys``."""
+        held = pages > 0
+        order = np.argsort(keys[held])
+        return HostPages(keys[held][order], pages[held][order])
+
+    def chrome(
+        self, keys: npt.NDArray[np.uint64] | None = None, earlier: Rows | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """The host's chrome among the document's fingerprints, sorted; with ``keys``
+        (its fingerprints) and ``earlier[i]``, the earlier pages of a batch holding
+        ``keys[i]``, counting those too. O(keys log)."""
+        if keys is None or earlier is None:
+            return self.keys[self.pages >= HOST_PAGES - 1]
+        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
+        stored = np.where(_member(keys, self.keys), self.pages[at] if len(self.keys) else 0, 0)
+        return np.sort(keys[stored + earlier >= HOST_PAGES - 1])
+
+
+NO_PAGES = HostPages(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
 
 
 def without_chrome(

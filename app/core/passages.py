@@ -20,7 +20,7 @@ import itertools
 import threading
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -29,7 +29,7 @@ import xxhash
 
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
-from app.core.hosts import NO_HOST, chrome_hits
+from app.core.hosts import NO_HOST, NO_PAGES, HostPages, chrome_hits
 from app.core.mix import fmix64_array
 from app.core.row_array import RowArray
 from app.core.run_builder import RunBuilder
@@ -312,15 +312,15 @@ class Candidates:
     """A query's candidate rows, most shared fingerprints first, with how many each
     shares; ``boilerplate``: the query's fingerprints too common to count (more than
     the cap of rows hold them); ``texts``: stored texts of some of them, read already
-    (an insert batch's, in one read), by row; ``chrome``: the query's fingerprints that
-    are its host's chrome (app/core/hosts.py), sorted, counted for none of its host's
-    pages."""
+    (an insert batch's, in one read), by row; ``host_pages``: what the stored pages of
+    the query's host hold of its fingerprints (app/core/hosts.py): its host's chrome
+    counts for none of them."""
 
     rows: Rows
     shared: Rows
     boilerplate: int
     texts: Mapping[int, str] | None = None
-    chrome: npt.NDArray[np.uint64] = field(default_factory=lambda: _NO_HASHES)
+    host_pages: HostPages = NO_PAGES
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -443,17 +443,17 @@ class PassageIndex(TableIndex):
         near: tuple[Rows, Rows] | None = None,
         hosts: Sequence[int] | None = None,
         excludes: Sequence[int] | None = None,
-    ) -> tuple[list[tuple[Rows, Rows]], Rows, list[npt.NDArray[np.uint64]]]:
+    ) -> tuple[list[tuple[Rows, Rows]], Rows, list[HostPages]]:
         """``candidates_counted`` of texts whose hosts' keys are ``hosts`` (None: none
-        known), and each text's chrome: the fingerprints its host's pages repeat
-        (app/core/hosts.py), sorted, which count for none of them; ``excludes``: each
-        text's own row (-1: none), not one of those pages. O(F log N + hits)."""
+        known), and what the stored pages of each one's host hold of its fingerprints
+        (app/core/hosts.py): its host's chrome counts for none of them; ``excludes``:
+        each text's own row (-1: none), not one of those pages. O(F log N + hits)."""
         key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
         key_bounds[1:] = list(itertools.accumulate(len(k) for k in keys))
         empty = np.zeros(0, dtype=np.int64)
-        chrome_of = [_NO_HASHES] * len(keys)
+        pages_of = [NO_PAGES] * len(keys)
         if not key_bounds[-1]:
-            return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), chrome_of
+            return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), pages_of
         raw = keys[0] if len(keys) == 1 else np.concatenate(keys)
         flat = spread(raw)
         capped = np.zeros(len(flat), dtype=np.bool_)
@@ -465,13 +465,13 @@ class PassageIndex(TableIndex):
             if excludes is not None:
                 others = rows != np.asarray(excludes, dtype=np.int64)[owners]
                 positions, rows, owners = positions[others], rows[others], owners[others]
-            chrome, dropped = chrome_hits(
+            pages, dropped = chrome_hits(
                 positions, owners, self._per_row.array[rows, 3],
                 np.array(hosts, dtype=np.uint32), len(flat),
             )  # fmt: skip
             positions, rows = positions[~dropped], rows[~dropped]
-            chrome_of = [
-                np.sort(raw[start:end][chrome[start:end]])
+            pages_of = [
+                HostPages.of(raw[start:end], pages[start:end])
                 for start, end in itertools.pairwise(key_bounds.tolist())
             ]
         near_codes = _NO_CODES
@@ -485,7 +485,7 @@ class PassageIndex(TableIndex):
         return (
             [(found[start:end], shared[start:end]) for start, end in itertools.pairwise(ends)],
             boilerplate,
-            chrome_of,
+            pages_of,
         )
 
     def hosts(self, rows: Rows) -> npt.NDArray[np.uint32]:

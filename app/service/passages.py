@@ -16,6 +16,7 @@ document's passages with a query (app/core/passages.py); this turns them into ma
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -25,7 +26,7 @@ import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
 from app.core import _passage_kernels as kernels
-from app.core.hosts import NO_HOST, without_chrome
+from app.core.hosts import NO_HOST, NO_PAGES, HostPages, without_chrome
 from app.core.passages import (
     Passage,
     TokenRuns,
@@ -53,7 +54,8 @@ CONTAINED = 0.8
 class Found:
     """One stored document's passages with a query: its id, the passages, the lengths
     (code points) of the query and of its text, its SimHash distance to the query, its
-    age (what orders the older first on a tie: an embedded row, a Redis sequence)."""
+    age (what orders the older first on a tie: an embedded row, a Redis sequence), its
+    host's key (app/core/hosts.py)."""
 
     document_id: str
     passages: list[Passage]
@@ -61,6 +63,7 @@ class Found:
     match_length: int
     distance: int
     age: int
+    host: int = NO_HOST
 
     def coverages(self) -> tuple[float, float]:
         """(query_coverage, match_coverage), as answered. O(passages log passages)."""
@@ -103,10 +106,20 @@ class Found:
 class PassageQuery:
     """A text whose passages are looked for: its fingerprints and SimHash, the row it
     must not find (itself, or the document it replaces; -1: none), its host's key
-    (app/core/hosts.py; NO_HOST: none known), and its tokens, made when first asked for
-    (only a text with candidates needs them)."""
+    (app/core/hosts.py; NO_HOST: none known) and what the stored pages of that host hold
+    of its fingerprints (``host_pages``: set by a backend's lookup), and its tokens, made
+    when first asked for (only a text with candidates needs them)."""
 
-    __slots__ = ("_text_hash", "_tokens", "exclude", "host", "keys", "simhash", "text")
+    __slots__ = (
+        "_text_hash",
+        "_tokens",
+        "exclude",
+        "host",
+        "host_pages",
+        "keys",
+        "simhash",
+        "text",
+    )
 
     def __init__(
         self,
@@ -121,6 +134,7 @@ class PassageQuery:
         self.simhash = simhash
         self.exclude = exclude
         self.host = host
+        self.host_pages: HostPages = NO_PAGES
         self._tokens: Tokens | None = None
         self._text_hash = 0
 
@@ -139,11 +153,15 @@ class PassageQuery:
         return self._text_hash
 
     def without_chrome(
-        self, found: list[Found], same_host: Sequence[bool], chrome: npt.NDArray[np.uint64], k: int
+        self, found: list[Found], k: int, chrome: npt.NDArray[np.uint64] | None = None
     ) -> list[Found]:
-        """``found`` (in order) less its host's ``chrome`` passages (``hosts.without_chrome``)
-        where ``same_host`` says the document is a page of this one's host; a document left
-        with no passage is not found. O(passage tokens)."""
+        """``found`` (in order) less its host's ``chrome`` passages (default: the stored
+        pages', ``host_pages.chrome()``; ``hosts.without_chrome``) where a document is a
+        page of this one's host; a document left with no passage is not found.
+        O(passage tokens)."""
+        if chrome is None:
+            chrome = self.host_pages.chrome()
+        same_host = [self.host != NO_HOST and one.host == self.host for one in found]
         if not len(chrome) or not any(same_host):
             return found
         tokens = self.tokens
@@ -275,6 +293,9 @@ class BatchPassages:
             CONTAINED,
         )
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
+        # Host -> its pages stored so far in the batch, by fingerprint (the host rule's
+        # earlier pages, app/core/hosts.py).
+        self._host_keys: dict[int, Counter[int]] = {}
 
     def _admits(self, earlier: int, stamp: int) -> bool:
         """An earlier document's time against the query's since / until and the match
@@ -286,12 +307,33 @@ class BatchPassages:
         return self._window is None or abs(earlier - stamp) <= self._window
 
     def find(
-        self, position: int, simhash: int, stamp: int, near: Collection[str] = ()
+        self,
+        position: int,
+        simhash: int,
+        stamp: int,
+        near: Collection[str] = (),
+        from_store: Sequence[Found] = (),
     ) -> list[Found]:
-        """The earlier stored documents of the batch sharing passages with the one at
-        ``position`` (its time ``stamp``) that its time admits and that may be contained
-        in it or hold it (``may_cover`` at CONTAINED), or are among its near-duplicates
-        (ids ``near``: their passages annotate their matches)."""
+        """``from_store`` (what the document at ``position`` shares with stored ones) and
+        the earlier stored documents of the batch sharing passages with it that its time
+        (``stamp``) admits and that may be contained in it or hold it (``may_cover`` at
+        CONTAINED), or are among its near-duplicates (ids ``near``: their passages
+        annotate their matches); its host's chrome left out between its host's pages,
+        counted over the stored pages and the batch's earlier ones, as if the batch came
+        one by one."""
+        found = self._find(position, simhash, stamp, near) + list(from_store)
+        asked = self.queries[position]
+        if asked.host == NO_HOST or not found:
+            return found
+        earlier = self._host_keys.get(asked.host)
+        counts = (
+            [0] * len(asked.keys) if earlier is None else [earlier[k] for k in asked.keys.tolist()]
+        )
+        chrome = asked.host_pages.chrome(asked.keys, np.array(counts, dtype=np.int64))
+        return asked.without_chrome(found, self._config.k, chrome)
+
+    def _find(self, position: int, simhash: int, stamp: int, near: Collection[str]) -> list[Found]:
+        """``find``'s earlier documents of the batch, their passages as verified."""
         start, end = self._shared.bounds[position], self._shared.bounds[position + 1]
         passes = self._passes[start:end]
         if start == end or not (near or passes.any()):
@@ -320,9 +362,16 @@ class BatchPassages:
                 document_id, stored_simhash, _ = self._stored[earlier]
                 distance = (simhash ^ stored_simhash).bit_count()
                 text, stored = asked.text, stored_query.text
+                age = BATCH_AGE + earlier
                 found.append(
                     Found(
-                        document_id, passages, len(text), len(stored), distance, BATCH_AGE + earlier
+                        document_id,
+                        passages,
+                        len(text),
+                        len(stored),
+                        distance,
+                        age,
+                        stored_query.host,
                     )
                 )
         return found
@@ -330,6 +379,9 @@ class BatchPassages:
     def stored(self, position: int, document_id: str, simhash: int, stamp: int) -> None:
         """The document at ``position`` is stored: the later ones may relate to it."""
         self._stored[position] = (document_id, simhash, stamp)
+        host = self.queries[position].host
+        if host != NO_HOST:
+            self._host_keys.setdefault(host, Counter()).update(self.queries[position].keys.tolist())
 
 
 @dataclass(frozen=True)

@@ -157,3 +157,32 @@ def test_a_canonical_link_names_the_host_and_the_rule_survives_a_restart(
                     SEARCH, json={"text": bare, "html": True, "min_coverage": 0}
                 ).json()["matches"]
                 assert {m["id"] for m in plain} & {f"a{i}" for i in range(4)}
+
+
+def _by_passages(result: dict[str, Any]) -> set[str]:
+    """The documents an insert's answer relates to by its passages alone."""
+    alone = {m["id"] for m in result["matches"] if m["methods"] == ["passage"]}
+    return alone | {m["id"] for m in result["contains"] + result["contained_in"]}
+
+
+def test_a_batch_of_a_sites_pages_answers_as_its_pages_one_by_one(client: TestClient) -> None:
+    """Stories in heavy chrome: two pages' chrome covers more than CONTAINED of each, a
+    containment both ways until the chrome is on HOST_PAGES pages; a batch counts its
+    earlier pages, and a stored page, as the inserts one by one do."""
+    short = [_text(300 + i, 30) for i in range(5)]
+    pages = [
+        {"id": f"p{i}", "text": _page(story), "metadata": {"url": f"https://site.com/p{i}"}}
+        for i, story in enumerate(short)
+    ]
+    answers = [client.post(DOCS, json=page).json() for page in pages]
+    assert [_by_passages(a) for a in answers] == [set(), {"p0"}, set(), set(), set()]
+    one_by_one = [_related(a) for a in answers]
+    assert client.put("/v1/collections/batched", json=SETTINGS).status_code == 201
+    answer = client.post("/v1/collections/batched/documents/batch", json={"documents": pages})
+    assert answer.status_code == 200, answer.text
+    assert [_related(result) for result in answer.json()["results"]] == one_by_one
+    # Split across a stored page and a batch: the stored one counts too.
+    assert client.put("/v1/collections/split", json=SETTINGS).status_code == 201
+    assert client.post("/v1/collections/split/documents", json=pages[0]).status_code == 201
+    answer = client.post("/v1/collections/split/documents/batch", json={"documents": pages[1:]})
+    assert [_related(result) for result in answer.json()["results"]] == one_by_one[1:]

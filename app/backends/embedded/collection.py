@@ -248,9 +248,7 @@ class Collection:
         host = query.host if exclude < 0 else int(passages.index.hosts(np.array([exclude]))[0])
         asked = PassageQuery.of(text, simhash, self.config.passages, exclude, host)
         near_pairs = (np.zeros(len(near), dtype=np.int64), near)
-        [candidates] = passages.counted_candidates(
-            [asked.keys], query.min_coverage, near_pairs, [asked.host], [asked.exclude]
-        )
+        [candidates] = passages.candidates_of([asked], query.min_coverage, near_pairs)
         return with_passages(matches, self.passages_of(asked, query, None, candidates) or [], query)
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:

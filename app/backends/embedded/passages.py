@@ -149,13 +149,30 @@ class PassageSearch(TableMatcher):
         cover it and the (text, row) pairs ``near``; with ``hosts`` (the texts'), their
         hosts' chrome counted for none of their pages, ``excludes`` (their own rows) not
         among them (PassageIndex.candidates_hosted)."""
-        found, boilerplate, chrome = self.index.candidates_hosted(keys, bar, near, hosts, excludes)
+        found, boilerplate, pages = self.index.candidates_hosted(keys, bar, near, hosts, excludes)
         return [
-            Candidates(rows, shared, common, chrome=text_chrome)
-            for (rows, shared), common, text_chrome in zip(
-                found, boilerplate.tolist(), chrome, strict=True
+            Candidates(rows, shared, common, host_pages=text_pages)
+            for (rows, shared), common, text_pages in zip(
+                found, boilerplate.tolist(), pages, strict=True
             )
         ]
+
+    def candidates_of(
+        self,
+        queries: Sequence[PassageQuery],
+        bar: float | None = None,
+        near: tuple[Rows, Rows] | None = None,
+    ) -> list[Candidates]:
+        """``counted_candidates`` of queries, their hosts' chrome counted for none of
+        their pages; each query told what its host's stored pages hold (its
+        ``host_pages``)."""
+        found = self.counted_candidates(
+            [q.keys for q in queries], bar, near, [q.host for q in queries],
+            [q.exclude for q in queries],
+        )  # fmt: skip
+        for asked, candidates in zip(queries, found, strict=True):
+            asked.host_pages = candidates.host_pages
+        return found
 
     def find(
         self,
@@ -170,9 +187,7 @@ class PassageSearch(TableMatcher):
         which filters by what an answer can use; the visible ones, its ``exclude`` left
         out), verified token by token."""
         if candidates is None:
-            candidates = self.counted_candidates(
-                [asked.keys], hosts=[asked.host], excludes=[asked.exclude]
-            )[0]
+            candidates = self.candidates_of([asked])[0]
         rows = candidates.rows[candidates.rows != asked.exclude]
         if len(rows):
             rows = rows[visible(rows)]
@@ -188,12 +203,11 @@ class PassageSearch(TableMatcher):
             document_id = id_of(row) if passages else None
             if document_id is not None:
                 distance = distance_of(row)
-                found.append(Found(document_id, passages, length, stored_length, distance, row))
-        if len(candidates.chrome) and found:
-            rows_found = np.array([one.age for one in found], dtype=np.int64)
-            same_host = (self.index.hosts(rows_found) == asked.host).tolist()
-            found = asked.without_chrome(found, same_host, candidates.chrome, self.config.k)
-        return found
+                host = int(self.index.hosts(np.array([row]))[0])
+                found.append(
+                    Found(document_id, passages, length, stored_length, distance, row, host)
+                )
+        return asked.without_chrome(found, self.config.k)
 
     def read_ahead(
         self, queries: Sequence[PassageQuery], found: Sequence[Candidates]

@@ -373,12 +373,8 @@ class Writes:
             # Only what can be a containment (CONTAINED) or annotates a match is verified.
             stored_candidates = passages.read_ahead(
                 asked_all,
-                passages.counted_candidates(
-                    [a.keys for a in asked_all],
-                    CONTAINED,
-                    (from_index.positions, from_index.rows),
-                    [a.host for a in asked_all],
-                    [a.exclude for a in asked_all],
+                passages.candidates_of(
+                    asked_all, CONTAINED, (from_index.positions, from_index.rows)
                 ),
             )
 
@@ -422,11 +418,12 @@ class Writes:
             if passages is not None and batch_passages is not None:
                 stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
                 near_ids = {m.id for m in matches}
-                found = batch_passages.find(position, simhash, stamp, near_ids)
                 asked = batch_passages.queries[position]
+                from_store: list[Found] = []
                 if len(stored_candidates[position]):
                     candidates = stored_candidates[position]
-                    found += self._host.passages_of(asked, query, stamp, candidates) or []
+                    from_store = self._host.passages_of(asked, query, stamp, candidates) or []
+                found = batch_passages.find(position, simhash, stamp, near_ids, from_store)
                 if not skipped:
                     batch_passages.stored(position, ids[position], simhash, stamp)
                     passages.prepare(int(row_at[position]), asked)

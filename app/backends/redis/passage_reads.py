@@ -116,7 +116,7 @@ def insert_relations(
     if shared is None:
         return matches, None, None
     from_store, batch = shared
-    found = batch.find(number, simhash, stamp, {m.id for m in matches}) + from_store[number]
+    found = batch.find(number, simhash, stamp, {m.id for m in matches}, from_store[number])
     if stored:
         batch.stored(number, document_id, simhash, stamp)
     contains, contained_in = relations(found, matches)

@@ -27,7 +27,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.hosts import NO_HOST, chrome_keys
+from app.core.hosts import HOST_PAGES, NO_HOST, HostPages, host_pages
 from app.core.passages import may_cover, shared_passages_texts
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
@@ -96,7 +96,6 @@ class RedisPassages:
         visible = visible_by(answered[: len(also)])
         replies = iter(answered[len(also) :])
         shared: list[dict[int, int]] = []
-        chrome_of: list[npt.NDArray[np.uint64]] = []
         for number, (query, per_query) in enumerate(zip(queries, lookups, strict=True)):
             counts: dict[int, int] = {}
             held_keys: dict[int, int] = {}  # row -> its count of fingerprints
@@ -111,8 +110,9 @@ class RedisPassages:
                 sizes, rows, hosts = GramTable.decode_hosted(members)
                 others = rows != query.exclude
                 hits.append((sizes[others], rows[others], hosts[others]))
-            chrome = _chrome(query, hits)
-            chrome_of.append(np.sort(query.keys[chrome]))
+            pages = _host_pages(query, hits)
+            query.host_pages = HostPages.of(query.keys, pages)
+            chrome = pages >= HOST_PAGES - 1
             for repeated, (sizes, rows, hosts) in zip(chrome.tolist(), hits, strict=True):
                 if repeated:  # its host's chrome counts for none of its host's pages
                     rows, sizes = rows[hosts != query.host], sizes[hosts != query.host]
@@ -139,11 +139,7 @@ class RedisPassages:
             ]
             candidates.sort(key=lambda at: (-counts[int(data.rows[at])], held.record(at).seq))
             found = self._verified(query, candidates[:CANDIDATES], data, held)
-            if len(chrome_of[number]) and found:
-                host_of = {data.ids[at]: held.record(at).host for at in candidates}
-                same_host = [host_of.get(one.document_id) == query.host for one in found]
-                found = query.without_chrome(found, same_host, chrome_of[number], self.config.k)
-            answers.append(found)
+            answers.append(query.without_chrome(found, self.config.k))
         return answers
 
     def _verified(
@@ -162,21 +158,27 @@ class RedisPassages:
                 distance = (query.simhash ^ int(data.simhash[at])).bit_count()
                 length = len(record.text)
                 found.append(
-                    Found(data.ids[at], passages, len(query.text), length, distance, record.seq)
+                    Found(
+                        data.ids[at],
+                        passages,
+                        len(query.text),
+                        length,
+                        distance,
+                        record.seq,
+                        record.host,
+                    )
                 )
         return found
 
 
-def _chrome(
-    query: PassageQuery, hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]]
-) -> npt.NDArray[np.bool_]:
-    """Which of the query's fingerprints are its host's chrome (``hosts.chrome_keys``),
-    from each fingerprint's (sizes, rows, hosts) entries read."""
+def _host_pages(query: PassageQuery, hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]]) -> Rows:
+    """The pages of the query's host holding each of its fingerprints
+    (``hosts.host_pages``), from each fingerprint's (sizes, rows, hosts) entries read."""
     if query.host == NO_HOST or not hits:
-        return np.zeros(len(hits), dtype=np.bool_)
+        return np.zeros(len(hits), dtype=np.int64)
     positions = np.repeat(np.arange(len(hits)), [len(rows) for _, rows, _ in hits])
     hosts = np.concatenate([entry_hosts for _, _, entry_hosts in hits])
-    return chrome_keys(positions, hosts, query.host, len(hits))
+    return host_pages(positions, hosts, query.host, len(hits))
 
 
 def _may_pass(
