@@ -29,6 +29,7 @@ No I/O; linear in the text.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -59,6 +60,10 @@ def loose(text: str) -> str:
 
 def word_count(line: str) -> int:
     return len(line.split()) + len(_NO_SPACE_CHARS.findall(line)) // 2
+
+
+# The rules count a line's words several times (each guard sums them): counted once.
+_line_words = functools.lru_cache(maxsize=8192)(word_count)
 
 
 # Labels a site puts between an article's paragraphs, alone on a line or before a
@@ -118,11 +123,11 @@ def _is_title(line: str, forms: set[str], document_title: str) -> bool:
 
 def _prose(line: str) -> bool:
     """Words, not code (whose lines repeat: "SELECT", "}", "FROM x;")."""
-    return word_count(line) >= 3 and _CODE.search(line) is None
+    return _line_words(line) >= 3 and _CODE.search(line) is None
 
 
 def _is_paragraph(line: str) -> bool:
-    words = word_count(line)
+    words = _line_words(line)
     if words >= LONG_WORDS:
         return True
     return words >= PARAGRAPH_WORDS and _ENDS_AS_SENTENCE.search(line) is not None
@@ -144,7 +149,7 @@ def article_text(
         # teaser of its first paragraph): its first copy stays.
         if seen[line] == 1 or not _prose(line):
             kept.append(line)
-        elif word_count(line) >= LONG_WORDS and line not in told:
+        elif _line_words(line) >= LONG_WORDS and line not in told:
             kept.append(line)
             told.add(line)
     lines = _guarded(lines, kept)
@@ -153,21 +158,21 @@ def article_text(
     head = [line for line in lines[:TITLE_WINDOW] if not _is_title(line, titles, whole_title)]
     lines = head + lines[TITLE_WINDOW:]
     lines = _guarded(lines, [line for line in lines if " ".join(line.split()) not in link_texts])
-    total = sum(map(word_count, lines))
+    total = sum(map(_line_words, lines))
     first = next((i for i, line in enumerate(lines) if _is_paragraph(line)), None)
     if first is None:
         return "\n".join(lines)
     last = max(i for i, line in enumerate(lines) if _is_paragraph(line))
-    if sum(map(word_count, lines[:first])) > GUARD_SHARE * total:
+    if sum(map(_line_words, lines[:first])) > GUARD_SHARE * total:
         first = 0
-    if sum(map(word_count, lines[last + 1 :])) > GUARD_SHARE * total:
+    if sum(map(_line_words, lines[last + 1 :])) > GUARD_SHARE * total:
         last = len(lines) - 1
     return "\n".join(lines[first : last + 1])
 
 
 def _guarded(lines: list[str], kept: list[str]) -> list[str]:
     """``kept``, unless it has lost more than GUARD_SHARE of the words (or all lines)."""
-    before = sum(map(word_count, lines))
-    if kept and sum(map(word_count, kept)) >= (1 - GUARD_SHARE) * before:
+    before = sum(map(_line_words, lines))
+    if kept and sum(map(_line_words, kept)) >= (1 - GUARD_SHARE) * before:
         return kept
     return lines

@@ -197,7 +197,8 @@ def _visible_and_links(html: str) -> tuple[str, set[str], LexborHTMLParser]:
 # boxes, logins, cookie notices, promotions, related and popular lists, comments,
 # captions, bylines and datelines, author notes, tags, footers) are taken out before the
 # extractor reads the page. A name is cut in parts at "-", "_" and camelCase
-# ("imageCaption"); parts with digits (CSS modules' hashes, sizes) are left out.
+# ("imageCaption"); parts of more than letters (CSS modules' hashes, sizes,
+# "md:flex") are left out.
 # It names chrome when
 # - a part is one of _CHROME_WORDS: "comments-box", "article__related-list",
 #   "Component-imageCaption-0-2-32";
@@ -220,10 +221,13 @@ _METADATA_HEADS = frozenset("meta metadata date dates time bio credit credits".s
 _METADATA_MAX_WORDS = 25
 # Chrome words of six letters or more name chrome at the start or the end of a part too,
 # where a site writes words together: "relatedposts", "commentlist", "mostpopular".
-_JOINED_CHROME = re.compile(
-    "^(?:related|comment(?!ar)|newsletter|subscri|sidebar|caption|byline|breadcrumb|advert|"
-    "outbrain|taboola|cookie|promotion|recommend|popular|footer)|"
-    "(?:related|comments?|newsletter|sidebar|caption|byline|breadcrumbs?|popular|footer)$"
+_JOINED_STARTS = tuple(
+    "related comment newsletter subscri sidebar caption byline breadcrumb advert "
+    "outbrain taboola cookie promotion recommend popular footer".split()
+)
+_JOINED_ENDS = tuple(
+    "related comment comments newsletter sidebar caption byline breadcrumb breadcrumbs "
+    "popular footer".split()
 )
 _CHROME_EDGES = frozenset(
     "ad ads anzeige werbung publicite publicidad rail modal popup overlay login register "
@@ -237,7 +241,6 @@ _MODIFIER_WORDS = frozenset("with and w no has is enabled open active layout gri
 # Commas in Latin, Arabic and CJK scripts (Readability counts them to score paragraphs).
 _COMMAS = re.compile("[,\u060c\ufe50\ufe10\ufe11\u2e41\u2e34\u2e32\uff0c\u3001]")
 _NAME_PARTS = re.compile(r"[-_\s]+|(?<=[a-z])(?=[A-Z])")
-_DIGIT = re.compile(r"\d")
 # Elements that are chrome whatever their names: forms (newsletter, login, search),
 # their controls, and captions.
 _CHROME_TAGS = "form, button, select, textarea, dialog, figcaption"
@@ -266,13 +269,12 @@ def _names_kind(names: str) -> int:
     cached, because a page repeats its class names and a site its pages'."""
     kind = 0
     for name in names.split():
-        parts = [part.lower() for part in _NAME_PARTS.split(name) if part]
-        parts = [part for part in parts if not _DIGIT.search(part)]
-        if not parts or any(part in _MODIFIER_WORDS for part in parts):
+        parts = [part.lower() for part in _NAME_PARTS.split(name) if part.isalpha()]
+        if not parts or not _MODIFIER_WORDS.isdisjoint(parts):
             continue
-        if any(part in _CHROME_WORDS or _JOINED_CHROME.search(part) for part in parts):
+        if not _CHROME_WORDS.isdisjoint(parts) or any(map(_joined_chrome, parts)):
             return _CHROME
-        if any(part in _CONTENT_WORDS for part in parts):
+        if not _CONTENT_WORDS.isdisjoint(parts):
             kind = _METADATA if parts[-1] in _METADATA_HEADS else kind
             continue
         if parts[0] in _CHROME_EDGES or parts[-1] in _CHROME_EDGES:
@@ -281,7 +283,7 @@ def _names_kind(names: str) -> int:
     return kind
 
 
-def drop_chrome(tree: LexborHTMLParser) -> bool:
+def drop_chrome(tree: LexborHTMLParser, words: int | None = None) -> bool:
     """Take out the elements whose class or id names them chrome (``names_chrome``, and
     ``names_metadata`` where short) and those of _CHROME_TAGS, but not the page's frame,
     an element that holds an <article> or <main>, or one that holds _CHROME_MAX_SHARE of
@@ -291,7 +293,8 @@ def drop_chrome(tree: LexborHTMLParser) -> bool:
     body = tree.body
     if body is None:
         return False
-    words = len(body.text(separator=" ").split())
+    if words is None:  # the page's words, where the caller has not counted them
+        words = len(body.text(separator=" ").split())
     dropped: list[Node] = []
     taken: set[int] = set()
     named = [node for node in tree.css("[class], [id]") if _named_chrome(node)]
@@ -309,6 +312,11 @@ def drop_chrome(tree: LexborHTMLParser) -> bool:
         if not _inside(node, taken - {node.mem_id}):
             node.decompose()
     return bool(dropped)
+
+
+def _joined_chrome(part: str) -> bool:
+    joined = part.startswith(_JOINED_STARTS) or part.endswith(_JOINED_ENDS)
+    return joined and not part.startswith("commentar")  # an opinion piece
 
 
 def _named_chrome(node: Node) -> bool:
@@ -353,17 +361,21 @@ def read_page(html: str, extract: Extraction = "main") -> Page:
     falling back to the visible text where that is empty or a small share of it
     (FALLBACK_MIN_SHARE); "all", the visible text (``text.html_to_text``).
 
-    Cost: two HTML5 parses (Lexbor, in C), a third where chrome was taken out
-    (``drop_chrome``), and linear passes (docs/benchmarks.md, "Extraction by language").
+    Cost: two HTML5 parses (Lexbor, in C: selectolax's and resiliparse's, the second of
+    the page without its chrome), a third where resiliparse's main content is too short
+    (``_densest_block``), and linear passes (docs/benchmarks.md, "Extraction by
+    language").
     """
-    tree = HTMLTree.parse(html)
-    title, titles = _titles(tree)
     if extract == "all":
-        return Page(html_to_text(html), title, "all")
+        return Page(html_to_text(html), _titles(HTMLTree.parse(html))[0], "all")
     visible, links, parsed = _visible_and_links(html)
-    content = HTMLTree.parse(parsed.html or "") if drop_chrome(parsed) else tree
+    # One resiliparse parse: of the page without its chrome where some was taken out
+    # (its <head>, and so its titles, stay).
+    dropped = drop_chrome(parsed, len(visible.split()))
+    tree = HTMLTree.parse(parsed.html or "") if dropped else HTMLTree.parse(html)
+    title, titles = _titles(tree)
     forms = title_forms(titles, tree.title)
-    main = article_text(main_content(content), forms, tree.title, links)
+    main = article_text(main_content(tree), forms, tree.title, links)
     # Words as article.word_count counts them: Japanese and Chinese have no spaces.
     enough = FALLBACK_MIN_SHARE * word_count(visible)
     if main and word_count(main) >= enough:
