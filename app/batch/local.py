@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.batch import _kernels as kernels
-from app.batch.passages import PassagePair, shared_passages_of
+from app.batch.passages import PassagePair, document_host, shared_passages_of
 from app.batch.readers import (
     DocumentId,
     Fields,
@@ -65,7 +65,6 @@ from app.batch.rules import (
     pair_line,
 )
 from app.collection_config import CollectionConfig
-from app.core.hosts import host_key
 from app.core.ngram import NgramIndex
 from app.core.rule import positions_of
 
@@ -729,10 +728,8 @@ def find_passages(
         reading = not hosts
         for _, chunk, _ in _chunks(splits, options.fields, options.chunk_size, []):
             for text in chunk:
-                if reading:  # its URL as id (a WARC page), else the page's own link
-                    named = ids[len(hosts)]
-                    url = {"url": named} if isinstance(named, str) else None
-                    hosts.append(host_key(url, text if options.html else None))
+                if reading:
+                    hosts.append(document_host(ids[len(hosts)], text, options.html))
                 yield document_text(text, config, options.html)
 
     return shared_passages_of(

@@ -25,7 +25,7 @@ import numpy.typing as npt
 import orjson
 
 from app.collection_config import PassagesConfig
-from app.core.hosts import NO_HOST, corpus_chrome, without_chrome
+from app.core.hosts import NO_HOST, corpus_chrome, host_key, without_chrome
 from app.core.passages import Tokens, coverage, kgrams, shared_passages, tokenize
 from app.core.types import Rows
 from app.service.passages import CONTAINED, shared_counts
@@ -65,6 +65,13 @@ class PassagePair:
         if self.a_coverage >= CONTAINED:
             return self.a
         return None
+
+
+def document_host(identifier: object, text: str, html: bool) -> int:
+    """A corpus document's host's key (app/core/hosts.py): its id where that is a URL (a
+    WARC page's), else a page's canonical link or og:url. Both engines' one rule."""
+    named = {"url": identifier} if isinstance(identifier, str) else None
+    return host_key(named, text if html else None)
 
 
 def document_fingerprints(

@@ -19,7 +19,9 @@ def _text(seed: int, words: int) -> str:
     return english_like_text(random.Random(seed), words * 6)
 
 
-def test_a_sites_chrome_pairs_none_of_its_pages(tmp_path: Path) -> None:
+def site_corpus() -> list[dict[str, str]]:
+    """Four pages of one site in its chrome, a roundup of the site holding one of their
+    stories, and a page of another host in the same chrome."""
     header, footer = _text(1, 60), _text(2, 90)
     stories = [_text(100 + i, 45) for i in range(6)]
     records = [
@@ -29,15 +31,14 @@ def test_a_sites_chrome_pairs_none_of_its_pages(tmp_path: Path) -> None:
     roundup = f"{header}\n\n{stories[1]}\n\n{stories[4]}\n\n{footer}"
     records.append({"id": "https://site.com/roundup", "text": roundup})
     records.append({"id": "https://other.net/x", "text": f"{header}\n\n{stories[5]}\n\n{footer}"})
-    corpus = tmp_path / "in.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    out = tmp_path / "out"
-    local.run(
-        [str(corpus)], CollectionConfig(), local.Options(out=out, passages=True, progress=False)
-    )
+    return records
+
+
+def check_site_pairs(passages: Path) -> None:
+    """passages.jsonl of ``site_corpus``: no two pages of the site by their chrome."""
     pairs = {
         tuple(sorted((line["a"], line["b"])))
-        for line in map(json.loads, (out / "passages.jsonl").read_text().splitlines())
+        for line in map(json.loads, passages.read_text().splitlines())
     }
     site = [f"https://www.site.com/{i}" for i in range(4)]
     for i, first in enumerate(site):
@@ -48,3 +49,12 @@ def test_a_sites_chrome_pairs_none_of_its_pages(tmp_path: Path) -> None:
     assert not {("https://site.com/roundup", page) for page in (site[0], site[2])} & pairs
     # Another host's page with the same chrome pairs with every page of the site.
     assert {tuple(sorted(("https://other.net/x", page))) for page in site} <= pairs
+
+
+def test_a_sites_chrome_pairs_none_of_its_pages(tmp_path: Path) -> None:
+    corpus = tmp_path / "in.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in site_corpus()), encoding="utf-8")
+    out = tmp_path / "out"
+    options = local.Options(out=out, passages=True, progress=False)
+    local.run([str(corpus)], CollectionConfig(), options)
+    check_site_pairs(out / "passages.jsonl")

@@ -244,3 +244,25 @@ def test_spark_engine_finds_the_passages_the_local_engine_finds(
         local_summary.contained,
         local_summary.clusters,
     )
+
+
+def test_spark_engine_leaves_a_sites_chrome_out_as_the_local_engine(
+    tmp_path: Path, spark_session: object
+) -> None:
+    """Pages of one host sharing only its chrome are no pair on Spark either
+    (tests/batch/test_dedup_host_chrome.py), and passages.jsonl is the local engine's."""
+    from app.batch import spark
+    from tests.batch.test_dedup_host_chrome import check_site_pairs, site_corpus
+
+    corpus = write_jsonl(tmp_path / "in.jsonl", site_corpus())
+    fields = Fields("id", ("text",))
+    run_local([corpus], tmp_path / "local", CollectionConfig(), passages=True, fields=fields)
+    spark.run(
+        [str(corpus)],
+        CollectionConfig(),
+        spark.SparkOptions(out=tmp_path / "spark", progress=False, passages=True, fields=fields),
+        spark_session,  # type: ignore[arg-type]
+    )
+    local_bytes = (tmp_path / "local" / "passages.jsonl").read_bytes()
+    assert (tmp_path / "spark" / "passages.jsonl").read_bytes() == local_bytes
+    check_site_pairs(tmp_path / "spark" / "passages.jsonl")
