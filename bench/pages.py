@@ -33,6 +33,14 @@ says so.
    - search p99 of plain texts (8 clients) alone and while pages are inserted (4 clients):
      the extraction runs off the event loop, so searches keep their latency.
    Each figure is the median of ``--runs`` runs.
+3. Hosts (``--hosts``): every article in the chrome of one of three made-up sites (60
+   pages a site), signed with the site's newsletter and legal lines inside the article,
+   inserted with its URL as ``metadata.url`` and without: the share of
+   pages whose ``similar`` at ``min_coverage`` 0 (every shared passage) and at the
+   default names another page of its own site by passages alone, and what the host rule
+   (app/core/hosts.py) costs an insert: pages/s in batches of 16 from 2 clients and the
+   server's CPU a page, with and without URLs, on a fresh server each, alternating, the
+   median of ``--runs``.
 
 The report is printed and written to bench/results/pages.md.
 """
@@ -448,6 +456,95 @@ def speed(load: Load, runs: int, data_root: Path) -> str:
     return "\n".join(lines)
 
 
+def site_documents(pages: list[RealPage], with_url: bool) -> list[dict[str, Any]]:
+    """Each article in the chrome of one of the three sites, its URL on that site, and
+    the site's sign-off as the article's last paragraph (chrome inside the article, which
+    no extractor can tell from its text)."""
+    articles = [page.article for page in pages]
+    rng = random.Random(2)
+    documents = []
+    for index, page in enumerate(pages):
+        site = SITES[index % 3]
+        signed = f"{page.article}\n\n{site.newsletter_text} {site.legal_text}"
+        html = site_page(site, "Headline", signed, teasers_from(articles, 14, rng))
+        document: dict[str, Any] = {"id": page.id, "text": html, "html": True}
+        if with_url:
+            slug = site.name.lower().replace(" ", "")
+            document["metadata"] = {"url": f"https://www.{slug}.com/news/{page.id}"}
+        documents.append(document)
+    return documents
+
+
+def same_site_by_passages(url: str, documents: list[dict[str, Any]], coverage: float) -> str:
+    """The share of pages whose ``similar`` names another page of its site by passages
+    alone (pages of a site are every third)."""
+    site_of = {document["id"]: index % 3 for index, document in enumerate(documents)}
+    related = []
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for document in documents:
+            answer = client.get(
+                f"/v1/collections/default/documents/{document['id']}/similar",
+                params={"min_coverage": coverage, "limit": 100},
+            )
+            answer.raise_for_status()
+            related.append(
+                any(
+                    match["methods"] == ["passage"]
+                    and site_of[match["id"]] == site_of[document["id"]]
+                    for match in answer.json()["matches"]
+                )
+            )
+    return share(related)
+
+
+def hosts(pages: list[RealPage], runs: int, data_root: Path) -> str:
+    rows: list[list[str]] = []
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    cpus: dict[bool, list[float]] = {True: [], False: []}
+    quality: dict[bool, list[str]] = {}
+    for run in range(runs):
+        for with_url in (True, False) if run % 2 else (False, True):
+            documents = site_documents(pages, with_url)
+            with Server(data_root / f"hosts-{with_url}-{run}") as server:
+                before = cpu_seconds(server)
+                seconds, _ = inserts(server.url, documents, 16, 2)
+                cpus[with_url].append((cpu_seconds(server) - before) / len(documents))
+                rates[with_url].append(len(documents) / seconds)
+                if run == 0:
+                    quality[with_url] = [
+                        same_site_by_passages(server.url, documents, coverage)
+                        for coverage in (0.0, 0.5)
+                    ]
+    for with_url in (False, True):
+        rows.append(
+            [
+                "with its URL" if with_url else "without a URL",
+                *quality[with_url],
+                f"{statistics.median(rates[with_url]):,.0f}",
+                f"{1000 * statistics.median(cpus[with_url]):,.2f}",
+            ]
+        )
+    ratio = statistics.median(rates[True]) / statistics.median(rates[False])
+    return "\n".join(
+        [
+            f"## Hosts: {len(pages)} articles in the chrome of 3 sites, median of {runs} runs",
+            "",
+            *markdown_table(
+                [
+                    "pages",
+                    "a page of its site by passages, min_coverage 0",
+                    "min_coverage 0.5",
+                    "pages/s (batches of 16, 2 clients)",
+                    "server CPU ms a page",
+                ],
+                rows,
+            ).splitlines(),
+            "",
+            f"Inserts with URLs at {ratio:.2f}x the pages/s of the same pages without.",
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -460,6 +557,7 @@ def main() -> None:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-extractors", action="store_true")
+    parser.add_argument("--hosts", action="store_true", help="the host rule's effect and cost")
     arguments = parser.parse_args()
     if arguments.pages is not None:
         pages = benchmark_pages(arguments.pages)
@@ -479,6 +577,8 @@ def main() -> None:
         if not arguments.skip_speed:
             load = size_mix(pages, arguments.count)
             sections += ["", speed(load, arguments.runs, Path(root))]
+        if arguments.hosts:
+            sections += ["", hosts(pages, arguments.runs, Path(root))]
     report = "\n".join(sections) + "\n"
     print(report)
     write_result("pages", report)

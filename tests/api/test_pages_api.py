@@ -241,3 +241,41 @@ def test_pages_have_their_own_size_limit_per_document_in_a_batch(tmp_path: Path)
         assert too_large.status_code == 413
         # A text's limit is its own: the same 2 MB as plain text is above max_text_chars.
         assert client.post(docs(), json={"text": two}).status_code == 413
+
+
+def test_a_sign_off_inside_a_sites_articles_relates_none_of_its_pages(
+    client: TestClient,
+) -> None:
+    """Real articles signed with their site's newsletter and legal lines inside the
+    article, where no extractor can tell them from the story: sent with their URLs, no
+    page relates to another page of its site by that sign-off once three pages of the
+    site carry it (app/core/hosts.py), even asking for every shared passage; sent
+    without, the same pages do."""
+    site = SITES[0]
+    signed = [
+        f"{page.article}\n\n{site.newsletter_text} {site.legal_text}" for page in sample_pages()
+    ]
+    for with_url in (False, True):
+        name = "signed-urls" if with_url else "signed"
+        assert client.put(f"{COLLECTIONS}/{name}").status_code == 201
+        for index, article in enumerate(signed):
+            body: dict[str, Any] = {
+                "id": f"p{index}",
+                "html": True,
+                "text": site_page(site, "Headline", article, []),
+            }
+            if with_url:
+                body["metadata"] = {"url": f"https://www.ledger.example/news/{index}"}
+            response = client.post(f"{COLLECTIONS}/{name}/documents", json=body)
+            assert response.status_code == 201, response.text
+        related = []
+        for index in range(2, len(signed)):
+            response = client.get(
+                f"{COLLECTIONS}/{name}/documents/p{index}/similar",
+                params={"min_coverage": 0, "limit": 100},
+            )
+            related.append({m["id"] for m in response.json()["matches"]})
+        if with_url:
+            assert related == [set()] * len(related), related
+        else:
+            assert all(len(ids) == len(signed) - 1 for ids in related), related
