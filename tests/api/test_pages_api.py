@@ -279,3 +279,29 @@ def test_a_sign_off_inside_a_sites_articles_relates_none_of_its_pages(
             assert related == [set()] * len(related), related
         else:
             assert all(len(ids) == len(signed) - 1 for ids in related), related
+
+
+def test_a_page_quoting_another_article_is_no_match_unless_quotes_are_asked_for(
+    client: TestClient,
+) -> None:
+    """Two real articles on two sites, the second quoting a sentence of the first (30
+    words): a shared passage, not a duplicate nor a containment. By default the search
+    by the second page does not name the first; with ``min_coverage: 0`` it does, by
+    passages alone, the quote's words in both texts."""
+    pages = sample_pages()
+    quoted_words = pages[0].article.split()[40:70]
+    quote = " ".join(quoted_words)
+    words = pages[1].article.split()
+    quoting = " ".join([*words[: len(words) // 2], f'"{quote}"', *words[len(words) // 2 :]])
+    first = site_page(SITES[0], "Headline", pages[0].article, [])
+    insert(client, {"id": "quoted", "text": first, "html": True})
+    second = site_page(SITES[1], "Headline", quoting, [])
+    found = client.post(
+        f"{COLLECTIONS}/default/search", json={"text": second, "html": True}
+    ).json()["matches"]
+    assert found == []
+    every = client.post(
+        f"{COLLECTIONS}/default/search", json={"text": second, "html": True, "min_coverage": 0}
+    ).json()["matches"]
+    assert [m["id"] for m in every] == ["quoted"] and every[0]["methods"] == ["passage"]
+    assert max(every[0]["query_coverage"], every[0]["match_coverage"]) < 0.5
