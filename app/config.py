@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     api_key_file: Path | None = Field(
         None, description="A file of API keys, one `<key>[:read|:write]` per line, # comments."
     )
+    audit_log: Path | None = Field(
+        None,
+        description="Also append the audit trail (one JSON line per write and key change) "
+        "to this file; it always goes to the service's log stream.",
+    )
     metrics_require_key: bool = Field(
         False, description="With API keys set, /metrics needs a key too (any role)."
     )

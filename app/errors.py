@@ -94,3 +94,20 @@ class StoreDamaged(RuntimeError):
 
 class NotReady(NeardupError):
     code = "not_ready"
+
+
+class RateLimited(NeardupError):
+    """A key past its requests or documents a second; ``retry_after`` in whole seconds."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class UnknownKey(NeardupError):
+    code = "key_not_found"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"API key {key_id!r} does not exist")

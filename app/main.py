@@ -11,15 +11,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import collections, documents, errors, health, openapi, page, search
-from app.api.auth import ApiKeyMiddleware, load_keys
+from app.api import audit, collections, documents, errors, health, keys, openapi, page, search
+from app.api.auth import ApiKeyMiddleware, Gate, configured_grants, load_keys
 from app.api.body_limit import BodyLimitMiddleware
 from app.api.hot import HotRoutes, NeardupApp
 from app.api.metrics import Metrics, MetricsMiddleware
 from app.api.request_id import RequestIdMiddleware
+from app.backends.embedded.keys import KEYS_FILE, MemoryKeyStore, SQLiteKeyStore
 from app.backends.embedded.registry import Registry
 from app.config import Settings
 from app.memory import release_free_memory
+from app.service.key_ring import KeyRing, KeyStore
 from app.service.protocols import ServiceBackend
 from app.storage import MemoryStore, Store
 from app.storage.base import DATABASE_FILE
@@ -59,11 +61,17 @@ def create_app(
     settings = settings or Settings()
     # Read now: a key file that cannot be read stops the start instead of leaving /v1 open.
     api_keys = load_keys(settings.api_keys, settings.api_key_file)
+    key_ring = KeyRing(configured_grants(api_keys), clock)
     open_store = store_factory or sqlite_store
+    # The audit lines are written whatever the service's log level (app/api/audit.py).
+    audit.audit_log.setLevel(logging.INFO)
+    if settings.audit_log is not None:
+        audit.log_to_file(settings.audit_log)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         registry: ServiceBackend
+        key_store: KeyStore
         if settings.backend is not None:
             # Imported here: redis-py is an extra the embedded service does not need.
             from app.backends.redis.registry import RedisRegistry
@@ -76,6 +84,9 @@ def create_app(
                 max_documents=settings.max_documents,
                 shard_bits=settings.redis_shard_bits,
             )
+            from app.backends.redis.keys import RedisKeyStore
+
+            key_store = RedisKeyStore(settings.backend)
         else:
             # A damaged database stops the start here, with a message that says what to
             # do; the service never starts empty on top of data it could not read.
@@ -84,6 +95,15 @@ def create_app(
             registry = Registry(
                 store, settings.max_collections, clock=clock, max_documents=settings.max_documents
             )
+            key_store = (
+                MemoryKeyStore()
+                if isinstance(store, MemoryStore)
+                else SQLiteKeyStore(settings.data_dir / KEYS_FILE)
+            )
+        if key_ring.open:
+            key_store.close()  # an open service checks no key (app/service/key_ring.py)
+        else:
+            key_ring.attach(key_store)
 
         def rebuild() -> None:
             # Off the event loop so that /healthz answers while the indexes are rebuilt.
@@ -108,6 +128,7 @@ def create_app(
             yield
         finally:
             builder.join()
+            key_ring.close()
             registry.close()
             gc.unfreeze()  # what this app held may be collected again (tests run many)
 
@@ -122,25 +143,33 @@ def create_app(
     app.state.ready = threading.Event()
     app.state.startup_error = None
     app.state.metrics = Metrics(lambda: app.state.registry)
+    app.state.key_ring = key_ring
+    gate = Gate(key_ring, settings.metrics_require_key, clock)
+    app.state.gate = gate
     errors.install(app)
     openapi.install(app)
     # The routes themselves, not include_router: FastAPI matches an included router's
     # routes twice per request (the router, then its route), and the hot routes (search,
     # inserts) come first because routes are tried in order.
-    routers = (search.router, documents.router, collections.router, health.router, page.router)
+    routers = (
+        search.router,
+        documents.router,
+        collections.router,
+        keys.router,
+        health.router,
+        page.router,
+    )
     for router in routers:
         for route in router.routes:
             app.router.routes.append(route)
     # The last added runs first: ids and logs around everything, then metrics, then the
     # key check, which refuses before the body limit lets any body be read.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.body_limit_bytes)
-    app.add_middleware(
-        ApiKeyMiddleware, keys=api_keys, protect_metrics=settings.metrics_require_key
-    )
+    app.add_middleware(ApiKeyMiddleware, gate=gate)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(RequestIdMiddleware)
     if hot_routes:
         app.hot_routes = HotRoutes(
-            app, app.full_stack, api_keys, settings.body_limit_bytes, app.state.metrics
+            app, app.full_stack, gate, settings.body_limit_bytes, app.state.metrics
         )
     return app

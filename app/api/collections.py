@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Request, Response
 from pydantic import ValidationError
 
+from app.api.auth import key_of
 from app.api.deps import ERROR_RESPONSES, CollectionDep, CollectionName, RegistryDep
 from app.api.errors import describe_validation_errors
 from app.api.schemas import (
@@ -77,8 +78,11 @@ def _merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any
 
 # Plain def: the statistics take the collection's write lock (to expire what is due).
 @router.get("")
-def list_collections(registry: RegistryDep) -> CollectionList:
-    return CollectionList(collections=[describe(c) for c in registry.list()])
+def list_collections(registry: RegistryDep, request: Request) -> CollectionList:
+    """Every collection the request's key may see."""
+    key = key_of(request.scope)
+    visible = [c for c in registry.list() if key is None or key.may_see(c.name)]
+    return CollectionList(collections=[describe(c) for c in visible])
 
 
 @router.get("/{name}")

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, ValidationError
 from starlette.convertors import Convertor, register_url_convertor
 
 from app.api import limits, pages
+from app.api.auth import take_documents
 from app.api.deps import (
     ERROR_RESPONSES,
     CollectionName,
@@ -90,7 +91,10 @@ def _inserted(result: InsertResult | Refused) -> InsertResult:
 async def insert_document(body: DocumentIn, name: CollectionName, request: Request) -> Response:
     """Insert one document (201). A duplicate with `on_duplicate: skip`, or the same id
     with the same text and metadata again (a retry), answers 200 and stores nothing."""
-    status, answer = await insert_answer(collection_of(request, name), settings_of(request), body)
+    collection = collection_of(request, name)
+    async with found_first_async(collection):
+        take_documents(request, 1)
+    status, answer = await insert_answer(collection, settings_of(request), body)
     return Response(answer, status, media_type="application/json")
 
 
@@ -143,6 +147,7 @@ def insert_batch(body: BatchIn, name: CollectionName, request: Request) -> Respo
     collection, settings = collection_of(request, name), settings_of(request)
     with found_first(collection):
         limits.check_batch(settings, len(body.documents))
+        take_documents(request, len(body.documents))
         options = InsertOptions(body.on_duplicate, since=body.since, until=body.until)
     # The collection's settings are read once, and only for a batch that holds a page.
     extraction = functools.cache(lambda: collection.config.html.extract)
@@ -230,6 +235,7 @@ def put_document(
             body, settings, collection.config.html.extract if body.is_page else "main"
         )
         limits.check_metadata(settings, body.metadata)
+        take_documents(request, 1)
         options = InsertOptions(replace=True, since=body.since, until=body.until)
     document = NewDocument(read.text, document_id, body.metadata, body.timestamp, read.host)
     answer = collection.insert([document], options)

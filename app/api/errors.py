@@ -29,6 +29,8 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.NotReady: 503,
     errors.StorageUnavailable: 503,
     errors.InsufficientStorage: 507,
+    errors.RateLimited: 429,
+    errors.UnknownKey: 404,
 }
 # A 503 while the indexes are rebuilt says when to come back, in seconds (RFC 9110
 # 10.2.3): an empty or small data directory is ready about a second after the start.
@@ -42,6 +44,7 @@ CODE_OF_STATUS = {
     405: "method_not_allowed",
     413: "too_large",
     415: "unsupported_media_type",
+    429: "rate_limited",
     422: "invalid_body",
     503: "not_ready",
 }
@@ -56,7 +59,10 @@ def error_response(status: int, code: str, message: str, **headers: str) -> JSON
 def service_error_response(error: errors.NeardupError) -> JSONResponse:
     """The answer to an error the service raised: its status, code and message."""
     status = STATUS_OF.get(type(error), 400)
-    return error_response(status, error.code, str(error), **HEADERS_OF.get(type(error), {}))
+    headers = HEADERS_OF.get(type(error), {})
+    if isinstance(error, errors.RateLimited):
+        headers = {"Retry-After": str(error.retry_after)}
+    return error_response(status, error.code, str(error), **headers)
 
 
 def _describe(error: dict[str, Any]) -> str:

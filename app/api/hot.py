@@ -12,8 +12,9 @@ ids and access log line.
 Whatever is not the plain case goes on to the FastAPI app unchanged, with the body it has
 already read: a body that does not parse or validate (FastAPI then writes its 422 as it
 always has), another content type, no Content-Length, a collection name outside the
-pattern, a missing or read-only API key on an insert. The FastAPI routes stay: they
-define the OpenAPI document and serve every request handed on, so each check exists once.
+pattern, a key the gate refuses or whose rate it counts (the middleware answers those).
+The FastAPI routes stay: they define the OpenAPI document and serve every request handed
+on, so each check exists once.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import logs
-from app.api.auth import ApiKey, role_of
+from app.api import audit
+from app.api.auth import Gate
 from app.api.deps import ready_registry
 from app.api.documents import insert_answer
 from app.api.errors import error_response, service_error_response
@@ -39,6 +41,7 @@ from app.api.request_id import choose_request_id, log_request
 from app.api.schemas import COLLECTION_NAME_PATTERN, DocumentIn, SearchIn
 from app.api.search import search_answer
 from app.errors import NeardupError
+from app.service.keys import Grant
 
 log = logging.getLogger("neardup")
 access_log = logging.getLogger("neardup.access")
@@ -84,13 +87,13 @@ class HotRoutes:
         self,
         app: FastAPI,
         fallback: ASGIApp,
-        keys: list[ApiKey],
+        gate: Gate,
         max_body_bytes: int,
         metrics: Metrics,
     ) -> None:
         self.app = app
         self.fallback = fallback
-        self.keys = keys
+        self.gate = gate
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
 
@@ -105,7 +108,7 @@ class HotRoutes:
             or int(declared) > self.max_body_bytes
             or not _json_content_type(headers.get(b"content-type"))
             or not COLLECTION_NAME.fullmatch(name)
-            or not self._key_allows(headers, route)
+            or (key := self._allowed_key(scope)) is None
         ):
             await self.fallback(scope, receive, send)
             return
@@ -133,14 +136,15 @@ class HotRoutes:
         if request is None:  # FastAPI says what is wrong, in its words
             await self.fallback(scope, _replay([body], False, receive), send)
             return
-        await self._answer(scope, send, headers, name, request, started)
+        await self._answer(scope, send, headers, name, request, started, key)
 
-    def _key_allows(self, headers: dict[bytes, bytes], route: str) -> bool:
-        if not self.keys:
-            return True
-        scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
-        role = role_of(self.keys, token.strip()) if scheme.lower() == b"bearer" else None
-        return role == "write" or (role == "read" and route == "search")
+    def _allowed_key(self, scope: Scope) -> Grant | None:
+        """The key when the gate lets it through with no rate to count, else None: the
+        middleware answers every other request (refusals, and rates, counted once)."""
+        check = self.gate.check(scope)
+        if check.refusal is not None or check.key is None or check.key.rate.limited:
+            return None
+        return check.key
 
     async def _answer(
         self,
@@ -150,6 +154,7 @@ class HotRoutes:
         name: str,
         request: Any,
         started: float,
+        key: Grant,
     ) -> None:
         request_id = choose_request_id(headers.get(REQUEST_ID_HEADER))
         token = logs.request_id.set(request_id)
@@ -188,6 +193,9 @@ class HotRoutes:
         finally:
             template = SEARCH_TEMPLATE if searching else INSERT_TEMPLATE
             self.metrics.record_request(template, "POST", status, time.perf_counter() - started)
+            if not searching:
+                ids = audit.ids_in_answer(answer) if status < 300 else None
+                audit.record(key, "documents.add", name, status, ids)
             if access_log.isEnabledFor(logging.INFO):
                 log_request(scope, status, started)
             logs.request_id.reset(token)

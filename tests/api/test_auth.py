@@ -38,6 +38,14 @@ WRITE_ROUTES = {
     ("PUT", "/v1/collections/{name}/documents/{document_id}"),
     ("DELETE", "/v1/collections/{name}/documents/{document_id}"),
 }
+# Key management, for admin keys only (tests/api/test_keys.py).
+ADMIN_ROUTES = {
+    ("POST", "/v1/keys"),
+    ("GET", "/v1/keys"),
+    ("GET", "/v1/keys/{key_id}"),
+    ("PATCH", "/v1/keys/{key_id}"),
+    ("DELETE", "/v1/keys/{key_id}"),
+}
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank today"
 # A request that succeeds on each route, against the fixture's collection and document.
 REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
@@ -93,7 +101,7 @@ def test_the_route_table_covers_every_v1_route() -> None:
         if path.startswith("/v1")
         for method in operations
     }
-    assert served == READ_ROUTES | WRITE_ROUTES
+    assert served == READ_ROUTES | WRITE_ROUTES | ADMIN_ROUTES
 
 
 @pytest.mark.parametrize("route", ROUTES)
