@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
+from app.api.auth import key_of
 from app.api.errors import RETRY_AFTER, error_response
 from app.errors import StorageUnavailable
+from app.service.keys import Grant
 
 router = APIRouter(tags=["health"])
 
@@ -36,6 +40,24 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
-    """Prometheus text format."""
+    """Prometheus text format; to a scoped key (NEARDUP_METRICS_REQUIRE_KEY), only the
+    lines of the collections it may see."""
     registry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    text = visible_lines(generate_latest(registry), key_of(request.scope))
+    return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+
+_COLLECTION_LABEL = re.compile(rb'collection="([^"]*)"')
+
+
+def visible_lines(text: bytes, key: Grant | None) -> bytes:
+    """``text`` without the lines labelled with a collection ``key`` may not see:
+    O(size of the text) for a key scoped to some collections, nothing for the rest."""
+    if key is None or "*" in key.collections:
+        return text
+    kept = [
+        line
+        for line in text.split(b"\n")
+        if (label := _COLLECTION_LABEL.search(line)) is None or key.may_see(label.group(1).decode())
+    ]
+    return b"\n".join(kept)

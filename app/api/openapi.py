@@ -17,8 +17,20 @@ SCHEME = "apiKey"
 SCHEME_DOCUMENT = {
     "type": "http",
     "scheme": "bearer",
-    "description": "An API key, when the service has any (NEARDUP_API_KEYS): read keys may "
-    "get and search, write keys everything.",
+    "description": "An API key, when the service has any (NEARDUP_API_KEYS). A key may do "
+    "its `actions` on its `collections` (names or `prefix-*` patterns) until its "
+    "`expires_at`: a collection it may not see answers 404, an action it lacks 403, past "
+    "its rate 429 with Retry-After. Configured read keys: search on every collection; "
+    "write keys: everything, and they alone manage /v1/keys.",
+}
+# The answers only the gate gives, on top of each operation's own.
+GATE_RESPONSES = {
+    "429": {
+        "description": "The key's requests or documents a second are spent: retry after "
+        "Retry-After seconds",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+    },
 }
 
 
@@ -41,6 +53,7 @@ def install(app: FastAPI) -> None:
                 if path.startswith("/v1/"):
                     for operation in operations.values():
                         operation["security"] = [{SCHEME: []}]
+                        operation.setdefault("responses", {}).update(GATE_RESPONSES)
             app.openapi_schema = document
         return app.openapi_schema
 

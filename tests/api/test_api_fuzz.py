@@ -217,3 +217,46 @@ def test_odd_numbers_never_break_a_search(api: TestClient, value: object, field:
     assert response.status_code < 500, response.text
     if response.status_code != 200:
         assert_refused(response, {400, 413, 422})
+
+
+SCOPED_ADMIN_KEY = "f" * 16 + "-fuzz-admin"
+HIDDEN = "hidden-crawl"
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+SUBPATHS = ("", "/search", "/documents", "/documents/batch", "/documents/x", "/documents/x/similar")
+
+
+@pytest.fixture(scope="module")
+def scoped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str]]:
+    """A service with a hidden collection and a key with every action on `news-*`."""
+    for client in make_client(tmp_path_factory.mktemp("scoped-fuzz"), api_keys=SCOPED_ADMIN_KEY):
+        admin = {"Authorization": f"Bearer {SCOPED_ADMIN_KEY}"}
+        for name in (HIDDEN, "news-a"):
+            assert client.put(f"/v1/collections/{name}", headers=admin).status_code == 201
+        body = {"name": "fuzz", "actions": ["*"], "collections": ["news-*"]}
+        key = client.post("/v1/keys", json=body, headers=admin).json()["key"]
+        fuzzing = type(client)(_PathsAsUvicorn(client.app), raise_server_exceptions=False)
+        yield fuzzing, key
+
+
+@FUZZ
+@given(
+    method=st.sampled_from(METHODS),
+    name=st.sampled_from([HIDDEN, "news-a", "news-b", "hidden", "news"]) | st.text(max_size=12),
+    subpath=st.sampled_from(SUBPATHS),
+    body=st.sampled_from([None, {}, {"text": "a text to match"}, {"documents": []}]),
+)
+@example(method="DELETE", name=HIDDEN, subpath="", body=None)
+@example(method="GET", name="", subpath="", body=None)
+def test_a_scoped_key_never_learns_of_a_collection_it_may_not_see(
+    scoped: tuple[TestClient, str], method: str, name: str, subpath: str, body: Any
+) -> None:
+    client, key = scoped
+    path = f"/v1/collections/{quote(name, safe='')}{subpath}" if name else "/v1/collections"
+    response = client.request(method, path, json=body, headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code < 500, response.text
+    if name != HIDDEN:  # a 404 names the collection asked for, and only that
+        assert HIDDEN not in response.text
+    else:
+        assert response.status_code == 404
+    admin = {"Authorization": f"Bearer {SCOPED_ADMIN_KEY}"}
+    assert client.get(f"/v1/collections/{HIDDEN}", headers=admin).status_code == 200

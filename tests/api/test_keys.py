@@ -290,3 +290,10 @@ def wait_for(client: TestClient, secret: str, status: int, deadline: float = 2.0
         if client.get("/v1/collections", headers=bearer(secret)).status_code == status:
             return took
     raise AssertionError(f"still not {status} after {deadline} s")
+
+
+def test_a_scoped_key_reads_the_metrics_of_its_collections_only(keyed: TestClient) -> None:
+    secret = new_key(keyed, ["metrics"], ["forum"])
+    text = keyed.get("/metrics", headers=bearer(secret)).text
+    assert 'collection="forum"' in text and 'collection="news"' not in text
+    assert 'collection="news"' in keyed.get("/metrics", headers=ADMIN).text
