@@ -45,6 +45,7 @@ from neardup_client._export import (
     read_export,
 )
 from neardup_client._models import (
+    ApiKey,
     BatchItem,
     BatchResult,
     CollectionInfo,
@@ -79,6 +80,7 @@ __all__ = [
     "DEFAULT_URL",
     "NO_RETRY",
     "APIError",
+    "ApiKey",
     "AsyncClient",
     "BadRequest",
     "BatchError",

@@ -17,6 +17,7 @@ import httpx
 
 from neardup_client._errors import APIError, api_error
 from neardup_client._models import (
+    ApiKey,
     BatchItem,
     CollectionInfo,
     CollectionSettings,
@@ -293,6 +294,26 @@ class Calls:
     def delete_collection(self, name: str) -> Call[None]:
         return Call("DELETE", _collection(name), _none, gone_ok=True)
 
+    # ------------------------------------------------------------ keys (admin key)
+
+    def create_key(self, body: Mapping[str, Any]) -> Call[ApiKey]:
+        # Not sent again after a lost answer: a second key would be made.
+        parse = ApiKey.from_json
+        return Call("POST", "/v1/keys", lambda r: parse(r.json()), dict(body), idempotent=False)
+
+    def list_keys(self) -> Call[list[ApiKey]]:
+        return Call("GET", "/v1/keys", lambda r: [ApiKey.from_json(k) for k in r.json()["keys"]])
+
+    def get_key(self, key_id: str) -> Call[ApiKey]:
+        return Call("GET", "/v1/keys/" + _path(key_id), lambda r: ApiKey.from_json(r.json()))
+
+    def update_key(self, key_id: str, changes: Mapping[str, Any]) -> Call[ApiKey]:
+        path = "/v1/keys/" + _path(key_id)
+        return Call("PATCH", path, lambda r: ApiKey.from_json(r.json()), dict(changes))
+
+    def delete_key(self, key_id: str) -> Call[None]:
+        return Call("DELETE", "/v1/keys/" + _path(key_id), _none, gone_ok=True)
+
     # ------------------------------------------------------------ documents
 
     def insert(
@@ -426,6 +447,32 @@ class Calls:
 
     def openapi(self) -> Call[dict[str, Any]]:
         return Call("GET", "/openapi.json", lambda r: dict(r.json()))
+
+
+def key_body(
+    name: str,
+    actions: Iterable[str],
+    collections: Iterable[str],
+    description: str = "",
+    expires_at: TimeLike | None = None,
+    requests_per_second: float | None = None,
+    documents_per_second: float | None = None,
+) -> dict[str, Any]:
+    """The body of a new key (POST /v1/keys)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "actions": list(actions),
+        "collections": list(collections),
+    }
+    if expires_at is not None:
+        body["expires_at"] = time_value(expires_at)
+    if requests_per_second is not None or documents_per_second is not None:
+        body["rate"] = {
+            "requests_per_second": requests_per_second,
+            "documents_per_second": documents_per_second,
+        }
+    return body
 
 
 def build_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:

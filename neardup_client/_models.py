@@ -569,3 +569,37 @@ class IndexHealth:
             unmerged_entries=per_index["neardup_index_unmerged_entries"],
             tombstones=per_index["neardup_index_tombstones"],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A stored API key as the service shows it. ``key``, the secret, is set only in the
+    answer of ``create_key()``: the service keeps its digest, never the key. Times are
+    ISO 8601 (UTC)."""
+
+    id: str
+    name: str
+    description: str
+    actions: tuple[str, ...]
+    collections: tuple[str, ...]
+    expires_at: str | None
+    created_at: str
+    requests_per_second: float | None = None
+    documents_per_second: float | None = None
+    key: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ApiKey:
+        rate = data.get("rate") or {}
+        return cls(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            description=str(data.get("description") or ""),
+            actions=tuple(data["actions"]),
+            collections=tuple(data["collections"]),
+            expires_at=data.get("expires_at"),
+            created_at=str(data["created_at"]),
+            requests_per_second=rate.get("requests_per_second"),
+            documents_per_second=rate.get("documents_per_second"),
+            key=data.get("key"),
+        )

@@ -24,11 +24,13 @@ from neardup_client._base import (
     build_headers,
     documents_of,
     error_of,
+    key_body,
     parse_retry_after,
     too_large,
 )
 from neardup_client._errors import TooLarge, TransportError
 from neardup_client._models import (
+    ApiKey,
     BatchItem,
     BatchResult,
     CollectionInfo,
@@ -173,6 +175,48 @@ class Client:
     def delete_collection(self, name: str) -> None:
         """Drop the collection and its documents."""
         self._run(self._calls.delete_collection(name))
+
+    # ------------------------------------------------------------ keys (admin key)
+
+    def create_key(
+        self,
+        name: str,
+        actions: Iterable[str],
+        collections: Iterable[str],
+        description: str = "",
+        expires_at: TimeLike | None = None,
+        requests_per_second: float | None = None,
+        documents_per_second: float | None = None,
+    ) -> ApiKey:
+        """A new key that may do ``actions`` (search, documents.add, documents.delete,
+        collections.create, collections.delete, collections.settings, export, metrics,
+        or *) on ``collections`` (names, ``prefix-*`` patterns or *). Its secret is in
+        ``key`` of this answer only. Needs an admin key."""
+        body = key_body(
+            name,
+            actions,
+            collections,
+            description,
+            expires_at,
+            requests_per_second,
+            documents_per_second,
+        )
+        return self._run(self._calls.create_key(body))
+
+    def list_keys(self) -> list[ApiKey]:
+        return self._run(self._calls.list_keys())
+
+    def get_key(self, key_id: str) -> ApiKey:
+        return self._run(self._calls.get_key(key_id))
+
+    def update_key(self, key_id: str, changes: Mapping[str, Any]) -> ApiKey:
+        """PATCH: the fields of ``changes`` (name, description, actions, collections,
+        expires_at, rate) replace the key's; a null expires_at or rate removes it."""
+        return self._run(self._calls.update_key(key_id, changes))
+
+    def delete_key(self, key_id: str) -> None:
+        """Revoke the key: every process of the service refuses it within a second."""
+        self._run(self._calls.delete_key(key_id))
 
     # ------------------------------------------------------------ documents
 

@@ -1,4 +1,4 @@
-"""``neardup search`` and ``neardup insert``: the client from the shell.
+"""``neardup search``, ``neardup insert`` and ``neardup keys``: the client from the shell.
 
 They talk to a running service over HTTP (``--url``, or NEARDUP_URL, default
 http://127.0.0.1:8000; ``--api-key`` or NEARDUP_API_KEY) and import nothing of the
@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict
 from typing import IO, Any
 
 from neardup_client._base import DEFAULT_MAX_BATCH_DOCUMENTS, DEFAULT_URL, Retry
@@ -315,6 +316,84 @@ def _run(handler: Any) -> Any:
     return run
 
 
+def keys(arguments: argparse.Namespace) -> int:
+    """``neardup keys create|list|update|delete``: one JSON line per key (create prints
+    the secret, ``key``, which the service shows this once)."""
+    with _client(arguments) as client:
+        if arguments.verb == "create":
+            made = client.create_key(
+                arguments.name,
+                arguments.actions.split(","),
+                arguments.collections.split(","),
+                arguments.description or "",
+                arguments.expires_at,
+                arguments.requests_per_second,
+                arguments.documents_per_second,
+            )
+            shown = [made]
+        elif arguments.verb == "list":
+            shown = client.list_keys()
+        elif arguments.verb == "update":
+            shown = [client.update_key(arguments.id, _key_changes(arguments))]
+        else:
+            client.delete_key(arguments.id)
+            return 0
+    for key in shown:
+        _print(
+            {name: value for name, value in asdict(key).items() if value is not None}, sys.stdout
+        )
+    return 0
+
+
+def _key_changes(arguments: argparse.Namespace) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for name in ("name", "description", "expires_at"):
+        if getattr(arguments, name) is not None:
+            changes[name] = getattr(arguments, name)
+    for name in ("actions", "collections"):
+        if getattr(arguments, name) is not None:
+            changes[name] = getattr(arguments, name).split(",")
+    if arguments.requests_per_second is not None or arguments.documents_per_second is not None:
+        changes["rate"] = {
+            "requests_per_second": arguments.requests_per_second,
+            "documents_per_second": arguments.documents_per_second,
+        }
+    return changes
+
+
+def _add_keys_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "keys",
+        help="create, list, update and revoke API keys (with an admin key)",
+        description="Manage a running service's stored API keys; --api-key must be an admin "
+        "key (a write key of NEARDUP_API_KEYS). Each key may do its --actions "
+        "(search, documents.add, documents.delete, collections.create, collections.delete, "
+        "collections.settings, export, metrics, *) on its --collections (names, prefix-* "
+        "patterns, *). Prints one JSON line per key.",
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    create = verbs.add_parser("create", help="a new key; prints its secret once")
+    create.add_argument("name", help="what the key is for (shown in the audit trail)")
+    create.add_argument("--actions", required=True, help="comma-separated actions")
+    create.add_argument("--collections", required=True, help="comma-separated names or patterns")
+    update = verbs.add_parser("update", help="change a key's fields")
+    update.add_argument("id", help="the key's id")
+    update.add_argument("--name")
+    update.add_argument("--actions", help="comma-separated actions")
+    update.add_argument("--collections", help="comma-separated names or patterns")
+    for verb in (create, update):
+        verb.add_argument("--description")
+        verb.add_argument("--expires-at", help="when the key stops working (ISO 8601)")
+        verb.add_argument("--requests-per-second", type=float, help="the key's request rate")
+        verb.add_argument("--documents-per-second", type=float, help="its documents' rate")
+    listing = verbs.add_parser("list", help="every stored key (never their secrets)")
+    delete = verbs.add_parser("delete", help="revoke a key at once")
+    delete.add_argument("id", help="the key's id")
+    for verb in (create, update, listing, delete):
+        _connection_options(verb)
+        verb.set_defaults(handler=_run(keys))
+
+
 def _connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
@@ -345,7 +424,7 @@ def _text_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``search`` and ``insert`` on the ``neardup`` command's subparsers."""
+    """Register ``search``, ``insert`` and ``keys`` on the ``neardup`` command's subparsers."""
     search_parser = commands.add_parser(
         "search",
         help="find near-duplicates of a text in a running service (nothing is stored)",
@@ -408,3 +487,4 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     _connection_options(insert_parser)
     insert_parser.set_defaults(handler=_run(insert))
+    _add_keys_command(commands)
