@@ -17,6 +17,13 @@ its original. Documents waiting hold their responses in Scrapy's scraper, whose 
 the bytes it holds (SCRAPER_SLOT_MAX_ACTIVE_SIZE) slows the downloads while the service
 is slower than the crawl: nothing queues without bound.
 
+**Fewer, larger requests.** Each request costs the crawler's process about as much CPU as
+a few documents' encoding, and the GIL it holds meanwhile is the crawl's. So while the
+crawl is downloading, items wait for ``FILL`` documents (or ``LINGER`` seconds) before
+they go; a page the middleware checks, whose links wait for its answer, goes at once and
+takes the items before it; and when nothing is downloading (the crawl's end), everything
+goes at once.
+
 **Nothing lost.** A document the service cannot answer (out of reach after the retries,
 a batch refused whole) or refuses (413, 422, 409: ``DocumentError``) gets an Answer with
 an ``error`` code: its item is kept, counted in ``neardup/error`` (and
@@ -57,6 +64,12 @@ CallSoon = Callable[..., object]
 ANSWERS_KEPT = 10_000
 # The error code of a document no answer came for: the service out of reach.
 UNREACHABLE = "unreachable"
+# Items a batch waits for while the crawl downloads (bench/scrapy_crawl.py: at 30 a
+# request's fixed cost is a small share of its documents' own), and how long the first of
+# them waits at most: an item's answer only decides its output, so a wait costs no
+# download.
+FILL = 30
+LINGER = 0.1
 
 
 class Stats(Protocol):
@@ -152,12 +165,15 @@ class Checker:
         stats: Stats | None = None,
         client: Client | None = None,
         call_soon: CallSoon | None = None,
+        downloading: Callable[[], bool] | None = None,
     ) -> None:
         """``client`` and ``call_soon`` (a thread-safe call on the event loop) are found
-        or made here; tests pass their own."""
+        or made here; tests pass their own. ``downloading``: whether the crawl has
+        downloads in flight (where None, every document goes at once)."""
         self.settings = settings
         self.stats = stats
         self._call_soon = call_soon
+        self._downloading = downloading
         self.client = client or Client(
             settings.url,
             api_key=settings.api_key,
@@ -177,6 +193,8 @@ class Checker:
         self._answers: OrderedDict[str, Answer] = OrderedDict()
         self._in_flight = False
         self._closed = False
+        self._urgent = False  # a document that must not wait is pending
+        self._timer: Any = None  # the reactor's IDelayedCall
 
     @classmethod
     def of(cls, crawler: Crawler) -> Checker:
@@ -184,7 +202,12 @@ class Checker:
         checker = cls._of_crawler.get(crawler)
         if checker is None:
             settings = NeardupSettings.from_settings(crawler.settings)
-            checker = cls(settings, crawler.stats)
+
+            def downloading() -> bool:
+                engine = crawler.engine
+                return engine is not None and bool(engine.downloader.active)
+
+            checker = cls(settings, crawler.stats, downloading=downloading)
             crawler.signals.connect(checker.close, signal=signals.spider_closed)
             cls._of_crawler[crawler] = checker
         return checker
@@ -203,10 +226,14 @@ class Checker:
         waiting.append(deferred)
         return deferred
 
-    def check(self, document: Document, document_id: str, url: str | None) -> Deferred[Answer]:
+    def check(
+        self, document: Document, document_id: str, url: str | None, urgent: bool = False
+    ) -> Deferred[Answer]:
         """The service's answer for a document (sent with ``document_id``): at once for
         an id checked before, else once its batch is answered. Never fails: a document
-        that cannot be checked is answered with an error."""
+        that cannot be checked is answered with an error. ``urgent``: something the crawl
+        needs waits for the answer (a page's links), so it does not wait for a fuller
+        batch."""
         known = self.known(document_id)
         if known is not None:
             return known
@@ -216,6 +243,7 @@ class Checker:
             return deferred
         self._waiting[document_id] = [deferred]
         self._pending.append((document, document_id, url))
+        self._urgent = self._urgent or urgent
         self._send()
         return deferred
 
@@ -228,15 +256,28 @@ class Checker:
     def close(self) -> None:
         """Stop taking documents; the worker ends after the batch in flight."""
         self._closed = True
+        self._send()  # what waited for a fuller batch goes now
         if self._executor is not None:
             self._executor.submit(self.client.close)
             self._executor.shutdown(wait=False)
         else:
             self.client.close()
 
-    def _send(self) -> None:
+    def _send(self, lingered: bool = False) -> None:
+        if lingered:
+            self._timer = None
         if self._in_flight or not self._pending:
             return
+        if self._should_wait(lingered):
+            if self._timer is None:
+                from twisted.internet import reactor
+
+                clock: Any = reactor  # zope interfaces do not type their methods
+                self._timer = clock.callLater(LINGER, self._send, True)
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._call_soon is None:
             self._call_soon = _event_loop_caller()
         call_soon = self._call_soon
@@ -245,9 +286,23 @@ class Checker:
             self._executor.submit(self._ensure_collection)
         size = self.settings.batch_size
         batch, self._pending = self._pending[:size], self._pending[size:]
+        # A batch cut at its size may leave the urgent document behind: keep the flag.
+        self._urgent = self._urgent and bool(self._pending)
         self._in_flight = True
         future = self._executor.submit(self._insert, batch)
         future.add_done_callback(lambda done: call_soon(self._answered, batch, done))
+
+    def _should_wait(self, lingered: bool) -> bool:
+        """Whether the pending items wait for more: only while the crawl downloads, none
+        of them urgent, fewer than FILL, and not yet LINGER seconds."""
+        return (
+            not lingered
+            and not self._urgent
+            and not self._closed
+            and self._downloading is not None
+            and len(self._pending) < min(FILL, self.settings.batch_size)
+            and self._downloading()
+        )
 
     def _answered(
         self, batch: list[tuple[Document, str, str | None]], done: Future[list[Answer]]

@@ -81,7 +81,8 @@ class NeardupSpiderMiddleware:
             request is not None and request.meta.get(META_KEY) is False
         ):
             return None
-        return self.checker.check(page_of(response), response.url, response.url)
+        # Its links wait for the answer: it does not wait for a fuller batch.
+        return self.checker.check(page_of(response), response.url, response.url, urgent=True)
 
     def _follow(self, answer: Answer, requests: int) -> bool:
         if answer.outcome != "duplicate" or self.settings.follow_duplicates:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import random
 
-from bench.scrapy_crawl import Page
+from devkit.crawl import Page
 from devkit.pages import SITES, site_page, teasers_from
 
 

@@ -21,7 +21,7 @@ from itemadapter import ItemAdapter
 from scrapy import Field, Item
 from twisted.internet.defer import Deferred
 
-from bench.scrapy_crawl import Crawled, SiteServer, crawl
+from devkit.crawl import Crawled, SiteServer, crawl
 from devkit.server import Server
 from neardup_client import Client, InsertResult, Match, NewDocument, NewPage, Retry
 from neardup_client.scrapy import Answer, Checker, NeardupSettings
