@@ -364,3 +364,19 @@ def test_the_passages_the_service_found_are_marked(browser: Any, server: Server)
     right = [m.text for m in browser.find_elements(By.CSS_SELECTOR, "#right-text mark")]
     assert left == [STORY.rstrip(".")] and right == left
     assert "passage(s) the service found" in text_of(browser, "compare-summary")
+
+
+def test_a_scoped_key_sees_only_its_collections(browser: Any, keyed_server: Server) -> None:
+    writer = {"Authorization": f"Bearer {WRITER_KEY}"}
+    with httpx.Client(base_url=keyed_server.url, headers=writer) as admin:
+        for name in ("news-page", "hidden-page"):
+            assert admin.put(f"/v1/collections/{name}").is_success
+        body = {"name": "page", "actions": ["search"], "collections": ["news-*"]}
+        scoped_key = admin.post("/v1/keys", json=body).json()["key"]
+    open_page(browser, keyed_server, status="API key needed")
+    by_id(browser, "api-key").send_keys(scoped_key)
+    by_id(browser, "key-form").submit()
+    until(browser, lambda d: text_of(d, "status") == "ready", "ready with the scoped key")
+    assert [o.text for o in Select(by_id(browser, "collection")).options] == ["news-page"]
+    assert "hidden-page" not in browser.page_source
+    by_id(browser, "forget-key").click()
