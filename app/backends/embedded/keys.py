@@ -60,6 +60,16 @@ class SQLiteKeyStore:
             )
             self._connection.execute("UPDATE api_keys_version SET version = version + 1")
 
+    def save_many(self, grants: list[Grant]) -> None:
+        """Keys in one transaction, one version step (imports, benchmarks)."""
+        rows = [(grant.id, orjson.dumps(grant.to_record())) for grant in grants]
+        with self._lock, self._connection:
+            self._connection.execute("BEGIN IMMEDIATE")
+            self._connection.executemany(
+                "INSERT OR REPLACE INTO api_keys (id, record) VALUES (?, ?)", rows
+            )
+            self._connection.execute("UPDATE api_keys_version SET version = version + 1")
+
     def delete(self, key_id: str) -> bool:
         with self._lock, self._connection:
             self._connection.execute("BEGIN IMMEDIATE")
