@@ -41,7 +41,6 @@ package installed: with pip's pyspark, put the venv's bin/ first on PATH).
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import sys
 import time
@@ -53,7 +52,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xxhash
 
 from app.batch import spark_passages
 from app.batch.local import fingerprint_chunk
@@ -79,10 +77,8 @@ from app.batch.rules import (
     document_text,
     ngram_similarity,
     pair_line,
-    prefix_length,
-    qgram_jaccard,
-    qgrams,
 )
+from app.batch.spark_pairs import Print, candidate_pairs, connected_components
 from app.collection_config import CollectionConfig
 
 if TYPE_CHECKING:
@@ -105,9 +101,6 @@ class SparkOptions(JobOptions):
     split_bytes: int = DEFAULT_SPLIT_BYTES
 
 
-# A document's fingerprints as the RDDs carry them (plain Python values, cheap to pickle):
-# (simhash, exact high, exact low, signature bytes, band key bytes, short text or None).
-Print = tuple[int, int, int, bytes, bytes, str | None]
 # (position, id, fingerprints or None for a text empty once normalised, time in
 # microseconds or None without a timestamp field)
 Document = tuple[int, DocumentId, Print | None, int | None]
@@ -187,78 +180,6 @@ def _fingerprint_partition(
                 ),
                 moment,
             )
-
-
-def _popcount(value: int) -> int:
-    return int(value).bit_count()
-
-
-def _simhash_group_pairs(
-    masks: Sequence[int], max_distance: int, item: tuple[tuple[int, int], Iterable[Any]]
-) -> Iterator[tuple[int, int]]:
-    (table, _), members = item
-    group = sorted(members)
-    for (a, first), (b, second) in itertools.combinations(group, 2):
-        x = first ^ second
-        if _popcount(x) <= max_distance and all(x & masks[u] for u in range(table)):
-            yield a, b
-
-
-def _band_group_pairs(item: tuple[tuple[int, int], Iterable[Any]]) -> Iterator[tuple[int, int]]:
-    (band, _), members = item
-    group = sorted(members)
-    for (a, first), (b, second) in itertools.combinations(group, 2):
-        keys_a = np.frombuffer(first, dtype=np.uint64)[:band]
-        keys_b = np.frombuffer(second, dtype=np.uint64)[:band]
-        if not bool((keys_a == keys_b).any()):
-            yield a, b
-
-
-def _token_rank(token: str) -> tuple[int, str]:
-    """The fixed global order of q-grams for the prefix filter: by a hash, then by text."""
-    return xxhash.xxh64_intdigest(token.encode("utf-8", "surrogatepass")), token
-
-
-def _prefix_tokens(
-    size: int,
-    cjk_size: int | None,
-    threshold: float,
-    item: tuple[int, tuple[DocumentId, Print]],
-) -> Iterator[tuple[str, tuple[int, str]]]:
-    position, (_, fingerprint) = item
-    text = fingerprint[5]
-    assert text is not None
-    grams = sorted(qgrams(text, size, cjk_size), key=_token_rank)
-    for token in grams[: prefix_length(len(grams), threshold)]:
-        yield token, (position, text)
-
-
-def _ngram_group_pairs(
-    size: int,
-    cjk_size: int | None,
-    threshold: float,
-    item: tuple[str, Iterable[tuple[int, str]]],
-) -> Iterator[tuple[int, int]]:
-    token, members = item
-    group = sorted(members)
-    if len(group) < 2:
-        return
-    grams = {position: qgrams(text, size, cjk_size) for position, text in group}
-    prefixes = {
-        position: set(sorted(s, key=_token_rank)[: prefix_length(len(s), threshold)])
-        for position, s in grams.items()
-    }
-    for (a, _), (b, _) in itertools.combinations(group, 2):
-        first, second = grams[a], grams[b]
-        small, large = sorted((len(first), len(second)))
-        if small < threshold * large - 1e-9:
-            continue  # length filter
-        # Paired only under the first prefix q-gram the two share, so once.
-        shared = prefixes[a] & prefixes[b]
-        if min(shared, key=_token_rank) != token:
-            continue
-        if qgram_jaccard(first, second) >= threshold:
-            yield a, b
 
 
 def _verify_partition(
@@ -388,55 +309,6 @@ def _within(
         yield (x, y), (x_id, y_id, 1.0, bits)
 
 
-def _large_star(item: tuple[int, Iterable[int]]) -> list[tuple[int, int]]:
-    node, neighbours = item
-    around = set(neighbours)
-    smallest = min(min(around), node)
-    return [(other, smallest) for other in around if other > node]
-
-
-def _small_star(item: tuple[int, Iterable[int]]) -> list[tuple[int, int]]:
-    node, smaller = item
-    around = set(smaller)
-    smallest = min(around)
-    edges = [(other, smallest) for other in around if other != smallest]
-    edges.append((node, smallest))
-    return edges
-
-
-def connected_components(edges: RDD[tuple[int, int]], partitions: int) -> RDD[tuple[int, int]]:
-    """(node, smallest node of its component) for every node of ``edges``, by alternating
-    large-star and small-star until a round changes no edge (Kiveris et al. 2014)."""
-    current = edges.map(lambda e: (max(e), min(e))).distinct(partitions).persist()
-    rounds = 0
-    while True:
-        large = (
-            current.flatMap(lambda e: [e, (e[1], e[0])]).groupByKey(partitions).flatMap(_large_star)
-        )
-        small = (
-            large.map(lambda e: (max(e), min(e)))
-            .groupByKey(partitions)
-            .flatMap(_small_star)
-            .distinct(partitions)
-            .persist()
-        )
-        # One job: an edge in only one of the two edge sets is a change.
-        changed = (
-            small.map(lambda e: (e, 1))
-            .union(current.map(lambda e: (e, 2)))
-            .reduceByKey(lambda x, y: x | y, partitions)
-            .filter(lambda kv: kv[1] != 3)
-        )
-        done = changed.isEmpty()
-        rounds += 1
-        current.unpersist()
-        current = small
-        if done:
-            break
-    logging.getLogger(__name__).info("connected components: %d rounds", rounds)
-    return current.flatMap(lambda e: [e, (e[1], e[1])]).reduceByKey(min, partitions)
-
-
 # ---------------------------------------------------------------------------- driver
 
 
@@ -522,23 +394,7 @@ def _run(
     # Sorted outputs come to the driver a partition at a time: keep partitions small.
     output_partitions = max(partitions, -(-documents_total // OUTPUT_PARTITION_DOCUMENTS))
 
-    texts = sc.parallelize(list(zip(splits, firsts, strict=False)), max(1, len(splits))).flatMap(
-        partial(_read_split, options.fields)
-    )
-    if len(splits) < partitions:
-        texts = texts.repartition(partitions)
-    documents: Any = texts.mapPartitions(
-        partial(_fingerprint_partition, config, options.html)
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-
-    twice = (
-        documents.map(lambda d: (d[1], 1))
-        .reduceByKey(add, partitions)
-        .filter(lambda kv: kv[1] > 1)
-        .take(1)
-    )
-    if twice:
-        raise InputError(f"the id {twice[0][0]!r} is used twice; ids must be unique")
+    texts, documents = _documents(sc, splits, firsts, config, options, partitions)
     steps.done("fingerprints")
 
     # Identical documents by one shuffle on the exact hash: each group as (its first
@@ -556,39 +412,7 @@ def _run(
     # Representatives: (position, (id, fingerprints)).
     reps = identical.map(lambda g: (g[0], (g[1][1], g[1][2])))
 
-    candidates: list[RDD[tuple[int, int]]] = []
-    if rule.simhash_on:
-        masks = [int(mask) for mask in rule.table_masks]
-        candidates.append(
-            reps.flatMap(
-                lambda r: [((t, r[1][1][0] & m), (r[0], r[1][1][0])) for t, m in enumerate(masks)]
-            )
-            .groupByKey(partitions)
-            .flatMap(partial(_simhash_group_pairs, masks, rule.max_distance))
-        )
-    if rule.minhash_on:
-        bands = rule.bands
-        candidates.append(
-            reps.flatMap(
-                lambda r: [
-                    ((t, key), (r[0], r[1][1][4]))
-                    for t, key in enumerate(np.frombuffer(r[1][1][4], np.uint64).tolist())
-                ]
-            )
-            .groupByKey(partitions)
-            .flatMap(_band_group_pairs)
-        )
-        assert bands > 0
-    if rule.ngram_on:
-        size, threshold = config.ngram.size, config.ngram.threshold
-        cjk_size = config.ngram.cjk_size
-        candidates.append(
-            reps.filter(lambda r: r[1][1][5] is not None)
-            .flatMap(partial(_prefix_tokens, size, cjk_size, threshold))
-            .groupByKey(partitions)
-            .flatMap(partial(_ngram_group_pairs, size, cjk_size, threshold))
-        )
-    pairs_rdd = sc.union(candidates).distinct(partitions) if candidates else sc.emptyRDD()
+    pairs_rdd = candidate_pairs(sc, reps, rule, config, partitions)
     verified = (
         pairs_rdd.join(reps, partitions)
         .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
@@ -630,36 +454,10 @@ def _run(
     pair_count = _write_lines(options.out / "pairs.jsonl", pair_lines)
     steps.done("pairs.jsonl")
 
-    if window is None:
-        # Clusters: the component of each representative, named by its smallest position.
-        edges = verified.map(lambda p: (p[0], p[1]))
-        nodes = reps.mapValues(lambda value: value[0])
-    else:
-        edges = document_pairs.map(lambda kv: kv[0])
-        nodes = documents.map(lambda d: (d[0], d[1]))
-    labels = connected_components(edges, partitions).persist()
-    labels.count()
-    steps.done("connected components")
-    named = (
-        labels.map(lambda kv: (kv[1], kv[0]))
-        .join(nodes, partitions)
-        .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
-    )  # node -> (cluster position, cluster id)
-    if window is None:
-        assigned = (
-            groups.flatMap(lambda kv: [(kv[0], (p, i, kv[1][0][0][1])) for p, i in kv[1][0]])
-            .leftOuterJoin(named, partitions)
-            .map(_assigned)
-        )
-        empties = documents.filter(lambda d: d[2] is None).map(
-            lambda d: (d[0], (d[1], (d[0], d[1])))
-        )
-        assigned = assigned.union(empties)
-    else:  # every document, a node of the components or a cluster of its own
-        assigned = nodes.leftOuterJoin(named, partitions).map(
-            lambda kv: (kv[0], (kv[1][0], kv[1][1] or (kv[0], kv[1][0])))
-        )
-    clusters: Any = assigned.sortByKey(numPartitions=output_partitions).persist(
+    clusters, labels = _clusters(
+        verified, reps, document_pairs, documents, groups, window is None, partitions, steps
+    )
+    clusters = clusters.sortByKey(numPartitions=output_partitions).persist(
         StorageLevel.MEMORY_AND_DISK
     )
     _write_lines(
@@ -669,24 +467,7 @@ def _run(
     steps.done("clusters.jsonl")
 
     kept = clusters.filter(lambda kv: kv[0] == kv[1][1][0])
-    passage_pairs = contained = None
-    if options.passages or options.drop_contained:
-        shared = spark_passages.shared_passages(texts, config, options.html, partitions)
-        shared = shared.persist(StorageLevel.MEMORY_AND_DISK)
-        passage_pairs = _write_lines(
-            options.out / "passages.jsonl", shared.map(lambda kv: kv[1][2].line(*kv[1][:2]))
-        )
-        steps.done("passages.jsonl")
-        if options.drop_contained:  # the kept documents inside another (PassagePair.contained)
-            inside = (
-                shared.map(lambda kv: (kv[1][2].contained(), None))
-                .filter(lambda kv: kv[0] is not None)
-                .distinct(partitions)
-            )
-            remaining = kept.subtractByKey(inside, partitions).persist()
-            contained = kept.count() - remaining.count()
-            kept = remaining
-        shared.unpersist()
+    kept, passage_pairs, contained = _passages(texts, kept, config, options, partitions, steps)
     # Partition i holds the kept records of split i, read by one task in file order:
     # the output is in input order without a sort, a split's records at a time.
     kept_lines = (
@@ -709,6 +490,116 @@ def _run(
         passage_pairs=passage_pairs,
         contained=contained,
     )
+
+
+def _clusters(
+    verified: Any,
+    reps: Any,
+    document_pairs: Any,
+    documents: Any,
+    groups: Any,
+    by_representatives: bool,
+    partitions: int,
+    steps: _Steps,
+) -> tuple[Any, Any]:
+    """(position -> (id, (cluster position, cluster id)) of every document, the component
+    labels (persisted)): the components of the representatives' pairs, their groups'
+    members with them (without a match window), else of the document pairs."""
+    if by_representatives:
+        # Clusters: the component of each representative, named by its smallest position.
+        edges = verified.map(lambda p: (p[0], p[1]))
+        nodes = reps.mapValues(lambda value: value[0])
+    else:
+        edges = document_pairs.map(lambda kv: kv[0])
+        nodes = documents.map(lambda d: (d[0], d[1]))
+    labels = connected_components(edges, partitions).persist()
+    labels.count()
+    steps.done("connected components")
+    named = (
+        labels.map(lambda kv: (kv[1], kv[0]))
+        .join(nodes, partitions)
+        .map(lambda kv: (kv[1][0], (kv[0], kv[1][1])))
+    )  # node -> (cluster position, cluster id)
+    if by_representatives:
+        assigned = (
+            groups.flatMap(lambda kv: [(kv[0], (p, i, kv[1][0][0][1])) for p, i in kv[1][0]])
+            .leftOuterJoin(named, partitions)
+            .map(_assigned)
+        )
+        empties = documents.filter(lambda d: d[2] is None).map(
+            lambda d: (d[0], (d[1], (d[0], d[1])))
+        )
+        assigned = assigned.union(empties)
+    else:  # every document, a node of the components or a cluster of its own
+        assigned = nodes.leftOuterJoin(named, partitions).map(
+            lambda kv: (kv[0], (kv[1][0], kv[1][1] or (kv[0], kv[1][0])))
+        )
+    return assigned, labels
+
+
+def _documents(
+    sc: Any,
+    splits: Sequence[Split],
+    firsts: Sequence[int],
+    config: CollectionConfig,
+    options: SparkOptions,
+    partitions: int,
+) -> tuple[Any, Any]:
+    """(texts, documents): the input's records ((position, id, text, time)) and their
+    fingerprints (``Document``s, persisted); InputError where an id is used twice."""
+    from pyspark import StorageLevel
+
+    texts = sc.parallelize(list(zip(splits, firsts, strict=False)), max(1, len(splits))).flatMap(
+        partial(_read_split, options.fields)
+    )
+    if len(splits) < partitions:
+        texts = texts.repartition(partitions)
+    documents: Any = texts.mapPartitions(
+        partial(_fingerprint_partition, config, options.html)
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+
+    twice = (
+        documents.map(lambda d: (d[1], 1))
+        .reduceByKey(add, partitions)
+        .filter(lambda kv: kv[1] > 1)
+        .take(1)
+    )
+    if twice:
+        raise InputError(f"the id {twice[0][0]!r} is used twice; ids must be unique")
+    return texts, documents
+
+
+def _passages(
+    texts: Any,
+    kept: Any,
+    config: CollectionConfig,
+    options: SparkOptions,
+    partitions: int,
+    steps: _Steps,
+) -> tuple[Any, int | None, int | None]:
+    """(kept, passage pairs, contained) with --passages / --drop-contained: passages.jsonl
+    written, and the kept documents inside another left out (PassagePair.contained)."""
+    from pyspark import StorageLevel
+
+    passage_pairs = contained = None
+    if options.passages or options.drop_contained:
+        shared = spark_passages.shared_passages(texts, config, options.html, partitions)
+        shared = shared.persist(StorageLevel.MEMORY_AND_DISK)
+        passage_pairs = _write_lines(
+            options.out / "passages.jsonl", shared.map(lambda kv: kv[1][2].line(*kv[1][:2]))
+        )
+        steps.done("passages.jsonl")
+        if options.drop_contained:  # the kept documents inside another (PassagePair.contained)
+            inside = (
+                shared.map(lambda kv: (kv[1][2].contained(), None))
+                .filter(lambda kv: kv[0] is not None)
+                .distinct(partitions)
+            )
+            remaining = kept.subtractByKey(inside, partitions).persist()
+            contained = kept.count() - remaining.count()
+            kept = remaining
+        shared.unpersist()
+    return kept, passage_pairs, contained
 
 
 def _group(
