@@ -141,20 +141,14 @@ class PassageSearch(TableMatcher):
         keys: Sequence[npt.NDArray[np.uint64]],
         bar: float | None = None,
         near: tuple[Rows, Rows] | None = None,
-        hosts: Sequence[int] | None = None,
-        excludes: Sequence[int] | None = None,
     ) -> list[Candidates]:
         """The candidates of several texts (an insert batch), in one lookup, with what
         they share (``find``'s ``candidates``); with a ``bar``, only those that may
-        cover it and the (text, row) pairs ``near``; with ``hosts`` (the texts'), their
-        hosts' chrome counted for none of their pages, ``excludes`` (their own rows) not
-        among them (PassageIndex.candidates_hosted)."""
-        found, boilerplate, pages = self.index.candidates_hosted(keys, bar, near, hosts, excludes)
+        cover it and the (text, row) pairs ``near`` (PassageIndex.candidates_counted)."""
+        found, boilerplate = self.index.candidates_counted(keys, bar, near)
         return [
-            Candidates(rows, shared, common, host_pages=text_pages)
-            for (rows, shared), common, text_pages in zip(
-                found, boilerplate.tolist(), pages, strict=True
-            )
+            Candidates(rows, shared, common)
+            for (rows, shared), common in zip(found, boilerplate.tolist(), strict=True)
         ]
 
     def candidates_of(
@@ -164,15 +158,20 @@ class PassageSearch(TableMatcher):
         near: tuple[Rows, Rows] | None = None,
     ) -> list[Candidates]:
         """``counted_candidates`` of queries, their hosts' chrome counted for none of
-        their pages; each query told what its host's stored pages hold (its
-        ``host_pages``)."""
-        found = self.counted_candidates(
+        their pages (their own rows not among them), each query told what its host's
+        stored pages hold (its ``host_pages``; PassageIndex.candidates_hosted)."""
+        found, boilerplate, pages = self.index.candidates_hosted(
             [q.keys for q in queries], bar, near, [q.host for q in queries],
             [q.exclude for q in queries],
         )  # fmt: skip
-        for asked, candidates in zip(queries, found, strict=True):
-            asked.host_pages = candidates.host_pages
-        return found
+        for asked, text_pages in zip(queries, pages, strict=True):
+            asked.host_pages = text_pages
+        return [
+            Candidates(rows, shared, common, host_pages=text_pages)
+            for (rows, shared), common, text_pages in zip(
+                found, boilerplate.tolist(), pages, strict=True
+            )
+        ]
 
     def find(
         self,
