@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.service.keys import ACTIONS, Action, Grant, check_pattern
 
@@ -23,6 +23,21 @@ Description = Annotated[str, Field(max_length=1000)]
 Actions = Annotated[list[Action], Field(min_length=1, max_length=len(ACTIONS))]
 Patterns = Annotated[list[Pattern], Field(min_length=1, max_length=100)]
 PerSecond = Annotated[float, Field(gt=0, le=1e9)]
+
+
+def _text_only(value: object) -> object:
+    """A time is ISO 8601 text: a number is refused (seconds or milliseconds would be a
+    guess)."""
+    if not isinstance(value, str | datetime):
+        raise ValueError("not an ISO 8601 time such as 2026-01-01T00:00:00Z")
+    return value
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+Moment = Annotated[datetime, BeforeValidator(_text_only), AfterValidator(_utc)]
 
 
 class RateIn(BaseModel):
@@ -50,7 +65,7 @@ class KeyIn(BaseModel):
         "or * for all of them."
     )
     collections: Patterns
-    expires_at: datetime | None = Field(
+    expires_at: Moment | None = Field(
         None, description="When the key stops working (ISO 8601; UTC when no offset)."
     )
     rate: RateIn | None = None
@@ -68,7 +83,7 @@ class KeyPatch(BaseModel):
     description: Description | None = None
     actions: Actions | None = None
     collections: Patterns | None = None
-    expires_at: datetime | None = None
+    expires_at: Moment | None = None
     rate: RateIn | None = None
 
     def changes(self) -> dict[str, Any]:
@@ -82,8 +97,6 @@ class KeyPatch(BaseModel):
 def _changes(given: dict[str, Any]) -> dict[str, Any]:
     if given.get("expires_at") is not None:
         moment: datetime = given["expires_at"]
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
         given["expires_at"] = moment.timestamp()
     return given
 
