@@ -37,6 +37,7 @@ import numpy.typing as npt
 import orjson
 
 from app.collection_config import CollectionConfig, NgramConfig
+from app.core import _ngram_kernels as ngram_kernels
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import CJK_RANGES
@@ -254,8 +255,9 @@ def ngram_similarity(short_a: str, short_b: str, ngram: NgramConfig) -> float:
 
 def prefix_length(size: int, threshold: float) -> int:
     """Tokens of a set of ``size`` that any set with Jaccard >= threshold must share one
-    of (AllPairs' prefix filter), one more than the minimum against rounding."""
-    return min(size, size - math.ceil(threshold * size - 1e-9) + 2)
+    of (AllPairs' prefix filter): the n-gram index's rule (its kernels' prefix_length)
+    with one shared token."""
+    return int(ngram_kernels.prefix_length(size, threshold, 1))
 
 
 # ---------------------------------------------------------------------------- output

@@ -14,7 +14,6 @@ no other method found.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -24,6 +23,10 @@ import numpy.typing as npt
 from app.backends.redis.store.grams import GramTable, ordered
 from app.backends.redis.store.wire import Command
 from app.collection_config import NgramConfig
+
+# The bounds the kernels use (loosened by a hair against rounding, never tightened), called
+# from Python: one rule for the embedded index, Redis and the batch job.
+from app.core._ngram_kernels import at_least, at_most, prefix_length
 from app.core.ngram import DEFAULT_PREFIX_MATCHES, gram_sets
 from app.core.template import differing_numbers
 from app.core.types import Rows
@@ -33,27 +36,6 @@ Codes = npt.NDArray[np.uint64]
 # a stored text, and cuts the candidates several-fold (NgramIndex's default, measured in
 # bench/ngram.py).
 PREFIX_MATCHES = DEFAULT_PREFIX_MATCHES
-# Bounds from the float threshold are loosened by a hair, never tightened (as in the
-# kernels), so that rounding drops no match; the decision is the exact comparison.
-_SLACK = 1e-9
-
-
-def at_least(value: float) -> int:
-    return math.ceil(value - _SLACK * max(1.0, abs(value)))
-
-
-def at_most(value: float) -> int:
-    return math.floor(value + _SLACK * max(1.0, abs(value)))
-
-
-def prefix_length(count: int, threshold: float) -> int:
-    """Tokens of a set of ``count`` indexed (or probed) so that two sets with Jaccard >= t
-    meet in min(k, their shared tokens) of them: a set y shares o >= ceil(t |y|) tokens,
-    at most |y| - o of its tokens are not shared, so its first |y| - ceil(t |y|) + k
-    tokens hold its first k shared ones."""
-    if count == 0:
-        return 0
-    return min(count, count - at_least(threshold * count) + PREFIX_MATCHES)
 
 
 @dataclass(frozen=True)
@@ -81,7 +63,7 @@ class RedisNgram:
         return gram_sets(texts, self.size, self.cjk_size)
 
     def _prefix(self, codes: Codes) -> Codes:
-        return ordered(codes)[: prefix_length(len(codes), self.threshold)]
+        return ordered(codes)[: prefix_length(len(codes), self.threshold, PREFIX_MATCHES)]
 
     def writes(self, command: str, texts: list[str], rows: Rows) -> list[Command]:
         """``ZADD`` (or ``ZREM``) of the prefix entries of stored short texts."""
