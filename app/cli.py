@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from app.storage.sqlite import SQLiteStore
 # The server's modules (uvicorn, FastAPI, numba) are imported by the commands that use
 # them: `neardup search` and `neardup insert` are HTTP clients and start without them.
-# Even the settings (pydantic, 0.3 s) wait: `neardup serve` first starts reading its
-# segments (_segments_read_ahead).
+# Even the settings (pydantic, a noticeable import) wait: `neardup serve` first starts
+# reading its segments (_segments_read_ahead; docs/benchmarks.md, "Start-up and restarts").
 
 
 def serve(arguments: argparse.Namespace) -> None:

@@ -1,12 +1,13 @@
 """Tables the kernels use, kept beside numba's cache so that a start reads them.
 
-The class table of word tokenisation (app/core/fingerprint.py's ``char_classes``) takes
-0.15-0.3 s of every start to make (one unicodedata call for each of the 1.1 million code
-points, holding the GIL beside the segment's restore). ``neardup warm-up`` (the install)
-and the first start keep it in numba's cache directory (NUMBA_CACHE_DIR, else
-app/core/__pycache__), under a name holding the hash of what it is made from, with an
-xxh3-64 of its bytes after them; a start adopts it where both match, and makes it
-otherwise. A directory that cannot be written leaves every start making it, as before.
+The class table of word tokenisation (app/core/fingerprint.py's ``char_classes``) is a
+visible part of a start to make (one unicodedata call for each of the 1.1 million code
+points, holding the GIL beside the segment's restore; docs/journal.md, "Issue 27").
+``neardup warm-up`` (the install) and the first start keep it in numba's cache directory
+(NUMBA_CACHE_DIR, else app/core/__pycache__), under a name holding the hash of what it is
+made from, with an xxh3-64 of its bytes after them; a start adopts it where both match,
+and makes it otherwise. A directory that cannot be written leaves every start making it,
+as before.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def char_classes_path(directory: Path | None = None) -> Path:
 
 
 def ready_char_classes(directory: Path | None = None) -> None:
-    """The table in memory: already there, adopted from where it was kept, or made
-    (0.15-0.3 s) and kept for the next start."""
+    """The table in memory: already there, adopted from where it was kept, or made (the
+    slow way, once) and kept for the next start."""
     if fingerprint.has_char_classes() or load_char_classes(directory):
         return
     save_char_classes(directory)

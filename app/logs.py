@@ -35,7 +35,7 @@ class JsonFormatter(logging.Formatter):
     request_id, time (ISO 8601, UTC) and the traceback as exc_info when there is one.
 
     Written with orjson: the access line of every request goes through here, and
-    python-json-logger took 38 us a line, this 18 us with the logging machinery."""
+    python-json-logger took about twice as long a line."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -94,8 +94,8 @@ class AccessLog:
 
     The lines are those the "neardup.access" logger's handler would write (the same JSON
     fields, or the text format), without the logging machinery: a LogRecord, the filter,
-    the handler's lock and a write and flush per line cost a search about 40 us of the
-    event loop's time, 15% of it (docs/benchmarks.md); a line here costs about 4 us. The
+    the handler's lock and a write and flush per line were a large share of a search's
+    time on the event loop, a line here a small one (docs/journal.md, "Issue 11"). The
     price: a line reaches the stream up to ``flush_seconds`` late, and a killed process
     loses the lines of its last ``flush_seconds``.
     """
@@ -163,7 +163,8 @@ class AccessLog:
 
     def _iso_time(self, now: float) -> str:
         """ISO 8601 in UTC with microseconds, as JsonFormatter writes it; the date and
-        time of day formatted once a second (datetime's isoformat took 3 us a line)."""
+        time of day formatted once a second (datetime's isoformat on every line is not
+        needed)."""
         second, prefix = self._second
         if int(now) != second:
             second = int(now)

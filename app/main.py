@@ -111,8 +111,8 @@ def create_app(
                 registry.open()
                 release_free_memory()
                 # What the start built lives as long as the process: out of the cyclic
-                # collector's way, a full collection scans only what came since (at
-                # 80,000 documents one took 120 ms of a request's time, now 0.01 ms).
+                # collector's way, a full collection scans only what came since, not the
+                # rebuilt state that would otherwise stall a request (docs/journal.md, "Issue 11").
                 gc.freeze()
                 registry.start_background(app.state.metrics)
             except Exception as error:

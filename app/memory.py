@@ -9,10 +9,10 @@ import time
 from functools import cache
 
 # Background trims at most this often. malloc_trim holds each arena's lock while it walks
-# it, and the event loop's allocations wait for the main arena: 5-15 ms at a heap of a
-# few hundred MB. After every merge and every 50,000 evictions, that stall landed on about
-# one search in a hundred during the soak (search p99 +30-40%); memory freed in a steady
-# state is reused by the next inserts anyway.
+# it, and the event loop's allocations wait for the main arena. After every merge and
+# every 50,000 evictions, that stall landed on about one search in a hundred during the
+# soak and showed in its search p99 (docs/journal.md, "Issue 13"); memory freed in a
+# steady state is reused by the next inserts anyway.
 TRIM_INTERVAL_SECONDS = 60.0
 
 

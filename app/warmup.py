@@ -3,8 +3,9 @@
 numba compiles a kernel on its first call, once for each combination of argument types,
 and with ``cache=True`` keeps the machine code on disk (``__pycache__`` beside the source,
 or ``NUMBA_CACHE_DIR``), keyed by the source's contents and the CPU. Compiling them all
-takes some 20 s; ``neardup warm-up`` pays it at set-up (``make run``, the Docker build)
-so that a start only loads them. The kernels are reached through the service, on the
+takes far longer than loading them (docs/benchmarks.md, "Start-up and restarts"); ``neardup
+warm-up`` pays it at set-up (``make run``, the Docker build) so that a start only loads
+them. The kernels are reached through the service, on the
 paths that requests and the start-up rebuild take, so that each is compiled for the types
 those paths pass: a read-only array (documents read back from SQLite) is a type of its
 own, and so is each kind of text (ASCII, other scripts, HTML). The kernels of

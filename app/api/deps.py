@@ -40,7 +40,8 @@ def registry_of(request: Request) -> ServiceRegistry:
 
 def collection_of(request: Request, name: str) -> ServiceCollection:
     """The hot routes (documents, search) call this instead of depending on
-    CollectionDep: FastAPI's dependency solving cost each request ~40 us."""
+    CollectionDep: FastAPI's dependency solving is a per-request cost these routes do not
+    need (bench/bare_wrk.py; docs/journal.md, "Issue 11")."""
     return registry_of(request).get(name)
 
 

@@ -33,7 +33,8 @@ STATUS_OF: dict[type[errors.NeardupError], int] = {
     errors.UnknownKey: 404,
 }
 # A 503 while the indexes are rebuilt says when to come back, in seconds (RFC 9110
-# 10.2.3): an empty or small data directory is ready about a second after the start.
+# 10.2.3): an empty or small data directory is ready within seconds of the start
+# (docs/benchmarks.md, "Start-up and restarts").
 RETRY_AFTER = {"Retry-After": "1"}
 HEADERS_OF: dict[type[errors.NeardupError], dict[str, str]] = {errors.NotReady: RETRY_AFTER}
 CODE_OF_STATUS = {

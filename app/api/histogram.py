@@ -1,9 +1,9 @@
 """Counters and histograms for /metrics at a fraction of prometheus_client's cost.
 
 prometheus_client's ``Histogram.observe`` walks its buckets in Python and takes a lock for
-each value it changes: ~3 us an observation, and a single insert makes four of them (its
-latency, and the three of its group commit on the SQLite writer), ~10 us of the ~130 us of
-GIL a single insert holds (issue 11, bench/bare_wrk.py --py-spy). Here an observation is
+each value it changes, and a single insert makes four observations (its latency, and the
+three of its group commit on the SQLite writer): a share of the GIL a single insert holds
+worth removing (bench/bare_wrk.py --py-spy; docs/journal.md, "Issue 11"). Here an observation is
 one ``bisect`` and two additions under one lock; the figures are turned into Prometheus's
 families only when /metrics is scraped (``MetricFamilies.collect``), with the same names,
 labels and ``le`` bounds as prometheus_client writes them.

@@ -122,9 +122,9 @@ _WORD_CATEGORIES = frozenset(("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "N
 
 
 def computed_char_classes() -> npt.NDArray[np.uint8]:
-    """uint8 class of every code point for word tokenisation (0.15-0.3 s of a start: maps
-    and array operations, no Python loop over the 1.1 million code points, but one
-    unicodedata call each, holding the GIL).
+    """uint8 class of every code point for word tokenisation (a visible part of a start,
+    hence kept by app/kernel_tables.py: maps and array operations, no Python loop over the
+    1.1 million code points, but one unicodedata call each, holding the GIL).
 
     Letters, marks and digits are word characters; a character of a script written
     without spaces (the ranges of ``is_no_space_script``) is a token by itself; everything
@@ -332,9 +332,9 @@ def _fingerprint_one_ascii(
     text: str, params: FingerprintParams, short_chars: int
 ) -> tuple[Fingerprints, npt.NDArray[np.int64]] | None:
     """fingerprint_nonempty of one ASCII text (a search, a single insert) without the
-    batch's bookkeeping: the numpy calls that lay out and sort a batch cost one text
-    about 40 us, more than normalising it. None when the text is empty once normalised
-    (the batch path reports that)."""
+    batch's bookkeeping: the numpy calls that lay out and sort a batch cost one text more
+    than normalising it (docs/journal.md, "Issue 11"). None when the text is empty once
+    normalised (the batch path reports that)."""
     raw = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     normalized = np.empty(len(raw), dtype=np.uint8)
     offsets = np.empty(2, dtype=np.int64)

@@ -53,7 +53,7 @@ def optimal_bands(
     """(b, r) minimising the weighted false positive and false negative areas; the first
     (b, then r, ascending) of those within 1e-12 of the least. O(K log K) pairs, each
     integrated over a 2,001-point grid, _PAIRS_AT_ONCE pairs per numpy call (a start
-    makes a collection's index with it: one pair at a time took 0.47 s at K = 128)."""
+    makes a collection's index with it, so one pair at a time would slow every start)."""
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), not {threshold}")
     below, above = _GRID[threshold >= _GRID], _GRID[threshold <= _GRID]

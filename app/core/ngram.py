@@ -181,8 +181,8 @@ ORDER_REFRESH_GROWTH = 16
 # the rows: enough to rank every q-gram that matters for candidates, and a bounded cost.
 ORDER_SAMPLE_ROWS = 65_536
 # At most this many of the commonest q-grams get a class above 0 (6 bytes a slot at load
-# 1/2: 768 KB, in L2: at 1M texts a table of 2^18 codes and 64-bit keys cost 1 us of L3
-# misses per text inserted); the rest are rare by any measure that matters here.
+# 1/2: 768 KB, in L2; a larger table of 64-bit keys spills to L3 and every text inserted
+# pays its misses: bench/ngram.py); the rest are rare by any measure that matters here.
 ORDER_MAX_ENTRIES = 1 << 16
 # The table's unsorted tail: single inserts (about 20 entries each at t = 0.7) fill it
 # and flush it, sorted, into the buffer, a copy of the buffer that at 1M texts costs

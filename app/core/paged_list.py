@@ -153,9 +153,9 @@ class PagedList(Generic[T]):
     per page touched (O(PAGE_ROWS) decodes to unpack one).
 
     A page is a numpy array of objects, not a list: the garbage collector does not look
-    into it, where lists made every full collection visit each object held (8 ms of CPU
-    for 500,000 ids; ids, metadata and texts hold no reference back, so no cycle goes
-    through a page).
+    into it, where lists made every full collection visit each object held (a stall that
+    grows with the ids held; ids, metadata and texts hold no reference back, so no cycle
+    goes through a page).
 
     >>> names = PagedList[str]()
     >>> names.assign(np.array([0, 5000]), ["a", "b"])
@@ -417,8 +417,8 @@ class PagedList(Generic[T]):
         lengths = np.diff(ends, prepend=0)
         if len(ends) and (int(ends[-1]) != len(data) or bool(np.any(lengths < 0))):
             raise SavedStateError("saved objects' ends do not fit their bytes")
-        # Objects a page holds, for every page at once (a per-page count cost 0.24 s
-        # at 10M rows).
+        # Objects a page holds, for every page at once (a per-page count in Python is a
+        # loop over every page at a restart).
         present = lengths > 0
         starts = np.arange(0, len(ends), self.PAGE_ROWS)
         counts = np.add.reduceat(present, starts).tolist() if len(ends) else []

@@ -302,8 +302,8 @@ def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """Fingerprints as the table holds them: through MurmurHash3's finaliser, a bijection.
     Winnowing keeps the smallest hash of each window, so fingerprints crowd the low end
     of the key space (the median near 0.12 of it), where a directory bucket then holds
-    ten times its share; spread evenly, every lookup's bucket is small (session 12,
-    ``bench.passages --lookups`` with 2^16 buckets: 204 against 228 ns a key)."""
+    ten times its share; spread evenly, every lookup's bucket is small (``python -m
+    bench.passages --lookups``; docs/journal.md, "Issue 26")."""
     return fmix64_array(keys)
 
 

@@ -32,8 +32,9 @@ _CAN_RELEASE = hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_PRIVATE")
 
 # A large array reserves the address space of this many rows (or four times what it
 # needs, if more) up front, and grows by taking a longer view of it: growth copied the
-# whole array before, on the event loop, which at 200,000 documents stalled every request
-# for 140-250 ms (the signatures, 512 bytes a row). Address space, not memory: the pages
+# whole array before, on the event loop, which stalled every request in flight (the
+# signatures, 512 bytes a row; docs/journal.md, "Issue 11"). Address space, not memory: the
+# pages
 # are not resident until written, and MAP_NORESERVE keeps them out of the kernel's
 # commit accounting.
 RESERVE_ROWS = 1 << 25
@@ -49,7 +50,8 @@ def reserved_rows(
     held by an index, as the signatures a restart loads. ``filled_at_once``: the caller
     writes every row now (a column a restart reads), so those rows are asked for on huge
     pages where the kernel allows (transparent huge pages, madvise): a 2 MB page is
-    faulted in where 512 were, and an 80 MB column is read 3x faster (70 ms -> 25 ms)."""
+    faulted in where 512 were, so a column is read with far fewer faults (docs/journal.md,
+    "Issue 27")."""
     reserved, mapping = _allocate((count, *width), np.dtype(dtype))
     view: npt.NDArray[Any] = reserved[:count]
     huge = getattr(mmap, "MADV_HUGEPAGE", None)

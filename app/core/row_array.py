@@ -56,8 +56,8 @@ def ascending_run(rows: npt.NDArray[np.integer]) -> tuple[int, int] | None:
 def gathered(values: npt.NDArray[Any], rows: npt.NDArray[np.integer]) -> npt.NDArray[Any]:
     """``values[rows]``, read-only: a view of one slice where the rows are one ascending
     run (a restart's live rows, when none below or only the oldest are gone), else a
-    gather. O(rows) comparisons, against a gather's O(rows) random reads (10M rows: some
-    15 ms against 100-400 ms)."""
+    gather. O(rows) comparisons, against a gather's O(rows) random reads (bench/restart.py;
+    docs/journal.md, "Issue 27")."""
     run = ascending_run(rows)
     if run is None or run[0] < 0 or run[1] > len(values):
         gather: npt.NDArray[Any] = values[rows]
@@ -255,7 +255,7 @@ def claim_rows(
     rows = np.asarray(rows, dtype=np.int64).reshape(-1)
     if len(rows) == 0:
         return rows
-    if len(rows) == 1:  # a single insert: scalar checks, no array reductions (~10 us less)
+    if len(rows) == 1:  # a single insert: scalar checks, no array reductions' fixed cost
         row = int(rows[0])
         if row < 0:
             raise ValueError("row numbers must not be negative")

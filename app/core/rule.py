@@ -50,7 +50,7 @@ SMALL_BATCH = 64
 @functools.lru_cache(maxsize=SMALL_BATCH + 1)
 def all_pairs(count: int) -> tuple[Rows, Rows]:
     """(later, earlier) of every pair of ``count`` positions, read-only and cached:
-    np.tril_indices costs ~10 us a call, more than comparing the pairs of a few documents.
+    np.tril_indices costs more a call than comparing the pairs of a few documents.
     O(count^2) memory once per count."""
     later, earlier = np.tril_indices(count, -1)
     pairs = (later.astype(np.int64), earlier.astype(np.int64))
@@ -92,7 +92,7 @@ def positions_of(ends: Rows) -> Rows:
         return np.zeros(total, dtype=np.int64)
     counts = np.empty(len(ends), dtype=np.int64)
     counts[0] = ends[0]
-    np.subtract(ends[1:], ends[:-1], out=counts[1:])  # np.diff(prepend=) costs ~10 us
+    np.subtract(ends[1:], ends[:-1], out=counts[1:])  # np.diff(prepend=) allocates twice
     return np.repeat(np.arange(len(ends), dtype=np.int64), counts)
 
 

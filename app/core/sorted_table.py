@@ -73,9 +73,8 @@ def promotion_due(main: int) -> int | None:
 # Runs of at least MIN_DIRECTORY_ENTRIES get a directory on the top bits of each key, 8-16
 # keys a bucket (directory_bits): a lookup reads the bucket's entry and the bucket's two
 # lines, both fetched ahead while earlier keys are looked up, where a binary search over
-# millions of keys waits on a chain of ~20 misses (bench/passages.py --lookups: 116-134 ns
-# a key at 44M entries, against 190 with 2^16 buckets and 476-576 galloping). It costs
-# 0.5-1 byte an entry (8 bytes a bucket).
+# millions of keys waits on a chain of ~20 misses (bench/passages.py --lookups;
+# docs/journal.md, "Issue 26"). It costs 0.5-1 byte an entry (8 bytes a bucket).
 MIN_DIRECTORY_ENTRIES = 1 << 16
 DIRECTORY_KEYS_A_BUCKET_BITS = 4  # between 2^3 and 2^4 keys a bucket
 MAX_DIRECTORY_BITS = 30
@@ -211,8 +210,8 @@ def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = 
     size = len(first) + len(second)
     if dropped is not None:
         size = kernels.kept_entries(first.rows, second.rows, drop)
-    # Allocated by numpy, which backs large arrays with huge pages (numba does not): a
-    # lookup in a 44M-entry run then costs 137 ns a key instead of 198 (fewer TLB misses).
+    # Allocated by numpy, which backs large arrays with huge pages (numba does not): fewer
+    # TLB misses a lookup (bench/passages.py --lookups; docs/journal.md, "Issue 26").
     keys = np.empty((lanes, size), dtype=np.uint64)
     rows = np.empty((lanes, size), dtype=np.int32)
     kernels.merge_sorted_lanes(first.keys, first.rows, second.keys, second.rows, drop, keys, rows)

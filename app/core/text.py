@@ -39,10 +39,10 @@ _SPACE_BETWEEN_NO_SPACE_CHARS = re.compile(f"(?<=[{_NO_SPACE_CLASS}]) (?=[{_NO_S
 
 
 # NFKC maps full-width ASCII (U+FF01-FF5E) and the ideographic space to ASCII, but one such
-# character sends unicodedata down its slow path (~75 us for 500 Chinese characters with
-# their usual full-width commas). Mapping them first with the same result leaves NFKC on
-# its fast path (~12 us); NFKC of the mapped text equals NFKC of the original because
-# their compatibility decompositions are the same.
+# character sends unicodedata down its slow path (Chinese text with its usual full-width
+# commas). Mapping them first with the same result leaves NFKC on its fast path
+# (bench/fingerprints.py, docs/benchmarks.md, "Fingerprints"); NFKC of the mapped text
+# equals NFKC of the original because their compatibility decompositions are the same.
 _FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")
 _FULL_WIDTH_TO_ASCII = {chr(cp): chr(cp - 0xFEE0) for cp in range(0xFF01, 0xFF5F)} | {"\u3000": " "}
 
@@ -77,7 +77,7 @@ def repair_controls(text: str) -> str:
     control character (NUL, escape, DEL, the five C1 bytes Windows-1252 leaves undefined)
     counts as white space.
 
-    Cost: one regex scan (~7 us for 3 KB); texts with controls pay a second pass.
+    Cost: one regex scan; texts with controls pay a second pass.
 
     >>> repair_controls("it\x92s\x00here")
     'it’s here'

@@ -209,7 +209,7 @@ class SimHashMatcher(TableMatcher):
 
 
 # All pairs of a batch compare K values each: below this many documents that beats
-# hashing and sorting band keys (~16 us at 7 documents against ~6).
+# hashing and sorting band keys (bench/bare_wrk.py; docs/journal.md, "Issue 11").
 SMALL_MINHASH_BATCH = 16
 
 

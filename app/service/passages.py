@@ -414,8 +414,8 @@ def shared_counts(keys: list[npt.NDArray[np.uint64]], max_holders: int) -> Share
         return SharedCounts(empty, empty, empty, np.zeros(texts, dtype=np.int64))
     flat = np.concatenate(keys)
     owner = np.repeat(np.arange(texts, dtype=np.int64), counts)
-    # The unstable sort (a stable one costs 4x on a batch's ~28k keys): the holders of a
-    # key are ordered in the kernel.
+    # The unstable sort (a stable one costs several times as much on a batch's keys;
+    # bench/passages.py): the holders of a key are ordered in the kernel.
     order = np.argsort(flat)
     flat, owner = flat[order], owner[order]
     starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))

@@ -163,8 +163,9 @@ def not_among(
     values: npt.NDArray[np.int64], ascending: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """The distinct values not in ``ascending`` (sorted, distinct): np.setdiff1d without
-    its two hash passes over every document (1.2 s at 1M), as most documents name their
-    own cluster. O(n + k log n) for k values that are not their own row."""
+    its two hash passes over every document (a visible part of a restart: docs/journal.md,
+    "Issue 27"), as most documents name their own cluster. O(n + k log n) for k values
+    that are not their own row."""
     others = (
         np.unique(values[values != ascending])
         if len(values) == len(ascending)

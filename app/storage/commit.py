@@ -1,11 +1,11 @@
 """When a change queued for the store is durable: waited for by a thread or a coroutine.
 
-``concurrent.futures.Future`` with ``asyncio.wrap_future`` did this job at ~20 us a single
-insert (a Condition on the writer's side, a chained asyncio future, one wake-up of the
-event loop per waiter; issue 11, bench/bare_wrk.py --py-spy). A ``Commit`` holds its
-outcome under a plain lock, makes a ``threading.Event`` only when a thread blocks on it,
-and ``settle`` wakes all the coroutines waiting on one group commit with one call into
-their loop.
+``concurrent.futures.Future`` with ``asyncio.wrap_future`` did this job at a cost a
+single insert felt (a Condition on the writer's side, a chained asyncio future, one
+wake-up of the event loop per waiter; bench/bare_wrk.py --py-spy, docs/journal.md, "Issue
+11"). A ``Commit`` holds its outcome under a plain lock, makes a ``threading.Event`` only
+when a thread blocks on it, and ``settle`` wakes all the coroutines waiting on one group
+commit with one call into their loop.
 """
 
 from __future__ import annotations

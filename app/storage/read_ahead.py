@@ -1,14 +1,14 @@
 """Segment files read and verified ahead of the start that opens them.
 
 A start must verify every byte of every segment file before its first answer (never an
-answer from a bad segment): at 10M documents 8.8 GB, about 1.4 s of hashing with the
-files in the page cache, 0.7 s more to read the narrow per-row columns into memory, and
-the faults that bring the mapped files' pages in. None of it holds the GIL, so none of it
-need wait until the process is ready to open the segments: ``neardup serve`` starts a
-ReadAhead in its first moments, and it reads every file named by a verified manifest as
-the open would (mapped or read, and verified) while the process imports its modules
-(some 2 s on one core). The open then takes each array from here, and reads itself only
-what was not done yet.
+answer from a bad segment): at 10M documents 8.8 GB to hash, the narrow per-row columns
+to read into memory, and the faults that bring the mapped files' pages in. None of it
+holds the GIL, so none of it need wait until the process is ready to open the segments:
+``neardup serve`` starts a ReadAhead in its first moments, and it reads every file named
+by a verified manifest as the open would (mapped or read, and verified) while the process
+imports its modules, which take about as long (docs/benchmarks.md, "Start-up and
+restarts"). The open then takes each array from here, and reads itself only what was not
+done yet.
 
 What was read from a file is handed out only while it is the same file (its inode, size
 and modification time): a file replaced or written since is read again by the open.

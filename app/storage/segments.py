@@ -59,8 +59,8 @@ MANIFEST = "manifest.json"
 _CHUNK_BYTES = 1 << 24  # written this much at a time
 # Read and hashed this much per call, without the GIL. Large: between two calls a thread
 # waits for the GIL, up to the 5 ms switch interval while another holds it (the imports,
-# beside a read-ahead), which at 16 MB a call (2 ms of hashing) left it idle most of
-# the time.
+# beside a read-ahead), which with calls of a few MB left it idle most of the time
+# (docs/journal.md, "Issue 27").
 READ_CHUNK_BYTES = 1 << 30
 # The steps of a write, in order; a test may kill the process at any of them.
 WRITE_STEPS = ("files", "files-synced", "manifest", "renamed", "done")

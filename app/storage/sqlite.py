@@ -73,7 +73,8 @@ Change = Callable[[sqlite3.Connection], object]
 T = TypeVar("T")
 
 
-# Not frozen: a frozen dataclass sets each field through object.__setattr__, ~1 us a change.
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, a slow path
+# for a record changed on every write.
 @dataclass(slots=True)
 class Queued:
     """A change waiting for the writer, and its commit."""
@@ -230,8 +231,8 @@ class SQLiteStore:
             connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             # A new database's pages (an existing one keeps its own): the kept texts (3 KB
             # a row beside its fingerprints) fit a 16 KB page where a 4 KB one chains two
-            # overflow pages a row. 20,000 Reuters texts of 3 KB: 31 against 62 us a row
-            # written, 12 against 28 read by primary key (a search's candidates).
+            # overflow pages a row, so a row is written and read by primary key (a search's
+            # candidates) about twice as fast (docs/journal.md, "Issue 42").
             connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(f"PRAGMA synchronous={self.synchronous}")
@@ -257,10 +258,10 @@ class SQLiteStore:
                         connection.execute(statement)
                 connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 connection.execute("COMMIT")
-            # No integrity check of the whole file here: it reads every page (3 s at 3M
-            # documents with the file cached, 20 s not), where a start from segments
-            # reads a few. SQLite refuses a damaged page when it reads it; ``integrity``
-            # (neardup check) reads them all.
+            # No integrity check of the whole file here: it reads every page, which at
+            # millions of documents is most of a start (docs/journal.md, "Issue 27"), where
+            # a start from segments reads a few. SQLite refuses a damaged page when it reads
+            # it; ``integrity`` (neardup check) reads them all.
         except sqlite3.DatabaseError as error:
             raise StoreDamaged(
                 f"{self.path} is not a usable neardup database ({error}). Restore it from a "

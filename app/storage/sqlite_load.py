@@ -221,10 +221,10 @@ def _load_documents(
     last SPOT_CHECK_ROWS live documents below its rows are read (no text below: a
     collection reads a kept text when it verifies it); from there on, in up
     to three passes: the records (ids, times, clusters, metadata) aggregated by SQLite
-    into one string a column per range of rows, parsed by numpy (no Python tuple a
-    row: ~5 s of 7 at 1M); the fingerprints, LOAD_CHUNK_ROWS rows at a time, the
-    signatures copied once, into an array their index can hold as it is; and texts,
-    where the collection keeps any."""
+    into one string a column per range of rows, parsed by numpy (no Python tuple a row,
+    which was most of a load: docs/journal.md, "Issue 27"); the fingerprints,
+    LOAD_CHUNK_ROWS rows at a time, the signatures copied once, into an array their index
+    can hold as it is; and texts, where the collection keeps any."""
     num_perm = int(config["minhash"]["num_perm"]) if config["minhash"]["enabled"] else 0
     # Apart: SQLite reads one end of the primary key for each, where both at once scan.
     (low,) = connection.execute(

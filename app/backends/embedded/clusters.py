@@ -21,8 +21,8 @@ class ClusterMembers:
 
     A cluster's rows are one int64 array in a dict of ints: the garbage collector tracks
     neither, where an object and a list per cluster made every full collection visit them
-    in memory the stream had scattered (40 of its 48 ms of CPU, holding the GIL, at
-    500,000 documents held, every few seconds under inserts)."""
+    in memory the stream had scattered (most of a collection's CPU, holding the GIL, every
+    few seconds under inserts; docs/journal.md, "Issue 13")."""
 
     __slots__ = ("_clusters",)
 

@@ -213,7 +213,8 @@ class PassageSearch(TableMatcher):
     ) -> list[Candidates]:
         """Each query's candidates (``counted_candidates``) with the texts ``find`` will
         verify, read for all of them at once (an insert batch: one statement for every
-        document, not one each; about 20 us a statement saved, besides 11 us a text).
+        document, not one each: a statement costs more than a text it reads;
+        docs/journal.md, "Issue 42").
         The first CANDIDATES of each, its own row and its copies left out; ``find`` reads
         any other it needs itself. O(rows)."""
         wanted: set[int] = set()

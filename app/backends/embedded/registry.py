@@ -121,8 +121,9 @@ class Registry:
         """Rebuild every stored collection (its indexes from its segment where one
         verifies, app/backends/embedded/saving.py), create ``default`` if it is missing,
         and compile the kernels, so that the first request after /readyz is not slow."""
-        # The kernels load beside the reading (at 10M documents the checksums of the
-        # segment's files take ~1 s without the GIL, the warm-up ~1 s with it).
+        # The kernels load beside the reading: the checksums of the segment's files run
+        # without the GIL, the warm-up with it, so the two overlap (docs/benchmarks.md,
+        # "Start-up and restarts").
         warming = _Background(warm_up)
         # Made as the store reads each collection's settings: its segment, opened
         # then, says which fingerprints the store need not read.

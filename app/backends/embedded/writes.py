@@ -55,7 +55,8 @@ from app.storage.commit import Commit
 # The commits not known durable are pruned of the settled ones past this many.
 _INFLIGHT_PRUNE = 256
 # Merges are due after tens of thousands of entries: asking every index after each single
-# insert cost it ~20 us, after every MERGE_CHECK_DOCUMENTS is enough.
+# insert was a cost a single insert felt (docs/journal.md, "Issue 11"); after every
+# MERGE_CHECK_DOCUMENTS is enough.
 MERGE_CHECK_DOCUMENTS = 64
 # Expired documents evicted per hold of the write lock (Collection.evict).
 EVICTION_CHUNK = 1024
@@ -288,7 +289,7 @@ class Writes:
                     f"({failure or 'its commit failed'}); send it again"
                 )
         # Merges are due after tens of thousands of entries: asking every index after
-        # each single insert cost it ~20 us, after every MERGE_CHECK_DOCUMENTS is enough.
+        # each single insert is not needed, after every MERGE_CHECK_DOCUMENTS is enough.
         self._unchecked_documents += len(insertion.documents)
         if self._unchecked_documents >= MERGE_CHECK_DOCUMENTS:
             self._unchecked_documents = 0

@@ -3,18 +3,18 @@ on every table for every query, encoded as RESP directly, and their answers deco
 bulk.
 
 A search makes k + 1 + b + 1 lookups a query (21 with the defaults). Built as tuples one
-at a time (the bounds as bytes, the set's name) and packed by hiredis they cost ~4.5 us
-each of client time (measured: 48 us to build 16, 25 to pack them), as much as Redis
-takes to answer them all. Here the bounds of every lookup of a method are one numpy
+at a time (the bounds as bytes, the set's name) and packed by hiredis they cost as much
+client time as Redis takes to answer them all (docs/redis.md, "Round trips"). Here the
+bounds of every lookup of a method are one numpy
 array of fixed-width rows (the key bytes, then the extra bytes), and each command is one
-``%`` formatting of a template made once per table (~0.5 us): the table's set name with
+``%`` formatting of a template made once per table: the table's set name with
 the shard's hex digits left open, the bounds' bulk lengths (fixed), BYLEX. The answers
 are decoded the same way: every member of every reply of a method, one ``(m, width)``
 array, one decode.
 
 Redis scans a sorted set kept as a listpack from one end to the range's first member
-(~35 ns a member passed: ~9 us a lookup in sets of 244, 1M documents at 12 shard bits,
-against 0.1 us for the command itself; measured), so a lookup whose key lies in the
+(in sets of a few hundred members, far more than the command itself costs: docs/redis.md,
+docs/benchmarks.md, "Over Redis"), so a lookup whose key lies in the
 upper half of its shard is sent ``ZRANGE <set> [<high> [<low> BYLEX REV``, which scans
 from the other end. That halves the scan on average (keys are uniform within a shard).
 
@@ -35,8 +35,7 @@ from app.core.types import Rows
 
 # Up to this many lookups a method (a search of one text makes 1, 4 and 16), Python ints
 # encode them faster than numpy's calls, whose fixed costs are most of a search's client
-# time (measured: 12 us to encode 16 bands with numpy, hot; 3-4 times that between round
-# trips, its caches cold).
+# time, more so between round trips, its caches cold (docs/journal.md, "Issue 15").
 _FEW_LOOKUPS = 32
 _MASK = (1 << 64) - 1
 # Up to this many members a method's answers are decoded from Python ints (a search of a

@@ -1,6 +1,6 @@
 """Wire: a list of commands in one round trip, to one Redis or to every node of a cluster.
 
-redis-py's pipelines cost 20-50 us of Python per command (response callbacks, command
+redis-py's pipelines spend Python on every command (response callbacks, command
 policies, argument encoding one generator at a time); an insert of 10,000 documents is
 some 80,000 ZADDs, so that was most of its time. Here a batch is RESP bytes (packed by
 hiredis in C, or by the caller: ``send_packed``), written to each node's socket with one
@@ -8,13 +8,13 @@ hiredis in C, or by the caller: ``send_packed``), written to each node's socket 
 every reply of a node is parsed by one hiredis Reader fed from the socket: lists of
 bytes, ints and None, no callbacks (HGETALL answers a flat list). Reading the replies of
 one lookup through redis-py's ``read_response``, one call a reply, cost more than the
-round trip itself (~6 us a reply, measured: a third of a search's client time).
+round trip itself (a third of a search's client time: docs/redis.md, "Round trips").
 
 Connections are redis-py's (it connects, authenticates and selects the database), taken
 from a client's pool once and kept by the wire for the next batches (``_Links``): a
 batch checks only that its socket has nothing to read (one ``poll``; data or EOF there
 means a connection the server closed or left dirty, which is dropped for a new one),
-where the pool's own checkout and release cost ~14 us a round trip.
+where the pool's own checkout and release cost a share of every round trip.
 
 In a cluster, a command answered MOVED or ASK (slots moving), TRYAGAIN or CLUSTERDOWN is
 sent again through redis-py's own client, which follows the redirect and refreshes its
