@@ -10,7 +10,9 @@ are the pairs found by the peer a user would otherwise write, datasketch's MinHa
 service's default shingles (app/collection_config.py), and on character 5-grams, the former
 default, for reference. ``asgi`` (the default) drives the application in process through
 Starlette's TestClient; ``process`` starts the real ``neardup serve`` on a free port and
-talks to it with httpx over 127.0.0.1. Writes docs/evaluation-http.md and prints it.
+talks to it with httpx over 127.0.0.1. Writes the tables and figures to
+bench/results/reuters_http-<mode>.md and prints them; docs/evaluation-http.md holds the
+prose that reads them (and a copy of the tables of its last run).
 
 The quality figures are deterministic and the same in both modes; the throughput is for
 information only (one run, no core pinning). Each mode's figures are also saved to
@@ -25,8 +27,9 @@ reference run of docs/evaluation-http.md), the same with timestamps (which alone
 nothing), then windows of 1 h, 24 h, 48 h and 7 d; the same with the n-gram index of
 short texts switched off, whose matches among title-only bulletins are most of the false
 positives at the defaults. Also the time between the two stories of every labelled pair,
-which bounds what a window can keep. Writes docs/evaluation-window.md (and
-bench/results/reuters_window.json) and prints it; the figures are deterministic.
+which bounds what a window can keep. Writes bench/results/reuters_window.md (and
+reuters_window.json) and prints it, the tables of docs/evaluation-window.md; the figures
+are deterministic.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import sys
 import tempfile
@@ -59,9 +61,8 @@ from app.core.fingerprint import (
     jaccard_estimate,
     shingle_hashes,
 )
-from app.core.lsh import candidate_probability, optimal_bands
+from app.core.lsh import optimal_bands
 from app.core.text import normalize
-from app.core.verify import UNCERTAIN
 from app.service import INSERT_MATCH_LIMIT
 from devkit.harness import (
     REPO_ROOT,
@@ -76,7 +77,6 @@ from devkit.harness import (
 DATA_DIR = REPO_ROOT.parent / "shared/data/reuters21578"
 PAIRS_PATH = DATA_DIR / "reuters21578.near_dup_pairs.tsv"
 CLUSTERS_PATH = DATA_DIR / "reuters21578.clusters_j0.8.jsonl"
-OUTPUT_PATH = REPO_ROOT / "docs" / "evaluation-http.md"
 
 COLLECTION = "reuters"
 BATCH_SIZE = 256
@@ -705,7 +705,7 @@ class Report:
     fp_kinds: list[list[str]]
     missed_examples: list[Example]  # every missed positive, the highest labelled J first
     false_examples: list[Example]
-    false_positives: list[Example]  # every false positive, for the observations
+    false_positives: list[Example]  # every false positive, for the figures
     machine: str
     when: str
 
@@ -923,31 +923,22 @@ def quality(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def modes_section(report: Report) -> str:
-    """Both modes' quality figures: this run's, and the other mode's last saved run."""
+    """Both modes' quality figures: this run's, and the other mode's last saved run with
+    the same defaults, and whether the two agree (they must: only the transport differs)."""
     other: Mode = "process" if report.mode == "asgi" else "asgi"
     path = REPO_ROOT / "bench" / "results" / f"reuters_http-{other}.json"
     current = asdict(report)
     runs = [(report.mode, current)]
     if not path.is_file():
-        note = f"The `{other}` mode has not been run on this machine yet."
+        status = f"`{other}`: not run on this machine"
     else:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("defaults") != current["defaults"]:
-            note = (
-                f"The last `--mode {other}` run ({saved['when']}) was made with other "
-                f"default settings than these; run `--mode {other}` again to compare."
-            )
+            status = f"`{other}` ({saved['when']}): other default settings, run it again"
         else:
             runs.append((other, saved))
-            note = (
-                "Both modes give identical quality figures (pairs found, scores, clusters, "
-                "variants), as they should: the same application answers the same requests "
-                "in the same order, and only the transport differs."
-                if quality(saved) == quality(current)
-                else "**The two modes' quality figures differ**: the same requests in the "
-                "same order should give the same answers, so this is a bug to look into "
-                "(compare bench/results/reuters_http-asgi.json and -process.json)."
-            )
+            same = quality(saved) == quality(current)
+            status = "identical" if same else "**differ: a bug** (compare the two JSON files)"
     rows = []
     for mode, data in sorted(runs):
         s = data["service"]
@@ -979,157 +970,104 @@ def modes_section(report: Report) -> str:
     ]
     align: list[Literal["left", "right"]] = ["left", "left"]
     align += ["right"] * (len(headers) - 2)
-    return markdown_table(headers, rows, align) + "\n\n" + note
+    return markdown_table(headers, rows, align) + f"\n\nQuality figures of the two modes: {status}."
 
 
-def describe_defaults(report: Report) -> str:
-    d = report.defaults
+def figures_table(report: Report) -> str:
+    """The run's counts that docs/evaluation-http.md quotes in its prose."""
+    s, d = report.service, report.peer.scores
     b, r = report.bands
-    shingle = ShingleConfig(**d["shingle"])
-    simhash = (
-        f"SimHash over the distinct shingles with k = {d['simhash']['max_distance']}"
-        if d["simhash"]["enabled"]
-        else "no SimHash"
-    )
-    minhash = (
-        f"MinHash {d['minhash']['num_perm']} with LSH at {d['minhash']['threshold']} "
-        f"({b} bands of {r} rows; candidates within {UNCERTAIN} of the threshold decided "
-        "by the exact Jaccard of their shingles, the texts being kept)"
-        if d["minhash"]["enabled"]
-        else "no MinHash"
-    )
-    return f"{shingle_name(shingle)}, {simhash}, {minhash}, exact hash"
-
-
-def peer_feed(shingle: ShingleConfig) -> str:
-    """How datasketch is fed these shingles (see datasketch_shingles)."""
-    if shingle.unit == "word":
-        return (
-            f"the service's own {shingle_name(shingle)}: the 64-bit hashes of "
-            "`app.core.fingerprint.shingle_hashes(normalize(text), "
-            f'FingerprintParams(unit="{shingle.unit}", size={shingle.size}))`, 8 bytes '
-            "each, so both see exactly the same shingle sets (same tokens, same n-grams)"
-        )
-    return (
-        f"the UTF-8 {shingle_name(shingle)} `s[i:i+{shingle.size}]` of "
-        "`s = app.core.text.normalize(text)`"
-    )
+    skipped = ", ".join(report.skipped) or "none"
+    rows = [
+        ["mode, run", f"`{report.mode}`, {report.when}"],
+        ["machine", report.machine],
+        [
+            "stories; replayed; refused (ids)",
+            f"{report.corpus_total:,}; {report.replayed:,}; {len(report.skipped)} ({skipped})",
+        ],
+        [f"batches of {BATCH_SIZE}", str(report.batches)],
+        ["service LSH bands x rows", f"{b} x {r}"],
+        [
+            f"results holding {INSERT_MATCH_LIMIT} matches; missed pairs among them",
+            f"{report.capped}; {report.capped_missed}",
+        ],
+        ["datasketch bands x rows", f"{report.peer.bands} x {report.peer.rows}"],
+        [
+            "positives (J >= 0.8); of them J = 1.0; related",
+            f"{s.positives}; {s.identical}; {s.related}",
+        ],
+        [
+            "labelled pairs whose exact Jaccard equals the label",
+            f"{report.label_agreement} of {s.positives + s.related}",
+        ],
+        [
+            "labelled clusters; kept whole; split",
+            f"{report.clusters}; {report.clusters_whole}; "
+            f"{report.clusters - report.clusters_whole}",
+        ],
+        ["service clusters of two or more", str(report.service_clusters)],
+        ["cluster_id read back differing from the insert's", str(report.get_mismatches)],
+        [
+            "identical pairs with equal normalised texts; found",
+            f"{report.identical_equal_text}; {report.identical_equal_text_found}",
+        ],
+        ["candidate pairs (for the exact-Jaccard rows)", f"{report.candidates:,}"],
+        [f"F1 >= {TARGET_F1}", f"{fraction(s.f1)}: {verdict(s.f1 >= TARGET_F1)}"],
+        [
+            "every identical pair found",
+            f"{s.identical_found} of {s.identical}: {verdict(s.identical_found == s.identical)}",
+        ],
+        [
+            "F1 above datasketch's on the same shingles",
+            f"{fraction(s.f1)} against {fraction(d.f1)}: {verdict(s.f1 > d.f1)}",
+        ],
+        [
+            "misses: exact J; MinHash estimate",
+            f"{span([e.own_jaccard for e in report.missed_examples])}; "
+            f"{span([e.similarity for e in report.missed_examples])}",
+        ],
+        [
+            "false positives: exact J; MinHash estimate",
+            f"{span([e.own_jaccard for e in report.false_positives])}; "
+            f"{span([e.similarity for e in report.false_positives])}",
+        ],
+    ]
+    return markdown_table(["figure", "value"], rows, ["left", "left"])
 
 
 def render(report: Report) -> str:
-    s, d = report.service, report.peer.scores
-    skipped = ", ".join(report.skipped) or "none"
-    transport = (
-        "in process through Starlette's `TestClient` (ASGI, no sockets)"
-        if report.mode == "asgi"
-        else "to the real `neardup serve` process (devkit/server.py) with httpx over 127.0.0.1"
-    )
-    split = "; ".join(", ".join(members) for members in report.split_clusters[:EXAMPLES])
-    labelled = s.positives + s.related
-    per_kind = examples_per_kind(sum(int(row[1]) > 0 for row in report.fp_kinds))
-    targets = [
-        f"- F1 >= {TARGET_F1}: {fraction(s.f1)}, {verdict(s.f1 >= TARGET_F1)}.",
-        f"- Every labelled identical pair found: {s.identical_found} of {s.identical}, "
-        f"{verdict(s.identical_found == s.identical)}. Of the {report.identical_equal_text} "
-        "whose normalised texts are equal, "
-        f"{report.identical_equal_text_found} found.",
-        f"- F1 above datasketch's on the same shingles: {fraction(s.f1)} against "
-        f"{fraction(d.f1)}, {verdict(s.f1 > d.f1)}.",
-    ]
+    """Tables only: the prose that reads them is docs/evaluation-http.md's."""
+    s = report.service
+    split = "; ".join(", ".join(members) for members in report.split_clusters) or "none"
     return "\n".join(
         [
-            "# Reuters-21578 through the HTTP API",
+            "# Reuters-21578 through the HTTP API: tables",
             "",
-            "Generated by `bench/reuters_http.py` "
-            f"(`--mode {report.mode}`, {report.when}); do not edit by hand. The quality "
-            "figures are deterministic; the speeds are one run's, for information.",
+            "From `python -m bench.reuters_http`; docs/evaluation-http.md says what they mean.",
             "",
-            "## Method",
+            "## Figures",
             "",
-            f"- **Data.** Reuters-21578, {report.corpus_total:,} stories, replayed in `date` "
-            "order (ties in story id order). A story's text is its title, a newline and its "
-            "body. Every story is sent, in batches as they come; stories refused at their "
-            f"position in the batch because that is empty: {len(report.skipped)} "
-            f"(id {skipped}), the rest of their batch stored. Replayed: {report.replayed:,}.",
-            f"- **Service.** A fresh collection `{COLLECTION}` with the default settings "
-            f"(`CollectionConfig()`, app/collection_config.py: {describe_defaults(report)}), "
-            f"sent {transport}. The stories go in {report.batches} batches of {BATCH_SIZE} "
-            "through `POST /v1/collections/reuters/documents/batch`, each with its story id as "
-            'document id and `"on_duplicate": "insert"`. A result\'s `matches` are the '
-            "earlier documents (earlier ones of its batch included) the service calls "
-            "near-duplicates; every (match, story) is a found pair.",
-            f"- **Match cap.** An insert answers with at most {INSERT_MATCH_LIMIT} matches. "
-            f"{report.capped} results held {INSERT_MATCH_LIMIT}; {report.capped_missed} of the "
-            "missed labelled pairs have their later story among them.",
-            f"- **Peer.** What a user would write instead: datasketch `MinHashLSH(threshold="
-            f"{LSH_THRESHOLD}, num_perm={NUM_PERM})` (which picks b = {report.peer.bands} "
-            f"bands of r = {report.peer.rows} rows), each story's `MinHash(num_perm="
-            f"{NUM_PERM})` fed with `update_batch` of {peer_feed(DEFAULTS.shingle)}; in the "
-            "same order: query, then insert. Its found pairs are the query results (LSH "
-            "candidates, not verified). For reference, the same peer fed "
-            f"{peer_feed(FORMER_SHINGLE)} (the former default's shingles) is in the table "
-            "of other settings.",
-            "- **Labels.** `reuters21578.near_dup_pairs.tsv`: exact Jaccard of word 5-grams. "
-            f"Positives: the {s.positives} pairs with J >= 0.8 ({s.identical} of them J = 1.0); "
-            f"related: the {s.related} pairs with J in [0.5, 0.8). Precision = true positives "
-            "/ pairs found; recall = true positives / positives. *Lenient precision* leaves "
-            "the related pairs found out of the count altogether (neither true nor false "
-            "positives): true positives / (pairs found - related pairs found). The exact "
-            f"Jaccard of the service's {shingle_name(DEFAULTS.shingle)} equals the labelled "
-            f"J (to its four decimals) for {report.label_agreement} of the {labelled} "
-            "labelled pairs.",
-            f"- **Clusters.** Each of the {report.clusters} connected components of the "
-            "positives (`reuters21578.clusters_j0.8.jsonl`) is *kept whole* when all its "
-            "members got the same `cluster_id`. The cluster_id of every member read back "
-            "with `GET /v1/collections/reuters/documents/{id}` agreed with the insert's in "
-            f"all but {report.get_mismatches} cases.",
-            f"- **Machine.** {report.machine}. No core pinning; the peer runs in this process.",
+            figures_table(report),
             "",
             "## Results",
             "",
             scores_table(report),
             "",
-            "The service formed "
-            f"{report.service_clusters} clusters of two or more documents (the labels have "
-            f"{report.clusters}).",
-            "",
-            "### Both modes",
+            "## Both modes",
             "",
             modes_section(report),
             "",
-            "### Where the errors come from",
+            "## Other settings, the peer and the exact Jaccard on the candidates",
             "",
-            "The same replay through the same API into collections with other settings "
-            "(" + "; ".join(f"{v.name}: `{v.settings}`" for v in report.variants) + "), "
-            "datasketch on both shingle settings, and the exact Jaccard of the default "
-            f"shingles ({OWN}) and of the former default's ({FORMER}) at a few thresholds "
-            "(the shingles without MinHash error), computed on the "
-            f"{report.candidates:,} candidate pairs: every labelled pair and every pair any "
-            "of the replays found. Pairs outside them are not looked at, so their precision "
-            "is an upper bound, a close one at thresholds of 0.8 and above:",
+            "Settings: " + "; ".join(f"{v.name}: `{v.settings}`" for v in report.variants),
             "",
             variants_table(report),
             "",
-            "## Against the targets",
-            "",
-            *targets,
-            "",
-            why_in_short(report),
-            "",
-            "## Misses and false positives",
-            "",
-            f'"{OWN} J" is the exact Jaccard of the {shingle_name(DEFAULTS.shingle)} the '
-            'service hashes; "est. J" and "Hamming" are the service\'s MinHash estimate '
-            "and SimHash distance: for a found pair from the insert's answer, for a missed "
-            f"one from `GET …/documents/{{later}}/similar?limit={SIMILAR_LIMIT}"
-            "&min_similarity=0` when it lists the pair (an LSH candidate), else computed "
-            "with the same fingerprints.",
-            "",
-            f"Missed positives ({s.positives - s.true_positives}), the highest labelled J first:",
+            f"## Missed positives ({s.positives - s.true_positives})",
             "",
             example_table(report.missed_examples),
             "",
-            f"False positives ({s.false_positives}) by kind:",
+            f"## False positives ({s.false_positives}) by kind",
             "",
             markdown_table(
                 ["kind", "pairs", f"{OWN} J >= {LSH_THRESHOLD}", "est. J"],
@@ -1137,253 +1075,14 @@ def render(report: Report) -> str:
                 ["left", "right", "right", "right"],
             ),
             "",
-            f"Up to {per_kind} of each kind present, one example per story, the "
-            "SimHash-only ones with the lowest estimate, the others with the highest:",
-            "",
             example_table(report.false_examples),
             "",
-            f"Labelled clusters split ({report.clusters - report.clusters_whole}): "
-            f"{split or 'none'}{' …' if len(report.split_clusters) > EXAMPLES else ''}.",
+            f"## Labelled clusters split ({report.clusters - report.clusters_whole})",
             "",
-            observations(report),
+            split,
             "",
         ]
     )
-
-
-def own_oracle(report: Report) -> Oracle:
-    return next(o for o in report.oracles if o.shingle == OWN and o.threshold == LSH_THRESHOLD)
-
-
-def why_in_short(report: Report) -> str:
-    misses, wrong = report.missed_examples, report.false_positives
-    oracle = own_oracle(report).scores
-    estimation = all(e.own_jaccard >= LSH_THRESHOLD > e.similarity for e in misses) and all(
-        e.own_jaccard < LSH_THRESHOLD <= e.similarity for e in wrong
-    )
-    if not estimation:
-        return (
-            "Why, in short: not every error is MinHash estimation error around the "
-            "threshold; see the misses, false positives and observations below."
-        )
-    return (
-        f"Why, in short: the default shingles ({shingle_name(DEFAULTS.shingle)}) measure what "
-        f"the labels measure (the exact {OWN} Jaccard at {LSH_THRESHOLD} scores F1 "
-        f"{fraction(oracle.f1)} on the candidates), so every error left is MinHash "
-        f"estimation error at the threshold: the {len(misses)} misses have an exact J of "
-        f"{span([e.own_jaccard for e in misses])} and an estimate of "
-        f"{span([e.similarity for e in misses])}, the {len(wrong)} false positives an exact "
-        f"J of {span([e.own_jaccard for e in wrong])} and an estimate of "
-        f"{span([e.similarity for e in wrong])}. {simhash_effect(report)}"
-    )
-
-
-def simhash_effect(report: Report) -> str:
-    s = report.service
-    without = next(v.scores for v in report.variants if v.name == WITHOUT_SIMHASH)
-    if without == s:
-        return "SimHash changes nothing on this corpus: without it the figures are the same."
-    return (
-        f"Without SimHash F1 is {fraction(without.f1)} (recall {fraction(without.recall)}) "
-        f"against {fraction(s.f1)} (recall {fraction(s.recall)})."
-    )
-
-
-# Notes on the stories of the examples, written from the run that first listed them; a
-# note is shown only while its pair is among the run's misses or false positives. True:
-# one story edited or re-issued; False: the same template with other figures.
-MISS_NOTES: dict[Pair, tuple[str, bool]] = {
-    ("18928", "18939"): (
-        're-headlines a World Bank loan story ("97.4 MLN DLR" out, "FOR FERTILIZER" in)',
-        True,
-    ),
-    ("9770", "9821"): ("drops the last two sentences of a U.K. trade report", True),
-    ("6045", "6080"): (
-        'rewords the headline and one sentence ("is undertaking a review of" / "will review")',
-        True,
-    ),
-    ("13697", "16236"): ("is another week's feeder steer prices", False),
-    ("3131", "3133"): ("drops the tickers <LLOY.L> and <NWBL.L>", True),
-    ("4809", "5394"): ("drops a long paragraph of an economic feature on the EMS", True),
-    ("3128", "3133"): ("drops the same tickers and the REUTER sign-off", True),
-    ("6046", "7769"): (
-        'is another day\'s Fed bulletin with another amount ("two" / "1.5" billion dlrs)',
-        False,
-    ),
-    ("12709", "12720"): ("drops a paragraph of a USDA acreage analysis", True),
-}
-FALSE_POSITIVE_NOTES: dict[Pair, tuple[str, bool]] = {
-    ("10969", "10994"): (
-        'City Resources\' sale re-headlined, "prefeasibility" made "feasibility"',
-        True,
-    ),
-    ("10936", "10995"): ("a West African central bank story re-headlined, a sentence cut", True),
-    ("12053", "12339"): ("Deak's purchase of Johnson Matthey re-headlined, lightly edited", True),
-    ("505", "550"): (
-        'a correction re-issued ("CORRECTED - BANKAMERICA ...", the year of a loss corrected)',
-        True,
-    ),
-    ("10662", "10811"): ("a Peru gold find re-headlined", True),
-    ("9096", "9248"): ("Brazil's new planning minister, re-cased with an apposition dropped", True),
-    ("13638", "14221"): ("the London seeds quotes at 13:30 and at the close", True),
-}
-# A template story of the Fed: the same 335 characters with other figures. Another amount
-# in the first pair, another Fed funds rate in the second.
-FED_TITLE = "FED ADDS RESERVES VIA CUSTOMER REPURCHASES"
-FED_AMOUNT: Pair = ("6046", "7769")
-FED_RATE: Pair = ("10864", "6046")
-
-
-def notes(
-    examples: Sequence[Example], notes_by_pair: dict[Pair, tuple[str, bool]]
-) -> tuple[str, int, int]:
-    """(the notes of the examples that have one, how many are one story, how many a
-    template with other figures)."""
-    pairs = [(e, pair(e.earlier, e.later)) for e in examples]
-    noted = [(e, notes_by_pair[p]) for e, p in pairs if p in notes_by_pair]
-    text = "; ".join(f"{e.earlier} → {e.later} {note}" for e, (note, _) in noted)
-    same_story = sum(one for _, (_, one) in noted)
-    return text, same_story, len(noted) - same_story
-
-
-def observations(report: Report) -> str:
-    """What the errors are. The figures come from the run; the descriptions of the
-    example stories (MISS_NOTES, FALSE_POSITIVE_NOTES) from the run that first listed them."""
-    s, peer, former_peer = report.service, report.peer, report.former_peer
-    variants = {v.name: v.scores for v in report.variants}
-    no_simhash, former = variants[WITHOUT_SIMHASH], variants[FORMER_VARIANT]
-    misses, wrong = report.missed_examples, report.false_positives
-    min_matches = math.ceil(LSH_THRESHOLD * NUM_PERM - 1e-9)
-    not_candidates = [e for e in misses if e.methods == "not an LSH candidate"]
-    below = [e for e in misses if e.own_jaccard >= LSH_THRESHOLD > e.similarity]
-    one_short = [e for e in misses if round(e.similarity * NUM_PERM) == min_matches - 1]
-    b, r = report.bands
-    service_p = float(candidate_probability(LSH_THRESHOLD, b, r))
-    peer_p = float(candidate_probability(LSH_THRESHOLD, peer.bands, peer.rows))
-    sd = math.sqrt(LSH_THRESHOLD * (1 - LSH_THRESHOLD) / NUM_PERM)
-    kinds = {row[0]: int(row[1]) for row in report.fp_kinds}
-    fed = [e for e in wrong if e.titles == (FED_TITLE, FED_TITLE)]
-    former_oracle = [o for o in report.oracles if o.shingle == FORMER]
-    best_former = max(former_oracle, key=lambda o: o.scores.f1)
-    at_threshold = next(o for o in former_oracle if o.threshold == LSH_THRESHOLD)
-    same_clusters = (
-        "agreed with the insert's for every member"
-        if report.get_mismatches == 0
-        else f"**disagreed** with the insert's for {report.get_mismatches} members"
-    )
-    simhash_adds = (
-        "on this corpus SimHash finds nothing that MinHash and the exact hash miss"
-        if no_simhash.recall >= s.recall
-        else f"SimHash adds {s.true_positives - no_simhash.true_positives} true positives"
-    )
-    candidates_text = (
-        f"{len(not_candidates)} were not LSH candidates, but their full-signature "
-        f"estimates ({span([e.similarity for e in not_candidates])}) are below "
-        f"{LSH_THRESHOLD} too, so the banding ({b} bands of {r} rows, a candidate with "
-        f"probability {service_p:.2f} at J = {LSH_THRESHOLD}) lost none"
-        if not_candidates and all(e.similarity < LSH_THRESHOLD for e in not_candidates)
-        else f"{len(not_candidates)} were not LSH candidates"
-    )
-    miss_notes, miss_stories, miss_templates = notes(misses, MISS_NOTES)
-    others = [e for e in wrong if e.titles != (FED_TITLE, FED_TITLE)]
-    wrong_notes, wrong_stories, _ = notes(others, FALSE_POSITIVE_NOTES)
-    if wrong_notes and wrong_stories == len(others):
-        wrong_text = f"The others are re-issues a reader would call the same story: {wrong_notes}."
-    elif wrong_notes:
-        wrong_text = f"Of the others: {wrong_notes}."
-    else:
-        wrong_text = ""
-    kinds_of_misses = (
-        f"{miss_stories} of these are one story edited or re-issued, near-duplicates to a "
-        f"reader; {miss_templates} the same template with other figures."
-        if miss_notes
-        else ""
-    )
-    fed_text = ""
-    if fed:
-        fed_text = (
-            f'{len(fed)} of them are the Fed\'s "{FED_TITLE}" bulletin, the same 335 '
-            "characters with another Fed funds rate (6046 → 10864: "
-            '"6-1/16" / "6-3/8", two tokens that break 6 of its 51 word 5-grams, J = 45/57 = '
-            "0.789): a template with other figures, just under the line. "
-            if FED_RATE in {pair(e.earlier, e.later) for e in fed}
-            else f'{len(fed)} of them are the Fed\'s "{FED_TITLE}" bulletin with other figures. '
-        )
-    split_labels = ""
-    missed_pairs = {pair(e.earlier, e.later): e for e in misses}
-    wrong_pairs = {pair(e.earlier, e.later): e for e in wrong}
-    if FED_AMOUNT in missed_pairs and FED_RATE in wrong_pairs:
-        amount, rate = missed_pairs[FED_AMOUNT], wrong_pairs[FED_RATE]
-        split_labels = (
-            f" The Fed bulletins show it: with another amount ({amount.earlier} → "
-            f"{amount.later}) they are labelled {amount.labelled_j:.3f}, a positive the "
-            f"service misses; with another rate ({rate.earlier} → {rate.later}) "
-            f"{rate.labelled_j:.3f}, a negative it finds."
-        )
-    text = f"""\
-## Observations
-
-- **Misses ({len(misses)}).** {len(below)} of the {len(misses)} have an exact {OWN} Jaccard
-  at or above {LSH_THRESHOLD} ({span([e.own_jaccard for e in misses])}, the labelled value
-  each time) and a MinHash estimate below it ({span([e.similarity for e in misses])}):
-  estimation error with {NUM_PERM} values (standard deviation {sd:.3f} at J =
-  {LSH_THRESHOLD}); {len(one_short)} of them are one agreeing value short
-  ({min_matches - 1} of {NUM_PERM}, {min_matches} needed). {candidates_text}. An LSH
-  candidate with an estimate within {UNCERTAIN} of the threshold is decided by its exact
-  Jaccard, so what estimation error still costs is candidates: pairs that share no whole
-  band of {r} values.
-  {report.capped_missed} were cut by the match cap. The stories: {miss_notes or "none noted"}.
-  {kinds_of_misses}
-- **False positives ({len(wrong)}).** {kinds[FP_KINDS[0]]} were found without MinHash
-  (the n-gram index of short texts, or SimHash), {kinds[FP_KINDS[2]]} by MinHash and
-  labelled J in [0.5, 0.8), {kinds[FP_KINDS[1]]} by MinHash and unlabelled (J < 0.5); their
-  exact {OWN} Jaccard is {span([e.own_jaccard for e in wrong])}. A MinHash candidate whose
-  estimate is within {UNCERTAIN} of the threshold is decided by the exact Jaccard of its
-  shingles (app/core/verify.py): only an estimate more than 4 standard deviations off
-  could still make a MinHash false positive. {fed_text}{wrong_text}
-  Lenient precision ({s.lenient_precision:.4f}) does not count them against the service.
-- **SimHash ({report.simhash_matches} found pairs, {report.simhash_alone} by SimHash
-  alone).** The service's SimHash counts each distinct shingle once
-  (`app/core/_kernels.py: simhash64`), so a shingle repeated many times (the dot leaders
-  of tables) no longer pulls unrelated texts together. Without SimHash, recall is
-  {no_simhash.recall:.4f} (defaults: {s.recall:.4f}) and F1 {no_simhash.f1:.4f}
-  (defaults: {s.f1:.4f}): {simhash_adds}.
-- **The peer on the same shingles.** datasketch sees exactly the service's shingle sets,
-  so the difference is the index: `MinHashLSH({LSH_THRESHOLD}, {NUM_PERM})` weighs false
-  positives and negatives equally and picks {peer.bands} bands of {peer.rows} rows, which
-  makes a pair at J = {LSH_THRESHOLD} a candidate with probability {peer_p:.2f} (the
-  service's {b} × {r}: {service_p:.2f}), and it returns candidates unverified. It finds
-  {peer.scores.true_positives} of the {s.positives} positives (recall
-  {peer.scores.recall:.4f}): {peer.missed_service_found} that the service finds are not
-  its candidates, and {peer.found_service_missed} it finds the service misses. Its
-  {peer.scores.false_positives} false positives ({peer.scores.related_found} of them
-  labelled J in [0.5, 0.8)) are band collisions it returns without checking the
-  estimate.
-- **The former default, {shingle_name(FORMER_SHINGLE)}.** In the same replay it reaches F1
-  {former.f1:.4f} (precision {former.precision:.4f}, recall {former.recall:.4f},
-  {former.identical_found} of {former.identical} identical pairs), and datasketch on the
-  same shingles {former_peer.scores.f1:.4f}. Without MinHash error it would do little
-  better: the exact {FORMER} Jaccard at {LSH_THRESHOLD} has F1 {at_threshold.scores.f1:.4f}
-  (precision at most {at_threshold.scores.precision:.4f}) and the best threshold tried,
-  {best_former.threshold}, {best_former.scores.f1:.4f}. A changed figure breaks the five word
-  5-grams that hold it but only the character 5-grams that overlap it (its length plus
-  four), so same-template stories with other figures (weekly Treasury bill sales, French
-  T-bill rates, slaughter estimates) keep more than 0.8 of their character 5-grams while the
-  labels put them below 0.5: {former.false_positives - former.related_found} of its
-  {former.false_positives} false positives are unlabelled (J < 0.5), and
-  {former.related_found} labelled J in [0.5, 0.8). That is why the defaults changed
-  (docs/evaluation.md).
-- **What the F1 measures.** The service's {shingle_name(DEFAULTS.shingle)} reproduce the
-  labels' measure ({report.label_agreement} of the {s.positives + s.related} labelled pairs
-  have the same exact Jaccard), so the F1 here is that of MinHash and LSH against the
-  labelling rule, not of the rule itself. Whether the labels call the right pairs
-  near-duplicates is another question: at the threshold they hinge on which figure
-  changed.{split_labels}
-- **Clusters.** {report.clusters - report.clusters_whole} labelled clusters are not kept
-  whole ({s.positives - s.true_positives} pairs missed); the cluster_id read back with GET
-  {same_clusters}. {report.capped} insert results held the
-  {INSERT_MATCH_LIMIT}-match maximum."""
-    return text.replace("\n  ", " ")  # one line per item, as in the rest of the report
 
 
 def save(report: Report) -> Path:
@@ -1393,7 +1092,6 @@ def save(report: Report) -> Path:
 
 # ---------------------------------------------------------------------------- --window
 
-WINDOW_OUTPUT_PATH = REPO_ROOT / "docs" / "evaluation-window.md"
 WINDOWS = ("1h", "24h", "48h", "7d")
 MAIN_WINDOW = "48h"
 GAP_BOUNDS_HOURS = (1, 6, 24, 48, 168)
@@ -1548,45 +1246,19 @@ def render_window(report: WindowReport) -> str:
         if report.far_positives
         else "None."
     )
-    main = next(r for r in report.rows if r.name == f"match_window {MAIN_WINDOW}")
-    base = report.rows[0]
-    plain = next(r for r in report.rows if r.name == NO_NGRAM_BASE[0])
-    plain_main = next(
-        r for r in report.rows if r.name == f"n-gram index off: match_window {MAIN_WINDOW}"
-    )
     return f"""\
-# Reuters-21578 by date, with a match window
+# Reuters-21578 by date, with a match window: tables
 
-Generated by `bench/reuters_http.py --window` on {report.when}. Every story of Reuters-21578 is
-POSTed in `date` order, 256 to a batch, through the HTTP API (bench/reuters_http.py's
-replay and scoring against the {report.positives} labelled near-duplicate pairs, J >= 0.8),
-each with its own `date` as `timestamp` (read as UTC), into a collection with the default
-settings and a `match_window`: a story matches only earlier stories published within the
-window of it.
+From `python -m bench.reuters_http --window` on {report.when}; docs/evaluation-window.md says
+what they mean. {report.positives} labelled positives (J >= 0.8), {report.related} related.
 
 {table}
-
-"positives lost": labelled near-duplicates the unwindowed replay with the same indexes
-finds and this one does not; "false positives avoided": pairs found without a window, not
-labelled J >= 0.8, that the window leaves out. Timestamps alone change nothing (second
-row). With the n-gram index of short texts on (the default), most false positives are
-title-only bulletins that it matches by their characters and the labels, by word
-5-grams, do not; with it off the replay is that of docs/evaluation-http.md.
 
 ## How far apart the labelled pairs are
 
 {gaps}
 
-With `match_window` {MAIN_WINDOW} the service finds {main.scores.true_positives} of the
-{report.positives} positives (recall {main.scores.recall:.4f}, unwindowed
-{base.scores.recall:.4f}) at precision {main.scores.precision:.4f} (unwindowed
-{base.scores.precision:.4f}): F1 {main.scores.f1:.4f} against {base.scores.f1:.4f}. With
-the n-gram index off: recall {plain_main.scores.recall:.4f} against
-{plain.scores.recall:.4f}, precision {plain_main.scores.precision:.4f} against
-{plain.scores.precision:.4f}, F1 {plain_main.scores.f1:.4f} against {plain.scores.f1:.4f}.
-The window keeps what the labels' time gaps allow: the positives found lost are those
-published further apart. Labelled positives more than 48 hours apart (a window of 48 h
-cannot find them):
+## Labelled positives more than 48 hours apart
 
 {far}
 """
@@ -1599,24 +1271,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--window",
         action="store_true",
         help="replay with each story's date as its timestamp, with and without match windows "
-        "(docs/evaluation-window.md)",
+        "(tables for docs/evaluation-window.md)",
     )
     args = parser.parse_args(argv)
     if args.window:
         window = run_window(args.mode)
         text = render_window(window)
-        WINDOW_OUTPUT_PATH.write_text(text, encoding="utf-8")
         write_result("reuters_window.json", json.dumps(asdict(window), indent=1))
+        path = write_result("reuters_window.md", text)
         print(text)
-        print(f"written to {WINDOW_OUTPUT_PATH.relative_to(REPO_ROOT)}", file=sys.stderr)
+        print(f"written to {path.relative_to(REPO_ROOT)}", file=sys.stderr)
         return
     report = run(args.mode)
     text = render(report)
-    OUTPUT_PATH.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT_PATH.write_text(text, encoding="utf-8")
     save(report)
+    path = write_result(f"reuters_http-{args.mode}.md", text)
     print(text)
-    print(f"written to {OUTPUT_PATH.relative_to(REPO_ROOT)}", file=sys.stderr)
+    print(f"written to {path.relative_to(REPO_ROOT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
