@@ -11,15 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from app.core._shared_kernels import popcount64
+
 _U64 = np.uint64
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _popcount(x: np.uint64) -> np.int64:
-    x = x - ((x >> _U64(1)) & _U64(0x5555555555555555))
-    x = (x & _U64(0x3333333333333333)) + ((x >> _U64(2)) & _U64(0x3333333333333333))
-    x = (x + (x >> _U64(4))) & _U64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * _U64(0x0101010101010101)) >> _U64(56))
 
 
 @njit(cache=True, nogil=True)
@@ -49,7 +43,7 @@ def simhash_table_pairs(
             for j in range(i + 1, end):
                 b = order[j]
                 x = simhash[a] ^ simhash[b]
-                if _popcount(x) > max_distance:
+                if popcount64(x) > max_distance:
                     continue
                 earlier = False
                 for u in range(table):

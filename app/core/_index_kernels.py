@@ -17,6 +17,14 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from app.core._kernels import fmix64
+from app.core._shared_kernels import (
+    best_first,
+    first_above,
+    first_at_least,
+    gallop,
+    grow,
+    popcount64,
+)
 
 _U64 = np.uint64
 Scalar: TypeAlias = int | np.integer[Any]
@@ -63,15 +71,6 @@ prefetch = cast(Callable[[np.ndarray, Scalar, Scalar], None], _prefetch)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def popcount64(x: np.uint64) -> np.int64:
-    """Number of set bits (SWAR: no per-bit loop)."""
-    x = x - ((x >> _U64(1)) & _U64(0x5555555555555555))
-    x = (x & _U64(0x3333333333333333)) + ((x >> _U64(2)) & _U64(0x3333333333333333))
-    x = (x + (x >> _U64(4))) & _U64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * _U64(0x0101010101010101)) >> _U64(56))
-
-
-@njit(cache=True, nogil=True, inline="always")
 def is_deleted(row: Scalar, deleted: np.ndarray) -> bool:
     return bool(row < deleted.shape[0] and deleted[row])
 
@@ -79,27 +78,13 @@ def is_deleted(row: Scalar, deleted: np.ndarray) -> bool:
 @njit(cache=True, nogil=True, inline="always")
 def lower_bound(keys: np.ndarray, value: np.uint64) -> int:
     """First index whose key is >= value."""
-    low, high = 0, keys.shape[0]
-    while low < high:
-        middle = (low + high) >> 1
-        if keys[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+    return first_at_least(keys, 0, keys.shape[0], value)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def upper_bound(keys: np.ndarray, value: np.uint64) -> int:
     """First index whose key is > value."""
-    low, high = 0, keys.shape[0]
-    while low < high:
-        middle = (low + high) >> 1
-        if keys[middle] <= value:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+    return first_above(keys, 0, keys.shape[0], value)
 
 
 _COUNTED_BUCKET = 64  # buckets of at most this many keys are counted, not halved
@@ -221,28 +206,6 @@ def prefetch_bucket(
     prefetch(keys, lane, high - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _gallop(keys: np.ndarray, start: int, key: np.uint64) -> int:
-    """The first index at or after ``start`` whose key is >= ``key`` (every key before
-    ``start`` is smaller): steps of 1, 2, 4, ... then a binary search of the last one, so
-    ascending lookups cost O(log distance) from the previous one."""
-    size = keys.shape[0]
-    low, step = start, 1
-    high = start
-    while high < size and keys[high] < key:
-        low = high + 1
-        high = start + step
-        step <<= 1
-    high = min(high, size)
-    while low < high:
-        middle = (low + high) >> 1
-        if keys[middle] < key:
-            low = middle + 1
-        else:
-            high = middle
-    return low
-
-
 EQUAL_PREFETCH = 32  # keys ahead whose directory entries equal_rows_many prefetches
 
 
@@ -357,7 +320,7 @@ def _merge_blocks(
         for j in range(m):
             key = second_keys[lane, j]
             # Past the first run's keys <= key (equal keys: the first run's go first).
-            end = _gallop(keys, i, key + _U64(1)) if key < _LAST_KEY else n
+            end = gallop(keys, i, n, i, key + _U64(1)) if key < _LAST_KEY else n
             merged_keys[out : out + end - i] = keys[i:end]
             merged_rows[out : out + end - i] = rows[i:end]
             out += end - i
@@ -542,23 +505,6 @@ _LINE_VALUES = 16
 
 
 @njit(cache=True, nogil=True)
-def _best_first(rows: np.ndarray, matches: np.ndarray, start: int, end: int) -> None:
-    """Order [start, end), rows ascending on entry, by matches descending, ties by row."""
-    if end - start > 32:
-        order = np.argsort(-matches[start:end], kind="mergesort")  # stable: rows stay sorted
-        rows[start:end] = rows[start:end][order]
-        matches[start:end] = matches[start:end][order]
-        return
-    for i in range(start + 1, end):
-        row, match = rows[i], matches[i]
-        j = i
-        while j > start and matches[j - 1] < match:
-            rows[j], matches[j] = rows[j - 1], matches[j - 1]
-            j -= 1
-        rows[j], matches[j] = row, match
-
-
-@njit(cache=True, nogil=True)
 def _sort_unique(values: np.ndarray, start: int, end: int) -> int:
     """Sort values[start:end] in place and drop repeats; the new end."""
     if end - start > 32:
@@ -618,13 +564,6 @@ def _live_rows(
             out[count] = row
             count += 1
     return count
-
-
-@njit(cache=True, nogil=True)
-def _grow(values: np.ndarray) -> np.ndarray:
-    grown = np.empty(values.shape[0] * 2, dtype=values.dtype)
-    grown[: values.shape[0]] = values
-    return grown
 
 
 @njit(cache=True, nogil=True)
@@ -723,7 +662,7 @@ def lsh_search(
                 extra = main_end - main_first + middle_end - middle_first
                 extra += buffer_end - buffer_first + tail_count
                 while found + extra > candidates.shape[0]:
-                    candidates = _grow(candidates)
+                    candidates = grow(candidates, candidates.shape[0] + 1)
                 found = _live_rows(
                     main_rows, band, main_first, main_end, deleted, candidates, found
                 )
@@ -755,12 +694,13 @@ def lsh_search(
                         agree += 1
                 if agree >= min_matches:
                     if count == rows.shape[0]:
-                        rows, matches = _grow(rows), _grow(matches)
+                        rows = grow(rows, rows.shape[0] + 1)
+                        matches = grow(matches, matches.shape[0] + 1)
                     rows[count] = row
                     matches[count] = agree
                     count += 1
                 c += 1
-            _best_first(rows, matches, start, count)
+            best_first(rows, matches, start, count)
             query_ends[query] = count
     return query_ends, rows[:count], matches[:count] / num_perm
 
@@ -847,7 +787,7 @@ def _equal_ranges(
     start = 0
     for step in range(queries):
         key = keys[order[step]]
-        start = _gallop(lane_keys, start, key)
+        start = gallop(lane_keys, start, lane_keys.shape[0], start, key)
         bounds[0, step] = start
         bounds[1, step] = _equal_run(lane_keys, start, key, most)
 
@@ -906,7 +846,8 @@ def equal_rows_many(
         if held == 0 or held > max_rows:
             continue
         while count + held > positions.shape[0]:
-            positions, rows = _grow(positions), _grow(rows)
+            positions = grow(positions, positions.shape[0] + 1)
+            rows = grow(rows, rows.shape[0] + 1)
         for part_rows, first, last in (
             (main_rows, main[0, step], main[1, step]),
             (middle_rows, middle[0, step], middle[1, step]),

@@ -30,6 +30,7 @@ from numba import njit
 
 from app.core._index_kernels import bucket_shift, is_deleted, lower_bound, prefetch
 from app.core._kernels import POLY_MULTIPLIER, fmix64
+from app.core._shared_kernels import best_first, gallop, grow
 from app.core._template_kernels import count_figures, disagree, figures_keys, key_of
 
 _U64 = np.uint64
@@ -573,15 +574,6 @@ def code_sets(
 
 
 @njit(cache=True, nogil=True)
-def _grow(values: np.ndarray, needed: int) -> np.ndarray:
-    if needed <= values.shape[0]:
-        return values
-    grown = np.empty(max(needed, 2 * values.shape[0]), dtype=values.dtype)
-    grown[: values.shape[0]] = values
-    return grown
-
-
-@njit(cache=True, nogil=True)
 def _counted(
     values: np.ndarray,
     end: int,
@@ -681,23 +673,6 @@ def _counted(
     return table, kept
 
 
-@njit(cache=True, nogil=True)
-def _best_first(rows: np.ndarray, scores: np.ndarray, start: int, end: int) -> None:
-    """Order [start, end), rows ascending on entry, by score descending, ties by row."""
-    if end - start > 32:
-        order = np.argsort(-scores[start:end], kind="mergesort")  # stable: rows stay sorted
-        rows[start:end] = rows[start:end][order]
-        scores[start:end] = scores[start:end][order]
-        return
-    for i in range(start + 1, end):
-        row, score = rows[i], scores[i]
-        j = i
-        while j > start and scores[j - 1] < score:
-            rows[j], scores[j] = rows[j - 1], scores[j - 1]
-            j -= 1
-        rows[j], scores[j] = row, score
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _admit(
     key: np.uint64,
@@ -735,43 +710,6 @@ def _admit(
     )
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _gallop(keys: np.ndarray, low: int, high: int, guess: int, value: np.uint64) -> int:
-    """The first index in [low, high) whose key is >= value (high if none), searching
-    outwards from ``guess`` in doubling steps, then by bisection: O(log distance)."""
-    if guess < high and keys[guess] < value:
-        low = guess + 1  # the answer lies after the guess
-        step = 1
-        while True:
-            probe = low + step - 1
-            if probe >= high:
-                break
-            if keys[probe] >= value:
-                high = probe
-                break
-            low = probe + 1
-            step *= 2
-    else:
-        high = min(guess, high)  # the answer lies at or before the guess
-        step = 1
-        while True:
-            probe = high - step
-            if probe < low:
-                break
-            if keys[probe] < value:
-                low = probe + 1
-                break
-            high = probe
-            step *= 2
-    while low < high:
-        middle = (low + high) >> 1
-        if keys[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    return low
-
-
 @njit(cache=True, nogil=True)
 def _scan(
     keys: np.ndarray,
@@ -803,7 +741,7 @@ def _scan(
             sizes, deleted,
         ):  # fmt: skip
             if found == candidates.shape[0]:
-                candidates = _grow(candidates, found + 1)
+                candidates = grow(candidates, found + 1)
             candidates[found] = row
             found += 1
             e += 1
@@ -812,7 +750,7 @@ def _scan(
         stored_position = int(key & _U64(FIELD_MAX))
         if set_size < FIELD_MAX and stored_position > set_size - int(overlaps[set_size]) + slack:
             # Every later entry of this size sits further on: skip to the next size.
-            e = _gallop(keys, e + 1, end, e + 1, (key | _U64(FIELD_MAX)) + _U64(1))
+            e = gallop(keys, e + 1, end, e + 1, (key | _U64(FIELD_MAX)) + _U64(1))
         else:
             e += 1
     return candidates, found
@@ -845,21 +783,21 @@ def _scan_groups(
         bound = set_size - overlap + slack  # the largest stored position admitted
         admitted = e
         if position <= query_size - overlap + slack and bound >= 0:
-            admitted = _gallop(keys, e, end, e, _past(group, bound))
+            admitted = gallop(keys, e, end, e, _past(group, bound))
             # The first shared token of a match sits at positions <= |x| - o and <= |y| - o
             # (slack 0): entries past either bound can only be a later meeting.
             first = e
             if position <= query_size - overlap:
-                first = _gallop(keys, e, admitted, e, _past(group, set_size - overlap))
+                first = gallop(keys, e, admitted, e, _past(group, set_size - overlap))
             count = admitted - e
             if found + count > candidates.shape[0]:
-                candidates = _grow(candidates, found + count)
+                candidates = grow(candidates, found + count)
             for i in range(first - e):
                 candidates[found + i] = run_rows[e + i]
             for i in range(first - e, count):
                 candidates[found + i] = LATER - np.int64(run_rows[e + i])
             found += count
-        e = _gallop(keys, admitted, end, admitted, group + _U64(FIELD_MAX + 1))
+        e = gallop(keys, admitted, end, admitted, group + _U64(FIELD_MAX + 1))
     return candidates, found
 
 
@@ -1087,8 +1025,8 @@ def ngram_search(
             overlaps[set_size] = min_overlap(threshold, n, set_size)
         capped = high_size >= FIELD_MAX  # sets of FIELD_MAX or more tokens are admissible
         probes = prefix_length(n, threshold, shared)
-        tokens = _grow(tokens, probes)
-        main_starts = _grow(main_starts, probes)
+        tokens = grow(tokens, probes)
+        main_starts = grow(main_starts, probes)
         for position in range(probes):
             tokens[position] = token_bits(order_keys[position])
         # Where each token's entries begin in main. Keys are hashes, uniform within a
@@ -1112,7 +1050,7 @@ def ngram_search(
             for position in range(probes):
                 token = tokens[position]
                 bucket = np.int64(token >> shift)
-                main_starts[position] = _gallop(
+                main_starts[position] = gallop(
                     main_lane, main_directory[0, bucket], main_directory[0, bucket + 1],
                     main_starts[position], token,
                 )  # fmt: skip
@@ -1151,7 +1089,7 @@ def ngram_search(
                         key, row, position, n, low_size, high_size, overlaps, threshold,
                         slack, sizes, deleted,
                     ):  # fmt: skip
-                        candidates = _grow(candidates, found + 1)
+                        candidates = grow(candidates, found + 1)
                         candidates[found] = row
                         found += 1
         # Rows first met by the last meetings - 1 probes cannot meet the query enough.
@@ -1182,7 +1120,7 @@ def ngram_search(
                         if main_size == 0:
                             continue
                         start = main_starts[position]
-                        e = _gallop(main_lane, start, main_size, start, low)
+                        e = gallop(main_lane, start, main_size, start, low)
                     else:
                         lane = middle_lane if run == 1 else buffer_lane
                         row_lane = middle_row_lane if run == 1 else buffer_row_lane
@@ -1230,7 +1168,7 @@ def ngram_search(
             row = candidates[c]
             set_size = int(sizes[row])
             needed = min_overlap(threshold, n, set_size)
-            scratch = _grow(scratch, gram_count(chars[row], size, cjk_size))
+            scratch = grow(scratch, gram_count(chars[row], size, cjk_size))
             stamp += 1
             overlap = _shared_tokens(
                 data, starts[row], widths[row], chars[row], size, cjk_size, needed,
@@ -1240,8 +1178,8 @@ def ngram_search(
                 continue
             similarity = overlap / (n + set_size - overlap)
             if similarity >= threshold:
-                rows = _grow(rows, count + 1)
-                similarities = _grow(similarities, count + 1)
+                rows = grow(rows, count + 1)
+                similarities = grow(similarities, count + 1)
                 rows[count] = row
                 similarities[count] = similarity
                 count += 1
@@ -1253,6 +1191,6 @@ def ngram_search(
                 query_points, query_offsets[qi], query_offsets[qi + 1], data, starts, widths,
                 chars, figure_keys, rows, similarities, start, count, figure_counts,
             )  # fmt: skip
-        _best_first(rows, similarities, start, count)
+        best_first(rows, similarities, start, count)
         query_ends[qi] = count
     return query_ends, rows[:count], similarities[:count], verified
