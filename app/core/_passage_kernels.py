@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit
 
 from app.core._kernels import CLASS_SINGLE_CHAR_TOKEN, CLASS_WORD, POLY_MULTIPLIER, fmix64
+from app.core._shared_kernels import first_above
 
 _U64 = np.uint64
 
@@ -618,3 +619,39 @@ def counted_candidates(
             out_rows[low + i] = found[low + order[i]]
             out_shared[low + i] = shared[low + order[i]]
     return out_rows, out_shared, bounds, boilerplate
+
+
+@njit(cache=True, nogil=True)
+def host_hits(
+    positions: np.ndarray,
+    rows: np.ndarray,
+    entry_hosts: np.ndarray,
+    key_bounds: np.ndarray,
+    hosts: np.ndarray,
+    excludes: np.ndarray,
+    repeats: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(keep, pages) of an index's hits for several texts (app/core/hosts.py's rule): hit
+    i is fingerprint ``positions[i]`` (text t's at ``[key_bounds[t], key_bounds[t + 1])``)
+    held by row ``rows[i]`` of host ``entry_hosts[i]``; ``pages[p]`` the pages of text t's
+    host (``hosts[t]``; 0: none) holding fingerprint p, its own row (``excludes[t]``) left
+    out; ``keep[i]`` False for a hit of the text's own row, and for one of a page of its
+    host holding a fingerprint ``repeats`` of them hold (its host's chrome). O(hits log
+    texts)."""
+    texts = key_bounds.shape[0] - 1
+    pages = np.zeros(key_bounds[texts], dtype=np.int64)
+    count = positions.shape[0]
+    keep = np.ones(count, dtype=np.bool_)
+    same = np.zeros(count, dtype=np.bool_)
+    for i in range(count):
+        position = positions[i]
+        text = 0 if texts == 1 else first_above(key_bounds, 0, texts + 1, position) - 1
+        if rows[i] == excludes[text]:
+            keep[i] = False
+        elif hosts[text] != 0 and entry_hosts[i] == hosts[text]:
+            same[i] = True
+            pages[position] += 1
+    for i in range(count):
+        if same[i] and pages[positions[i]] >= repeats:
+            keep[i] = False
+    return keep, pages

@@ -16,7 +16,7 @@ host that share a story (the same article on two paths, a roundup holding one of
 stories) still share it: a story is on two pages, chrome on every page.
 
 No I/O. Costs: ``host_key`` O(url); ``page_url`` a regex over the page's head;
-``chrome_keys`` O(h) for h index hits; ``without_chrome`` O(n) for n query tokens.
+``host_hits`` O(h) for h index hits, compiled; ``without_chrome`` O(n) for n query tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from app.core import _passage_kernels as kernels
 from app.core.types import Rows
 
 # Pages of one host holding a fingerprint for it to be chrome: two pages may share a
@@ -95,32 +96,33 @@ def host_key(metadata: Mapping[str, Any] | None, html: str | None = None) -> int
     return xxhash.xxh32_intdigest(host.encode("utf-8", "surrogatepass")) or 1
 
 
-def host_pages(positions: Rows, entry_hosts: npt.NDArray[np.uint32], host: int, keys: int) -> Rows:
-    """The pages of ``host`` holding each of a document's ``keys`` fingerprints, from an
-    index's hits: hit i is fingerprint ``positions[i]`` held by a page of host
-    ``entry_hosts[i]`` (each page once a fingerprint). O(hits)."""
-    if host == NO_HOST or not len(positions):
-        return np.zeros(keys, dtype=np.int64)
-    same = np.asarray(entry_hosts) == host
-    return np.bincount(np.asarray(positions)[same], minlength=keys)
-
-
-def chrome_hits(
+def host_hits(
     positions: Rows,
-    owners: Rows,
+    rows: Rows,
     entry_hosts: npt.NDArray[np.uint32],
-    hosts: npt.NDArray[np.uint32],
-    keys: int,
-) -> tuple[Rows, npt.NDArray[np.bool_]]:
-    """(pages, dropped) of several documents' hits at once: ``pages[p]`` the pages of
-    its document's host (``hosts``) holding fingerprint p (of document ``owners[i]`` for
-    hit i's ``positions[i]``), ``dropped[i]`` whether hit i is a page of that host holding
-    a fingerprint of its chrome (HOST_PAGES - 1 of them): it seeds nothing. O(hits)."""
-    hosts = np.asarray(hosts, dtype=np.uint32)
-    query_hosts = hosts[np.asarray(owners, dtype=np.int64)]
-    same = (np.asarray(entry_hosts) == query_hosts) & (query_hosts != NO_HOST)
-    pages = np.bincount(np.asarray(positions)[same], minlength=keys)
-    return pages, same & (pages[positions] >= HOST_PAGES - 1)
+    key_bounds: Rows,
+    hosts: Sequence[int],
+    excludes: Sequence[int],
+) -> tuple[npt.NDArray[np.bool_], Rows]:
+    """(keep, pages) of an index's hits for several documents, the rule in one compiled
+    pass (``_passage_kernels.host_hits``): hit i is fingerprint ``positions[i]`` (document
+    t's at ``[key_bounds[t], key_bounds[t + 1])``) held by row ``rows[i]`` of host
+    ``entry_hosts[i]``; ``pages[p]`` the other pages of its document's host (``hosts``)
+    holding fingerprint p; ``keep[i]`` False for a document's own row (``excludes``) and
+    for a page of its host holding a fingerprint of its chrome (HOST_PAGES - 1 other
+    pages hold it): that hit seeds nothing. O(hits)."""
+    keep: npt.NDArray[np.bool_]
+    pages: Rows
+    keep, pages = kernels.host_hits(
+        np.ascontiguousarray(positions, dtype=np.int64),
+        np.ascontiguousarray(rows, dtype=np.int64),
+        np.ascontiguousarray(entry_hosts, dtype=np.uint32),
+        np.ascontiguousarray(key_bounds, dtype=np.int64),
+        np.array(hosts, dtype=np.uint32),
+        np.array(excludes, dtype=np.int64),
+        HOST_PAGES - 1,
+    )
+    return keep, pages
 
 
 @dataclass(frozen=True, slots=True)

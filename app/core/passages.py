@@ -29,7 +29,7 @@ import xxhash
 
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
-from app.core.hosts import NO_HOST, NO_PAGES, HostPages, chrome_hits
+from app.core.hosts import NO_HOST, NO_PAGES, HostPages, host_hits
 from app.core.mix import fmix64_array
 from app.core.row_array import RowArray
 from app.core.run_builder import RunBuilder
@@ -461,18 +461,16 @@ class PassageIndex(TableIndex):
             0, flat, self.max_rows, self._rows.deleted.array, capped
         )
         if hosts is not None and any(host != NO_HOST for host in hosts) and len(rows):
-            owners = np.searchsorted(key_bounds, positions, side="right") - 1
-            if excludes is not None:
-                others = rows != np.asarray(excludes, dtype=np.int64)[owners]
-                positions, rows, owners = positions[others], rows[others], owners[others]
-            pages, dropped = chrome_hits(
-                positions, owners, self._per_row.array[rows, 3],
-                np.array(hosts, dtype=np.uint32), len(flat),
+            keep, pages = host_hits(
+                positions, rows, self._per_row.array[rows, 3], key_bounds, hosts,
+                [-1] * len(keys) if excludes is None else excludes,
             )  # fmt: skip
-            positions, rows = positions[~dropped], rows[~dropped]
+            positions, rows = positions[keep], rows[keep]
             pages_of = [
-                HostPages.of(raw[start:end], pages[start:end])
-                for start, end in itertools.pairwise(key_bounds.tolist())
+                NO_PAGES if host == NO_HOST else HostPages.of(raw[start:end], pages[start:end])
+                for host, (start, end) in zip(
+                    hosts, itertools.pairwise(key_bounds.tolist()), strict=True
+                )
             ]
         near_codes = _NO_CODES
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept

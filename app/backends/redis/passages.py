@@ -27,7 +27,7 @@ from app.backends.redis.store.rows import RowData, RowReads
 from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
-from app.core.hosts import HOST_PAGES, NO_HOST, HostPages, host_pages
+from app.core.hosts import NO_HOST, HostPages, host_hits
 from app.core.passages import may_cover, shared_passages_texts
 from app.core.types import Rows
 from app.service.passages import Found, PassageQuery
@@ -107,18 +107,17 @@ class RedisPassages:
                     boilerplate += 1
                     hits.append((_NO_ROWS, _NO_ROWS, _NO_HOSTS))
                     continue
-                sizes, rows, hosts = GramTable.decode_hosted(members)
-                others = rows != query.exclude
-                hits.append((sizes[others], rows[others], hosts[others]))
-            pages = _host_pages(query, hits)
-            query.host_pages = HostPages.of(query.keys, pages)
-            chrome = pages >= HOST_PAGES - 1
-            for repeated, (sizes, rows, hosts) in zip(chrome.tolist(), hits, strict=True):
-                if repeated:  # its host's chrome counts for none of its host's pages
-                    rows, sizes = rows[hosts != query.host], sizes[hosts != query.host]
-                for size, row in zip(sizes.tolist(), rows.tolist(), strict=True):
-                    counts[row] = counts.get(row, 0) + 1
-                    held_keys[row] = size
+                hits.append(GramTable.decode_hosted(members))
+            sizes, rows, positions = _flat(hits)
+            keep, pages = host_hits(
+                positions, rows, np.concatenate([h for _, _, h in hits]) if hits else _NO_HOSTS,
+                np.array([0, len(hits)]), [query.host], [query.exclude],
+            )  # fmt: skip
+            if query.host != NO_HOST:
+                query.host_pages = HostPages.of(query.keys, pages)
+            for size, row in zip(sizes[keep].tolist(), rows[keep].tolist(), strict=True):
+                counts[row] = counts.get(row, 0) + 1
+                held_keys[row] = size
             if bar and counts:
                 close = set() if near is None else set(near[number].tolist())
                 counts = _may_pass(counts, held_keys, boilerplate, len(query.keys), bar, close)
@@ -171,14 +170,17 @@ class RedisPassages:
         return found
 
 
-def _host_pages(query: PassageQuery, hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]]) -> Rows:
-    """The pages of the query's host holding each of its fingerprints
-    (``hosts.host_pages``), from each fingerprint's (sizes, rows, hosts) entries read."""
-    if query.host == NO_HOST or not hits:
-        return np.zeros(len(hits), dtype=np.int64)
-    positions = np.repeat(np.arange(len(hits)), [len(rows) for _, rows, _ in hits])
-    hosts = np.concatenate([entry_hosts for _, _, entry_hosts in hits])
-    return host_pages(positions, hosts, query.host, len(hits))
+def _flat(hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]]) -> tuple[Rows, Rows, Rows]:
+    """(sizes, rows, positions) of each fingerprint's (sizes, rows, hosts) entries read,
+    end to end: ``positions[i]`` the query fingerprint of entry i."""
+    if not hits:
+        return _NO_ROWS, _NO_ROWS, _NO_ROWS
+    counts = [len(rows) for _, rows, _ in hits]
+    return (
+        np.concatenate([sizes for sizes, _, _ in hits]),
+        np.concatenate([rows for _, rows, _ in hits]),
+        np.repeat(np.arange(len(hits), dtype=np.int64), counts),
+    )
 
 
 def _may_pass(
