@@ -70,36 +70,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        registry: ServiceBackend
-        key_store: KeyStore
-        if settings.backend is not None:
-            # Imported here: redis-py is an extra the embedded service does not need.
-            from app.backends.redis.registry import RedisRegistry
-
-            registry = RedisRegistry(
-                settings.backend,
-                max_collections=settings.max_collections,
-                wait_replicas=settings.redis_wait_replicas,
-                clock=clock,
-                max_documents=settings.max_documents,
-                shard_bits=settings.redis_shard_bits,
-            )
-            from app.backends.redis.keys import RedisKeyStore
-
-            key_store = RedisKeyStore(settings.backend)
-        else:
-            # A damaged database stops the start here, with a message that says what to
-            # do; the service never starts empty on top of data it could not read.
-            store = open_store(settings)
-            store.observe_commits(app.state.metrics.record_commit)
-            registry = Registry(
-                store, settings.max_collections, clock=clock, max_documents=settings.max_documents
-            )
-            key_store = (
-                MemoryKeyStore()
-                if isinstance(store, MemoryStore)
-                else SQLiteKeyStore(settings.data_dir / KEYS_FILE)
-            )
+        registry, key_store = _backend(settings, open_store, clock, app.state.metrics)
         if key_ring.open:
             key_store.close()  # an open service checks no key (app/service/key_ring.py)
         else:
@@ -173,3 +144,37 @@ def create_app(
             app, app.full_stack, gate, settings.body_limit_bytes, app.state.metrics
         )
     return app
+
+
+def _backend(
+    settings: Settings,
+    open_store: StoreFactory,
+    clock: Callable[[], float],
+    metrics: Metrics,
+) -> tuple[ServiceBackend, KeyStore]:
+    """The collections' backend the settings name and the store of its API keys: Redis
+    (NEARDUP_BACKEND) or the embedded service on its database."""
+    if settings.backend is not None:
+        # Imported here: redis-py is an extra the embedded service does not need.
+        from app.backends.redis.keys import RedisKeyStore
+        from app.backends.redis.registry import RedisRegistry
+
+        redis = RedisRegistry(
+            settings.backend,
+            max_collections=settings.max_collections,
+            wait_replicas=settings.redis_wait_replicas,
+            clock=clock,
+            max_documents=settings.max_documents,
+            shard_bits=settings.redis_shard_bits,
+        )
+        return redis, RedisKeyStore(settings.backend)
+    # A damaged database stops the start here, with a message that says what to do; the
+    # service never starts empty on top of data it could not read.
+    store = open_store(settings)
+    store.observe_commits(metrics.record_commit)
+    embedded = Registry(
+        store, settings.max_collections, clock=clock, max_documents=settings.max_documents
+    )
+    if isinstance(store, MemoryStore):
+        return embedded, MemoryKeyStore()
+    return embedded, SQLiteKeyStore(settings.data_dir / KEYS_FILE)
