@@ -31,7 +31,7 @@ COPY app ./app
 # The client package: `neardup search` and `neardup insert`, built on it, live in the same command.
 COPY neardup_client ./neardup_client
 # Installed (not editable), then the kernels compiled into NUMBA_CACHE_DIR: a start loads
-# them instead of compiling them (some 20 s). On another CPU model than the build
+# them instead of compiling them (a minute or more). On another CPU model than the build
 # machine's, the first start compiles again. pip and setuptools go: nothing installs at
 # run time. numba uses a cache directory only if it can write to it: the user that serves
 # will own it, and group 0, that of a uid given with --user, may write to it too.

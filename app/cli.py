@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile every numba kernel the service and `neardup dedup` use into "
         "numba's on-disk cache (beside the sources, or NUMBA_CACHE_DIR), so that `neardup "
         "serve` starts in about a second and the first dedup starts at once, instead of "
-        "compiling them for some 20 s. `make run` and the Docker build run it; run it again "
+        "compiling them (a minute or more). `make run` and the Docker build run it; run it again "
         "after changing app/core/ or app/batch/. Touches no data directory.",
     )
     warm_up_parser.set_defaults(handler=warm_up)
