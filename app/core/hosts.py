@@ -136,10 +136,10 @@ class HostPages:
 
     @staticmethod
     def of(keys: npt.NDArray[np.uint64], pages: Rows) -> HostPages:
-        """From the pages of the host holding each of ``keys``."""
+        """From the pages of the host holding each of ``keys`` (a document's
+        fingerprints: sorted, each once)."""
         held = pages > 0
-        order = np.argsort(keys[held])
-        return HostPages(keys[held][order], pages[held][order])
+        return HostPages(keys[held], pages[held])
 
     def chrome(
         self, keys: npt.NDArray[np.uint64] | None = None, earlier: Rows | None = None
@@ -149,9 +149,11 @@ class HostPages:
         ``keys[i]``, counting those too. O(keys log)."""
         if keys is None or earlier is None:
             return self.keys[self.pages >= HOST_PAGES - 1]
-        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
-        stored = np.where(_member(keys, self.keys), self.pages[at] if len(self.keys) else 0, 0)
-        return np.sort(keys[stored + earlier >= HOST_PAGES - 1])
+        counts = np.asarray(earlier, dtype=np.int64)
+        if len(self.keys):
+            at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+            counts = counts + np.where(self.keys[at] == keys, self.pages[at], 0)
+        return np.sort(keys[counts >= HOST_PAGES - 1])
 
 
 NO_PAGES = HostPages(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))

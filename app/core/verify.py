@@ -120,14 +120,10 @@ class ExactMinHash:
         self._queries = queries
         self._stored = stored
 
-    def jaccard(self, positions: Rows, rows: Rows) -> Floats:
-        """Exact Jaccard of each (query position, stored row) pair; NaN where a text is
-        not at hand."""
-        return self._jaccard(positions, rows)[0]
-
-    def _jaccard(self, positions: Rows, rows: Rows) -> tuple[Floats, npt.NDArray[np.bool_]]:
-        """(``jaccard``, whether the stored text of each pair is missing where the
-        query's is at hand)."""
+    def jaccard(self, positions: Rows, rows: Rows) -> tuple[Floats, npt.NDArray[np.bool_]]:
+        """(exact Jaccard of each (query position, stored row) pair, NaN where a text is
+        not at hand; whether the stored text of each pair is missing where the query's is
+        at hand)."""
         out = np.full(len(rows), np.nan)
         gone = np.zeros(len(rows), dtype=np.bool_)
         for i, (position, row) in enumerate(zip(positions.tolist(), rows.tolist(), strict=True)):
@@ -154,7 +150,7 @@ class ExactMinHash:
         unsure = unsure_pairs(methods, agree, self.bar, self.num_perm)
         if not len(unsure):
             return methods, similarity
-        exact, gone = self._jaccard(positions[unsure], rows[unsure])
+        exact, gone = self.jaccard(positions[unsure], rows[unsure])
         known = ~np.isnan(exact)
         passed = np.where(
             known, exact >= self.bar - _SLACK, agree[unsure] >= min_matches(self.bar, self.num_perm)

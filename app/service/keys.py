@@ -25,7 +25,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Action = Literal[
     "search",
@@ -38,17 +38,7 @@ Action = Literal[
     "metrics",
     "*",
 ]
-ACTIONS: tuple[Action, ...] = (
-    "search",
-    "documents.add",
-    "documents.delete",
-    "collections.create",
-    "collections.delete",
-    "collections.settings",
-    "export",
-    "metrics",
-    "*",
-)
+ACTIONS: tuple[Action, ...] = get_args(Action)
 # The actions the audit trail records: every change of a collection or its documents.
 WRITE_ACTIONS = frozenset(
     {

@@ -196,13 +196,13 @@ class PassageSearch(TableMatcher):
         by_row = copies | self._verified(asked, unread, candidates.texts or {})
         length = len(asked.text)
         found: list[Found] = []
-        for row in verified.tolist():  # in the candidates' order
+        hosts = self.index.hosts(verified).tolist()
+        for row, host in zip(verified.tolist(), hosts, strict=True):  # the candidates' order
             passages, stored_length = by_row.get(row, ([], 0))
             # Only a candidate with passages is named (most share a k-gram or two).
             document_id = id_of(row) if passages else None
             if document_id is not None:
                 distance = distance_of(row)
-                host = int(self.index.hosts(np.array([row]))[0])
                 found.append(
                     Found(document_id, passages, length, stored_length, distance, row, host)
                 )
