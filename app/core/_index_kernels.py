@@ -150,22 +150,9 @@ def directed_bounds(
         return lower_bound(keys, low), upper_bound(keys, high)
     low_bucket = np.int64(low >> shift)
     high_bucket = np.int64(high >> shift)
-    start, end = directory[low_bucket], directory[low_bucket + 1]
-    while start < end:
-        middle = (start + end) >> 1
-        if keys[middle] < low:
-            start = middle + 1
-        else:
-            end = middle
-    first = start
-    start, end = directory[high_bucket], directory[high_bucket + 1]
-    while start < end:
-        middle = (start + end) >> 1
-        if keys[middle] <= high:
-            start = middle + 1
-        else:
-            end = middle
-    return first, start
+    first = first_at_least(keys, directory[low_bucket], directory[low_bucket + 1], low)
+    last = first_above(keys, directory[high_bucket], directory[high_bucket + 1], high)
+    return first, last
 
 
 @njit(cache=True, nogil=True, inline="always")
