@@ -20,8 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from app.backends.embedded.collection import Collection
 from app.backends.embedded.registry import Registry, warm_up
 from app.collection_config import (
@@ -32,7 +30,6 @@ from app.collection_config import (
     SimHashConfig,
 )
 from app.core.page import read_page
-from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, SortedTable
 from app.service import InsertOptions, NewDocument, Query
 from app.storage.sqlite import SQLiteStore
 
@@ -84,20 +81,7 @@ def compile_kernels() -> float:
         finally:
             registry.close()
         _dedup(Path(scratch))
-    _large_runs()
     return time.perf_counter() - started
-
-
-def _large_runs() -> None:
-    """A table past MIN_DIRECTORY_ENTRIES, which the small collections above never reach:
-    a run's directory built, then moved by a merge, and looked up through."""
-    random = np.random.default_rng(0)
-    table = SortedTable(lanes=1)
-    first, second = MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY + 1
-    keys = random.integers(0, 2**63, (first + second, 1), dtype=np.uint64)
-    table.insert(keys[:first], np.arange(first))  # a buffer with a directory
-    table.insert(keys[first:], np.arange(first, first + second))  # the directory moved
-    table.lookup_equal_many(0, keys[:100, 0])
 
 
 def _dedup(scratch: Path) -> None:

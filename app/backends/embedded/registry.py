@@ -9,10 +9,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
 from app.backends.embedded.saving import covered_by
 from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
 from app.core.saved import SavedStateError
+from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, SortedTable
 from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
 from app.kernel_tables import ready_char_classes
 from app.memory import PeriodicTrim
@@ -44,9 +47,16 @@ EVICTION_PAUSE_SECONDS = 0.0005
 EVICTIONS_PER_TRIM = 50_000
 
 
+# Text that shares passages, so that a start loads the verification kernels too: each
+# warm-up document is this passage and words of its own.
+_WARM_PASSAGE = " ".join(f"passage{i % 37}w{i}" for i in range(120))
+
+
 def warm_up() -> None:
     """Run every compiled kernel once (numba loads or compiles them on first use), the
-    tables they use read where they were kept (and kept where they were not)."""
+    tables they use read where they were kept (and kept where they were not): inserts
+    alone and in batches of documents sharing a passage, searches, a merge and a large
+    run's directory, so that the first requests after /readyz load nothing."""
     ready_char_classes()
     for unit in ("char", "word"):
         config = CollectionConfig(
@@ -56,8 +66,29 @@ def warm_up() -> None:
         store.create_collection("warm-up", config.to_dict())
         collection = Collection("warm-up", config, store)
         collection.insert([NewDocument("warm up the kernels", "a")])
+        collection.insert([NewDocument("warm up the kernels, 石油输出国组织部长", "b")])
+        collection.insert([NewDocument(f"{_WARM_PASSAGE} one {unit}", "c")])
+        collection.insert([NewDocument(f"{_WARM_PASSAGE} one {unit}", "copy")])  # identical
+        collection.insert(
+            [NewDocument(f"own{k} words {_WARM_PASSAGE} tail{k}", f"d{k}") for k in range(4)]
+        )
         collection.search("warm up the kernels", Query())
+        collection.search(f"{_WARM_PASSAGE} query", Query())
         collection.merge(force=True)
+        collection.search(f"{_WARM_PASSAGE} query", Query())
+    large_run_directory()
+
+
+def large_run_directory() -> None:
+    """A table past MIN_DIRECTORY_ENTRIES, which small collections never reach: a run's
+    directory built, then moved by a merge, and looked up through."""
+    random = np.random.default_rng(0)
+    table = SortedTable(lanes=1)
+    first, second = MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY + 1
+    keys = random.integers(0, 2**63, (first + second, 1), dtype=np.uint64)
+    table.insert(keys[:first], np.arange(first))  # a buffer with a directory
+    table.insert(keys[first:], np.arange(first, first + second))  # the directory moved
+    table.lookup_equal_many(0, keys[:100, 0])
 
 
 class _Background:
