@@ -7,7 +7,7 @@ import logging.config
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -259,6 +259,20 @@ def _exit_cleanly(signum: int, frame: object) -> None:
     sys.exit(0)
 
 
+def _command(
+    commands: Any, handler: Callable[[argparse.Namespace], None], name: str, **texts: str
+) -> argparse.ArgumentParser:
+    """A subcommand's parser, ``handler`` set as what ``main`` runs for it."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, **texts)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def _add_data_dir(parser: argparse.ArgumentParser) -> None:
+    """--data-dir of the offline commands (export, import, check): one option, one help."""
+    parser.add_argument("--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from app.config import Settings
 
@@ -267,7 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Real-time near-duplicate lookup service (SimHash, MinHash LSH, exact).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve_parser = commands.add_parser(
+    serve_parser = _command(
+        commands,
+        serve,
         "serve",
         help="run the HTTP service",
         description="Run the HTTP service. Settings come from NEARDUP_* environment "
@@ -283,24 +299,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="worker processes (default 1; more only with NEARDUP_BACKEND, the Redis backend)",
     )
-    serve_parser.set_defaults(handler=serve)
 
-    export_parser = commands.add_parser(
+    export_parser = _command(
+        commands,
+        export,
         "export",
         help="write collections as JSON lines (a backup, or a move to another machine)",
         description="Write collections and their documents (fingerprints, metadata, clusters) "
         "as JSON lines. Safe while the service runs.",
     )
-    export_parser.add_argument(
-        "--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)"
-    )
+    _add_data_dir(export_parser)
     export_parser.add_argument(
         "--collection", action="append", help="only this collection (repeatable; default all)"
     )
     export_parser.add_argument("--output", default="-", help="file to write (default stdout)")
-    export_parser.set_defaults(handler=export)
 
-    import_parser = commands.add_parser(
+    import_parser = _command(
+        commands,
+        import_,
         "import",
         help="load an export into a data directory (stop the service first)",
         description="Load JSON lines written by `neardup export` into a data directory whose "
@@ -308,12 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
         "data only when it starts.",
     )
     import_parser.add_argument("file", help="the export file")
-    import_parser.add_argument(
-        "--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)"
-    )
-    import_parser.set_defaults(handler=import_)
+    _add_data_dir(import_parser)
 
-    check_parser = commands.add_parser(
+    check_parser = _command(
+        commands,
+        check,
         "check",
         help="verify the database and the index segments against it",
         description="Verify the database (SQLite's quick_check of every page: a start "
@@ -327,12 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
         "database at its next start. It may run beside the service; a segment the "
         "service replaces meanwhile can read as missing: check again.",
     )
-    check_parser.add_argument(
-        "--data-dir", help="data directory (default: NEARDUP_DATA_DIR or ./data)"
-    )
-    check_parser.set_defaults(handler=check)
+    _add_data_dir(check_parser)
 
-    warm_up_parser = commands.add_parser(
+    _command(
+        commands,
+        warm_up,
         "warm-up",
         help="compile the numeric kernels into numba's cache (part of the install)",
         description="Compile every numba kernel the service and `neardup dedup` use into "
@@ -341,7 +355,6 @@ def build_parser() -> argparse.ArgumentParser:
         "compiling them (a minute or more). `make run` and the Docker build run it; run it again "
         "after changing app/core/ or app/batch/. Touches no data directory.",
     )
-    warm_up_parser.set_defaults(handler=warm_up)
 
     from app.batch.command import add_parser as add_dedup_parser
 
