@@ -339,18 +339,7 @@ def _inside(node: Node, taken: set[int]) -> bool:
 def main_content(tree: HTMLTree) -> str:
     """resiliparse's main content of a parsed page, one block a line: without comments,
     image alt texts, post metadata, noscript, links' targets or list bullets."""
-    return str(
-        extract_plain_text(
-            tree,
-            main_content=True,
-            alt_texts=False,
-            links=False,
-            list_bullets=False,
-            noscript=False,
-            comments=False,
-            post_meta=False,
-        )
-    )
+    return _plain_text(tree, main_content=True)
 
 
 def read_page(html: str, extract: Extraction = "main") -> Page:
@@ -420,14 +409,23 @@ def _densest_block(tree: LexborHTMLParser) -> Node | None:
 
 def _block_text(node: Node) -> str:
     """An element's text, one block a line, as ``main_content`` writes it."""
+    return _plain_text(HTMLTree.parse(node.html or ""), main_content=False)
+
+
+def _plain_text(tree: HTMLTree, main_content: bool) -> str:
+    """resiliparse's text of a tree, one block a line, as both extractions take it:
+    without comments, image alt texts, noscript, links' targets or list bullets; the main
+    content also without post metadata (``post_meta`` acts on that extract only: the
+    other passes resiliparse's default, True)."""
     return str(
         extract_plain_text(
-            HTMLTree.parse(node.html or ""),
-            main_content=False,
+            tree,
+            main_content=main_content,
             alt_texts=False,
             links=False,
             list_bullets=False,
             noscript=False,
             comments=False,
+            post_meta=not main_content,
         )
     )

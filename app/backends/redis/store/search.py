@@ -35,11 +35,6 @@ class Found:
     rows: Rows
     values: Floats
 
-    @staticmethod
-    def none() -> Found:
-        empty = np.zeros(0, dtype=np.int64)
-        return Found(empty, empty, np.zeros(0))
-
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -57,7 +52,8 @@ class SearchResult:
 
 
 METHODS = ("exact", "simhash", "minhash")
-_NONE = Found.none()  # shared by the searches that find nothing: never written to
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NONE = Found(_NO_ROWS, _NO_ROWS, np.zeros(0))  # what finds nothing: never written to
 _NO_KEYS = np.zeros((0, 0), dtype=np.uint64)
 
 
