@@ -403,10 +403,7 @@ class NgramIndex:
         """(keys, rows) of the prefix entries of stored rows under ``order``, and the
         rows' set sizes."""
         result: tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]] = kernels.set_postings(
-            self._texts.data.array,
-            self._texts.starts.array,
-            self._texts.chars.array,
-            self._texts.widths.array,
+            *self._texts.kernel_arrays(),
             rows,
             self.size,
             self.cjk_size,
@@ -494,7 +491,9 @@ class NgramIndex:
             offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         state = self._state
         snapshot = state.table.snapshot()
-        # Read after the snapshot: these hold every row it holds.
+        # Read after the snapshot: these hold every row it holds. (Unpacked here: mypy
+        # follows one starred tuple in a kernel's call, not two.)
+        data, starts, chars, widths = self._texts.kernel_arrays()
         checked = self.same_numbers and same_numbers
         result: tuple[Rows, Rows, Similarities, Rows] = kernels.ngram_search(
             points.view(np.uint8),
@@ -505,10 +504,10 @@ class NgramIndex:
             self.prefix_matches,
             state.order.table_codes,
             state.order.table_classes,
-            self._texts.data.array,
-            self._texts.starts.array,
-            self._texts.chars.array,
-            self._texts.widths.array,
+            data,
+            starts,
+            chars,
+            widths,
             self._texts.sizes.array,
             *snapshot.kernel_arrays(),
             self._rows.deleted.array,
@@ -572,10 +571,7 @@ class NgramIndex:
         if len(rows) > ORDER_SAMPLE_ROWS:
             rows = rows[np.linspace(0, len(rows) - 1, ORDER_SAMPLE_ROWS).astype(np.int64)]
         codes, _ = kernels.code_sets(
-            self._texts.data.array,
-            self._texts.starts.array,
-            self._texts.chars.array,
-            self._texts.widths.array,
+            *self._texts.kernel_arrays(),
             rows,
             self.size,
             self.cjk_size,

@@ -3,6 +3,8 @@ as each text's widest needs, end to end, with per-row columns. No I/O."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -60,6 +62,13 @@ class PackedTexts:
         self.widths.array[rows] = widths
         if figure_keys is not None:
             self.figures.array[rows] = figure_keys
+
+    def kernel_arrays(
+        self,
+    ) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]:
+        """The arrays a kernel reads stored texts from, in the order the kernels take
+        them: data, starts, chars, widths."""
+        return self.data.array, self.starts.array, self.chars.array, self.widths.array
 
     def text(self, row: int) -> str:
         start, chars = int(self.starts.array[row]), int(self.chars.array[row])
