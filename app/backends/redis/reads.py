@@ -46,9 +46,7 @@ class Reads:
         self.backend = backend
 
     def get(self, document_id: str) -> StoredDocument:
-        with storage_errors(self.backend.failures):
-            resolved, store = self.collection.opened()
-            return run(self._get_steps(resolved, store, document_id), store.wire)
+        return self._blocking(lambda resolved, store: self._get_steps(resolved, store, document_id))
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
         """``get`` from the event loop (as ``similar_async``); with ``kept_text``, the text
@@ -81,6 +79,13 @@ class Reads:
             text=record.text if resolved.config.store_text or kept_text else None,
             timestamp=iso_time_us(int(held.data.timestamps[at])),
         )
+
+    def _blocking(self, make: Callable[[Resolved, RedisStore], Steps[T]]) -> T:
+        """The steps ``make`` (resolved, store) gives, driven by the blocking wire on the
+        settings read first (``_on_loop``'s counterpart for the callers in a thread)."""
+        with storage_errors(self.backend.failures):
+            resolved, store = self.collection.opened()
+            return run(make(resolved, store), store.wire)
 
     async def _on_loop(self, make: Callable[[Resolved, RedisStore, bool], Steps[T]]) -> T:
         """The steps ``make`` (resolved, store, recheck) gives, driven on the event loop:
@@ -240,9 +245,9 @@ class Reads:
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
-        with storage_errors(self.backend.failures):
-            resolved, store = self.collection.opened()
-            return run(self._similar_steps(resolved, store, document_id, query), store.wire)
+        return self._blocking(
+            lambda resolved, store: self._similar_steps(resolved, store, document_id, query)
+        )
 
     async def similar_async(self, document_id: str, query: Query) -> list[Match]:
         """``similar`` from the event loop: three round trips (the document's lookup with
