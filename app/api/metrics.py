@@ -28,20 +28,21 @@ class IndexCollector:
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         registry: ServiceOperations | None = self._registry_of()
+        # Filled from each collection's stats, under the family's key.
         families = {
-            "documents": GaugeMetricFamily(
-                "neardup_documents", "Live documents per collection", labels=["collection"]
+            "documents": _per_collection(
+                GaugeMetricFamily, "neardup_documents", "Live documents per collection"
             ),
-            "duplicates": GaugeMetricFamily(
+            "duplicates": _per_collection(
+                GaugeMetricFamily,
                 "neardup_duplicates",
                 "Live documents that joined an earlier document's cluster",
-                labels=["collection"],
             ),
-            "merges": GaugeMetricFamily(
-                "neardup_merges", "Index merges since start per collection", labels=["collection"]
+            "merges": _per_collection(
+                GaugeMetricFamily, "neardup_merges", "Index merges since start per collection"
             ),
-            "index_bytes": GaugeMetricFamily(
-                "neardup_index_bytes", "Bytes held by the indexes", labels=["collection"]
+            "index_bytes": _per_collection(
+                GaugeMetricFamily, "neardup_index_bytes", "Bytes held by the indexes"
             ),
         }
         unmerged = GaugeMetricFamily(
@@ -54,25 +55,27 @@ class IndexCollector:
             "Deleted documents the index still holds until its next merge",
             labels=["collection", "index"],
         )
-        evicted = CounterMetricFamily(
-            "neardup_evicted_documents",
-            "Documents evicted by the retention since the start",
-            labels=["collection"],
-        )
-        expiring = GaugeMetricFamily(
-            "neardup_expiring_documents",
-            "Expired documents (hidden from every answer) not evicted yet",
-            labels=["collection"],
-        )
-        oldest = GaugeMetricFamily(
+        retained = {  # as ``families``, exposed after the indexes' backlogs
+            "evicted": _per_collection(
+                CounterMetricFamily,
+                "neardup_evicted_documents",
+                "Documents evicted by the retention since the start",
+            ),
+            "expiring": _per_collection(
+                GaugeMetricFamily,
+                "neardup_expiring_documents",
+                "Expired documents (hidden from every answer) not evicted yet",
+            ),
+        }
+        oldest = _per_collection(
+            GaugeMetricFamily,
             "neardup_oldest_timestamp_seconds",
             "Timestamp of the oldest live document, Unix seconds (absent when empty)",
-            labels=["collection"],
         )
-        eviction_seconds = CounterMetricFamily(
+        eviction_seconds = _per_collection(
+            CounterMetricFamily,
             "neardup_eviction_cpu_seconds",
             "CPU time spent evicting expired documents from memory",
-            labels=["collection"],
         )
         store_eviction = CounterMetricFamily(
             "neardup_eviction_store_cpu_seconds",
@@ -95,13 +98,11 @@ class IndexCollector:
                 failures.add_metric([kind], count)
             for collection in figures.collections:
                 name, stats = collection.name, collection.stats
-                for key, family in families.items():
+                for key, family in (families | retained).items():
                     family.add_metric([name], stats[key])
                 for index, backlog in collection.backlogs.items():
                     unmerged.add_metric([name, index], backlog.unmerged_entries)
                     tombstones.add_metric([name, index], backlog.tombstones)
-                evicted.add_metric([name], stats["evicted"])
-                expiring.add_metric([name], stats["expiring"])
                 if stats["oldest_seconds"] is not None:
                     oldest.add_metric([name], stats["oldest_seconds"])
                 if collection.eviction_cpu_seconds is not None:
@@ -111,8 +112,16 @@ class IndexCollector:
         yield from families.values()
         yield unmerged
         yield tombstones
-        yield from (evicted, expiring, oldest, eviction_seconds, store_eviction)
+        yield from retained.values()
+        yield from (oldest, eviction_seconds, store_eviction)
         yield from (round_trips, failures)
+
+
+def _per_collection(
+    family: type[GaugeMetricFamily] | type[CounterMetricFamily], name: str, documentation: str
+) -> GaugeMetricFamily | CounterMetricFamily:
+    """A family of one sample a collection, labelled with its name."""
+    return family(name, documentation, labels=["collection"])
 
 
 class Metrics:
