@@ -20,6 +20,7 @@ from app.core.fingerprint import (
 )
 from app.core.page import EXTRACTIONS, Extraction
 from app.core.verify import ExactMinHash, exact_minhash, search_bar
+from app.errors import SettingsConflict
 
 # Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md): word
 # 5-grams with k = 3 and t = 0.8 have the best F1 (0.978) of the settings that find every
@@ -247,6 +248,17 @@ class CollectionConfig:
             for key in sorted(set(mine) | set(theirs))
             if mine.get(key) != theirs.get(key)
         ]
+
+    def check_change(self, name: str, asked: CollectionConfig) -> None:
+        """SettingsConflict (409) unless ``asked`` of collection ``name``, which has these
+        settings, differs in the time settings only (MUTABLE_SETTINGS)."""
+        differences = self.fixed_differences(asked)
+        if differences:
+            raise SettingsConflict(
+                f"collection {name!r} exists with other settings that cannot "
+                f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
+                "retention and limits can change (PATCH)"
+            )
 
     def with_changes(self, **changes: Any) -> CollectionConfig:
         """A copy with some settings replaced (only MUTABLE_SETTINGS)."""

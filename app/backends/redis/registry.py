@@ -37,7 +37,6 @@ from app.backends.redis.store.wire import Command, Wire
 from app.collection_config import CollectionConfig
 from app.errors import (
     NeardupError,
-    SettingsConflict,
     StorageUnavailable,
     TooManyCollections,
     UnknownCollection,
@@ -335,13 +334,7 @@ class RedisRegistry:
         return self.get(name)
 
     def _change(self, resolved: Resolved, config: CollectionConfig) -> None:
-        differences = resolved.config.fixed_differences(config)
-        if differences:
-            raise SettingsConflict(
-                f"collection {resolved.name!r} exists with other settings that cannot "
-                f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
-                "retention and limits can change (PATCH)"
-            )
+        resolved.config.check_change(resolved.name, config)
         if config != resolved.config:  # new time settings: match_window, retention, limits
             # What the old retention expired stays expired: applied up to now first.
             self.get(resolved.name).expire(resolved, self.store(resolved))
