@@ -24,6 +24,7 @@ from app.core._shared_kernels import (
     gallop,
     grow,
     popcount64,
+    sort_range,
 )
 
 _U64 = np.uint64
@@ -193,6 +194,20 @@ def prefetch_bucket(
     prefetch(keys, lane, high - 1)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def bucket_guess(
+    directory: np.ndarray, lane: int, shift: np.uint64, key: np.uint64
+) -> tuple[int, int, int]:
+    """(guess, low, high): ``key``'s bucket [low, high) in the lane's directory, and
+    where in it the key lies if the bucket's keys are uniform (they are hashes): an
+    interpolation that lands on the key or next to it, one line of keys instead of a
+    binary search's chain of misses."""
+    bucket = np.int64(key >> shift)
+    low, high = directory[lane, bucket], directory[lane, bucket + 1]
+    fraction = (key << (_U64(64) - shift)) >> _U64(32)  # the key's next 32 bits
+    return low + np.int64((fraction * _U64(high - low)) >> _U64(32)), low, high
+
+
 EQUAL_PREFETCH = 32  # keys ahead whose directory entries equal_rows_many prefetches
 
 
@@ -346,21 +361,6 @@ def permute_blocks(values: np.ndarray, shifts: np.ndarray, widths: np.ndarray) -
 
 
 @njit(cache=True, nogil=True)
-def _append(
-    rows: np.ndarray, values: np.ndarray, count: int, row: Scalar, value: Scalar
-) -> tuple[np.ndarray, np.ndarray]:
-    if count == rows.shape[0]:
-        grown_rows = np.empty(rows.shape[0] * 2, dtype=rows.dtype)
-        grown_values = np.empty(values.shape[0] * 2, dtype=values.dtype)
-        grown_rows[:count] = rows[:count]
-        grown_values[:count] = values[:count]
-        rows, values = grown_rows, grown_values
-    rows[count] = row
-    values[count] = value
-    return rows, values
-
-
-@njit(cache=True, nogil=True)
 def _reserve(
     rows: np.ndarray, values: np.ndarray, count: int, extra: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -494,17 +494,7 @@ _LINE_VALUES = 16
 @njit(cache=True, nogil=True)
 def _sort_unique(values: np.ndarray, start: int, end: int) -> int:
     """Sort values[start:end] in place and drop repeats; the new end."""
-    if end - start > 32:
-        values[start:end].sort()
-    else:
-        # Insertion sort: a query has a handful of candidates, too few for a library sort.
-        for i in range(start + 1, end):
-            value = values[i]
-            j = i
-            while j > start and values[j - 1] > value:
-                values[j] = values[j - 1]
-                j -= 1
-            values[j] = value
+    sort_range(values, start, end)
     out = start
     for i in range(start, end):
         if out == start or values[i] != values[out - 1]:
@@ -604,14 +594,9 @@ def lsh_search(
         if directed:
             for p in range(pairs):
                 prefetch(main_directory, p % bands, pair_keys[p] >> shift)
-            # Band keys are hashes, uniform within their bucket: interpolation lands on
-            # the key or next to it, one line of keys instead of a binary search's chain.
             for p in range(pairs):
-                band, key = p % bands, pair_keys[p]
-                bucket = np.int64(key >> shift)
-                low, high = main_directory[band, bucket], main_directory[band, bucket + 1]
-                fraction = (key << (_U64(64) - shift)) >> _U64(32)  # 32 bits
-                guess = low + np.int64((fraction * _U64(high - low)) >> _U64(32))
+                band = p % bands
+                guess, low, high = bucket_guess(main_directory, band, shift, pair_keys[p])
                 first[p], stop[p] = guess, high
                 if high > low:
                     prefetch(main_keys, band, guess)

@@ -28,9 +28,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from app.core._index_kernels import bucket_shift, is_deleted, lower_bound, prefetch
+from app.core._index_kernels import (
+    bucket_guess,
+    bucket_shift,
+    is_deleted,
+    lower_bound,
+    prefetch,
+)
 from app.core._kernels import POLY_MULTIPLIER, fmix64
-from app.core._shared_kernels import best_first, gallop, grow
+from app.core._shared_kernels import best_first, gallop, grow, sort_range
 from app.core._template_kernels import count_figures, disagree, figures_keys, key_of
 
 _U64 = np.uint64
@@ -147,22 +153,35 @@ def is_cjk(code: np.uint64) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def _packed(data: np.ndarray, start: int, width: int, first: int, length: int) -> np.uint64:
+    """The ``length`` code points at ``first``, CHAR_BITS each, the first one highest."""
+    packed = _U64(0)
+    for k in range(first, first + length):
+        packed = (packed << _U64(CHAR_BITS)) | char_at(data, start, width, k)
+    return packed
+
+
+@njit(cache=True, nogil=True)
+def _poly(data: np.ndarray, start: int, width: int, first: int, length: int) -> np.uint64:
+    """The polynomial of the ``length`` code points at ``first`` (before ``fmix64``)."""
+    poly = _U64(0)
+    for k in range(first, first + length):
+        poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
+    return poly
+
+
+@njit(cache=True, nogil=True)
 def string_code(data: np.ndarray, start: int, width: int, first: int, length: int) -> np.uint64:
     """With two q (per script), the code of the ``length`` code points at ``first``, a
     function of the string alone (so a whole short text and a q-gram that are the same
     string have one code): up to 3 of them packed exactly, below 3 with the length and
     the top bit; more hashed, top bit clear."""
     if length <= MAX_PACKED_SIZE:
-        packed = _U64(0)
-        for k in range(first, first + length):
-            packed = (packed << _U64(CHAR_BITS)) | char_at(data, start, width, k)
+        packed = _packed(data, start, width, first, length)
         if length == MAX_PACKED_SIZE:
             return packed
         return _U64(_SHORT_FLAG) | (_U64(length) << _U64(56)) | packed
-    poly = _U64(0)
-    for k in range(first, first + length):
-        poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
-    return fmix64(poly) & _U64((1 << 63) - 1)
+    return fmix64(_poly(data, start, width, first, length)) & _U64((1 << 63) - 1)
 
 
 @njit(cache=True, nogil=True)
@@ -187,15 +206,24 @@ def _script_codes(
 @njit(cache=True, nogil=True)
 def _short_code(data: np.ndarray, start: int, width: int, chars: int, size: int) -> np.uint64:
     """The code of a whole text shorter than ``size`` (its only q-gram)."""
-    if size <= MAX_PACKED_SIZE:
-        packed = _U64(0)
-        for k in range(chars):
-            packed = (packed << _U64(CHAR_BITS)) | char_at(data, start, width, k)
-        return _U64(_SHORT_FLAG) | (_U64(chars) << _U64(56)) | packed
-    poly = _U64(0)
-    for k in range(chars):
-        poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
-    return fmix64(poly) | _U64(_SHORT_FLAG)
+    if size <= MAX_PACKED_SIZE:  # below 3 characters: packed with its length and flag
+        return string_code(data, start, width, 0, chars)
+    return fmix64(_poly(data, start, width, 0, chars)) | _U64(_SHORT_FLAG)
+
+
+@njit(cache=True, nogil=True)
+def _rolling_codes(
+    data: np.ndarray, start: int, width: int, chars: int, q: int, tag: np.uint64, out: np.ndarray
+) -> int:
+    """The packed codes (q <= 3) of every q-gram of a text of at least q characters, each
+    ORed with ``tag``, into ``out``: a window rolled one character a gram, O(chars)."""
+    count = chars - q + 1
+    mask = (_U64(1) << _U64(CHAR_BITS * q)) - _U64(1)
+    code = _packed(data, start, width, 0, q - 1)
+    for g in range(count):
+        code = ((code << _U64(CHAR_BITS)) | char_at(data, start, width, g + q - 1)) & mask
+        out[g] = code | tag
+    return count
 
 
 @njit(cache=True, nogil=True)
@@ -213,27 +241,13 @@ def _two_q_codes(
     if chars < q or q > MAX_PACKED_SIZE:
         # A whole short text, or hashed grams: string_code is O(q) a gram anyway.
         return _script_codes(data, start, width, chars, size, cjk_size, out)
-    count = chars - q + 1
-    mask = (_U64(1) << _U64(CHAR_BITS * q)) - _U64(1)
     tag = _U64(0) if q == MAX_PACKED_SIZE else _U64(_SHORT_FLAG) | (_U64(q) << _U64(56))
-    code = _U64(0)
-    for k in range(q - 1):
-        code = (code << _U64(CHAR_BITS)) | char_at(data, start, width, k)
-    for g in range(count):
-        code = ((code << _U64(CHAR_BITS)) | char_at(data, start, width, g + q - 1)) & mask
-        out[g] = code | tag
-    return count
+    return _rolling_codes(data, start, width, chars, q, tag, out)
 
 
 @njit(cache=True, nogil=True)
 def gram_codes(
-    data: np.ndarray,
-    start: int,
-    width: int,
-    chars: int,
-    size: int,
-    cjk_size: int,
-    out: np.ndarray,
+    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
 ) -> int:
     """Codes of every q-gram of one text, in text order (with repeats) into ``out``;
     returns their number. O(chars) for q <= 3, O(chars q) above. With ``cjk_size`` other
@@ -246,33 +260,17 @@ def gram_codes(
     if chars < size:
         out[0] = _short_code(data, start, width, chars, size)
         return 1
-    count = chars - size + 1
     if size <= MAX_PACKED_SIZE:
-        mask = (_U64(1) << _U64(CHAR_BITS * size)) - _U64(1)
-        code = _U64(0)
-        for k in range(size - 1):
-            code = (code << _U64(CHAR_BITS)) | char_at(data, start, width, k)
-        for g in range(count):
-            code = ((code << _U64(CHAR_BITS)) | char_at(data, start, width, g + size - 1)) & mask
-            out[g] = code
-        return count
+        return _rolling_codes(data, start, width, chars, size, _U64(0), out)
+    count = chars - size + 1
     for g in range(count):
-        poly = _U64(0)
-        for k in range(g, g + size):
-            poly = poly * _U64(POLY_MULTIPLIER) + char_at(data, start, width, k) + _U64(1)
-        out[g] = fmix64(poly) & _U64((1 << 63) - 1)
+        out[g] = string_code(data, start, width, g, size)  # hashed: q > 3
     return count
 
 
 @njit(cache=True, nogil=True)
 def distinct_codes(
-    data: np.ndarray,
-    start: int,
-    width: int,
-    chars: int,
-    size: int,
-    cjk_size: int,
-    out: np.ndarray,
+    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
 ) -> int:
     """The distinct q-gram codes of one text, ascending, into ``out``; returns how many.
     O(g log g) for g q-grams."""
@@ -499,6 +497,19 @@ def unpack_text(data: np.ndarray, start: int, width: int, chars: int) -> np.ndar
 
 
 @njit(cache=True, nogil=True)
+def _most_grams(chars: np.ndarray, rows: np.ndarray, size: int, cjk_size: int) -> tuple[int, int]:
+    """(the most q-grams of one of the texts ``rows``, at least 1; their total): the
+    sizes of the scratch and output arrays."""
+    longest = 1
+    total = 0
+    for i in range(rows.shape[0]):
+        grams = gram_count(chars[rows[i]], size, cjk_size)
+        longest = max(longest, grams)
+        total += grams
+    return longest, total
+
+
+@njit(cache=True, nogil=True)
 def set_postings(
     data: np.ndarray,
     starts: np.ndarray,
@@ -516,12 +527,7 @@ def set_postings(
     ``starts[row]``...): one entry per token of each set's prefix for ``threshold`` and
     ``shared``.
     O(g log g) per text of g q-grams."""
-    longest = 1
-    total = 0
-    for i in range(rows.shape[0]):
-        row = rows[i]
-        longest = max(longest, gram_count(chars[row], size, cjk_size))
-        total += gram_count(chars[row], size, cjk_size)
+    longest, total = _most_grams(chars, rows, size, cjk_size)
     codes = np.empty(longest, dtype=np.uint64)
     order_keys = np.empty(longest, dtype=np.uint64)
     keys = np.empty(total, dtype=np.uint64)
@@ -554,12 +560,7 @@ def code_sets(
 ) -> tuple:  # type: ignore[type-arg]
     """(codes, ends): the distinct q-gram codes of each stored text ``rows[i]``, ascending,
     at codes[ends[i-1]:ends[i]]."""
-    longest = 1
-    total = 0
-    for i in range(rows.shape[0]):
-        grams = gram_count(chars[rows[i]], size, cjk_size)
-        longest = max(longest, grams)
-        total += grams
+    longest, total = _most_grams(chars, rows, size, cjk_size)
     scratch = np.empty(longest, dtype=np.uint64)
     codes = np.empty(total, dtype=np.uint64)
     ends = np.empty(rows.shape[0], dtype=np.int64)
@@ -601,16 +602,7 @@ def _counted(
                 live += 1
         end = live
         kept = 0
-        if end > 32:
-            values[:end].sort()
-        else:
-            for i in range(1, end):
-                value = values[i]
-                j = i
-                while j > 0 and values[j - 1] > value:
-                    values[j] = values[j - 1]
-                    j -= 1
-                values[j] = value
+        sort_range(values, 0, end)
         for i in range(end):
             if (kept == 0 or values[i] != values[kept - 1]) and not is_deleted(values[i], deleted):
                 values[kept] = values[i]
@@ -660,17 +652,14 @@ def _counted(
         if reached and not is_deleted(row, deleted):  # kept once, when it gets there
             values[kept] = row
             kept += 1
-    if kept > 32:
-        values[:kept].sort()
-    else:
-        for i in range(1, kept):
-            value = values[i]
-            j = i
-            while j > 0 and values[j - 1] > value:
-                values[j] = values[j - 1]
-                j -= 1
-            values[j] = value
+    sort_range(values, 0, kept)
     return table, kept
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fields(key: np.uint64) -> tuple[int, int]:
+    """(set size, position in the set's order) of an entry key, each capped at FIELD_MAX."""
+    return int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX)), int(key & _U64(FIELD_MAX))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -696,7 +685,7 @@ def _admit(
     ``overlaps[s]`` is the minimum overlap with a set of size s < FIELD_MAX. Tombstones
     are checked later, once per candidate rather than once per entry.
     """
-    set_size = int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX))
+    set_size, stored_position = _fields(key)  # a capped position only loosens the test
     if set_size == FIELD_MAX:  # capped: the real size is in the per-row array
         set_size = int(sizes[row])
         if set_size < low_size or set_size > high_size:
@@ -704,7 +693,6 @@ def _admit(
         overlap = min_overlap(threshold, query_size, set_size)
     else:
         overlap = int(overlaps[set_size])
-    stored_position = int(key & _U64(FIELD_MAX))  # capped positions only loosen the test
     return not (
         position > query_size - overlap + slack or stored_position > set_size - overlap + slack
     )
@@ -746,8 +734,7 @@ def _scan(
             found += 1
             e += 1
             continue
-        set_size = int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX))
-        stored_position = int(key & _U64(FIELD_MAX))
+        set_size, stored_position = _fields(key)
         if set_size < FIELD_MAX and stored_position > set_size - int(overlaps[set_size]) + slack:
             # Every later entry of this size sits further on: skip to the next size.
             e = gallop(keys, e + 1, end, e + 1, (key | _U64(FIELD_MAX)) + _U64(1))
@@ -778,7 +765,7 @@ def _scan_groups(
     while e < end and keys[e] <= high:
         key = keys[e]
         group = key & ~_U64(FIELD_MAX)  # token | size << FIELD_BITS
-        set_size = int((key >> _U64(FIELD_BITS)) & _U64(FIELD_MAX))
+        set_size = _fields(key)[0]
         overlap = int(overlaps[set_size])
         bound = set_size - overlap + slack  # the largest stored position admitted
         admitted = e
@@ -1037,12 +1024,8 @@ def ngram_search(
             for position in range(probes):
                 prefetch(main_directory, 0, tokens[position] >> shift)
             for position in range(probes):
-                token = tokens[position]
-                bucket = np.int64(token >> shift)
-                bucket_low, bucket_high = main_directory[0, bucket], main_directory[0, bucket + 1]
-                fraction = (token << (_U64(64) - shift)) >> _U64(32)
-                guess = bucket_low + np.int64(
-                    (fraction * _U64(bucket_high - bucket_low)) >> _U64(32)
+                guess, bucket_low, bucket_high = bucket_guess(
+                    main_directory, 0, shift, tokens[position]
                 )
                 main_starts[position] = guess
                 if bucket_high > bucket_low:

@@ -1,6 +1,7 @@
 """Compiled helpers every kernel module calls (the index's, the n-gram index's, the
 passages' and the batch job's): bit counts, binary search over a sorted range, galloping
-from a previous position, ordering candidates best first, and growing a scratch array.
+from a previous position, sorting a short range, ordering candidates best first, and
+growing a scratch array.
 Written once; a module that needs one imports it (numba links the callee into the
 caller's compiled code, so a call costs what the inlined loop did).
 
@@ -82,6 +83,22 @@ def gallop(keys: np.ndarray, low: int, high: int, guess: int, value: np.uint64) 
             high = probe
             step *= 2
     return first_at_least(keys, low, high, value)
+
+
+@njit(cache=True, nogil=True)
+def sort_range(values: np.ndarray, start: int, end: int) -> None:
+    """Sort values[start:end] in place: by insertion up to 32 values (a query's handful
+    of candidates, too few for a library sort), by numpy's sort above."""
+    if end - start > 32:
+        values[start:end].sort()
+        return
+    for i in range(start + 1, end):
+        value = values[i]
+        j = i
+        while j > start and values[j - 1] > value:
+            values[j] = values[j - 1]
+            j -= 1
+        values[j] = value
 
 
 @njit(cache=True, nogil=True)
