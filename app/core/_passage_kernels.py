@@ -54,6 +54,36 @@ def token_spans(
 
 
 @njit(cache=True, nogil=True)
+def text_tokens(
+    code_points: np.ndarray, classes: np.ndarray, folded: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``token_spans`` of a text as exact-size arrays (hashes, starts, ends): one call
+    from Python instead of one per array. O(length)."""
+    size = code_points.shape[0]
+    starts = np.empty(size, dtype=np.int64)
+    ends = np.empty(size, dtype=np.int64)
+    hashes = np.empty(size, dtype=np.uint64)
+    count = token_spans(code_points, classes, folded, starts, ends, hashes)
+    return hashes[:count].copy(), starts[:count].copy(), ends[:count].copy()
+
+
+@njit(cache=True, nogil=True)
+def spread_keys(keys: np.ndarray) -> np.ndarray:
+    """``fmix64`` of each key, as a new array (app/core/passages.py: ``spread``). O(n)."""
+    out = np.empty(keys.shape[0], dtype=np.uint64)
+    for at in range(keys.shape[0]):
+        out[at] = fmix64(keys[at])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def spread_sorted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``spread_keys``, the order that sorts them): a lookup's keys. O(n log n)."""
+    spread = spread_keys(keys)
+    return spread, np.argsort(spread)
+
+
+@njit(cache=True, nogil=True)
 def kgram_hashes(tokens: np.ndarray, k: int, out: np.ndarray) -> int:
     """The hash of every k consecutive tokens into ``out``; returns the count (0 for
     fewer than k tokens). O(n k)."""
@@ -178,6 +208,18 @@ def fingerprint_keys(tokens: np.ndarray, k: int, window: int, out: np.ndarray) -
             out[unique] = keys[at]
             unique += 1
     return unique
+
+
+@njit(cache=True, nogil=True)
+def text_query(
+    code_points: np.ndarray, classes: np.ndarray, folded: np.ndarray, k: int, window: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A text's tokens (``text_tokens``) and its fingerprints (``fingerprint_keys``) in
+    one call: what a search asks with. O(length (k + window))."""
+    hashes, starts, ends = text_tokens(code_points, classes, folded)
+    keys = np.empty(max(0, hashes.shape[0] - k + 1), dtype=np.uint64)
+    count = fingerprint_keys(hashes, k, window, keys)
+    return hashes, starts, ends, keys[:count].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -560,13 +602,14 @@ def counted_candidates(
     capped: np.ndarray,
     key_counts: np.ndarray,
     bar: float,
-    near: np.ndarray,
+    near_texts: np.ndarray,
+    near_rows: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The candidates of several texts from the index's hits (``positions`` into the
     texts' fingerprints, text i's at ``[key_bounds[i], key_bounds[i + 1])``, and
     ``rows``: one a fingerprint a row holds): each (text, row) once with its count of
     hits, only those that may cover ``bar`` (``covers``; all with ``bar`` 0) or are
-    among the sorted codes ``near`` (text << 32 | row: its near-duplicates); a row's
+    among the pairs (``near_texts[j]``, ``near_rows[j]``): its near-duplicates; a row's
     count of fingerprints is ``key_counts[row, 0]`` (the index's per-row values), a
     fingerprint ``capped`` is boilerplate (counted for no row). Returns (rows, shared,
     bounds, boilerplate): text i's candidates at ``[bounds[i], bounds[i + 1])``, most
@@ -581,12 +624,13 @@ def counted_candidates(
             boilerplate[text] += capped[at]
     owners = np.searchsorted(key_bounds, positions, side="right") - 1
     codes = np.sort((owners << 32) | rows)
+    near = np.sort((near_texts << 32) | near_rows)  # sorted as ``codes`` are
     found = np.empty(codes.shape[0], dtype=np.int64)
     shared = np.empty(codes.shape[0], dtype=np.int64)
     owner_of = np.empty(codes.shape[0], dtype=np.int64)
     kept = 0
     at = 0
-    cursor = 0  # into ``near``, which is sorted as ``codes`` are
+    cursor = 0  # into ``near``
     while at < codes.shape[0]:
         code = codes[at]
         end = at + 1

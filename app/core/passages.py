@@ -30,7 +30,6 @@ import xxhash
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
 from app.core.hosts import NO_HOST, NO_PAGES, HostPages, host_hits
-from app.core.mix import fmix64_array
 from app.core.row_array import RowArray
 from app.core.run_builder import RunBuilder
 from app.core.table_index import TableIndex
@@ -117,14 +116,18 @@ def _code_points(text: str) -> npt.NDArray[np.uint32]:
 
 def tokenize(text: str) -> Tokens:
     """The tokens of a text as sent. O(length)."""
-    code_points = _code_points(text)
-    folding = _folding()
-    size = len(code_points)
-    starts = np.empty(size, dtype=np.int64)
-    ends = np.empty(size, dtype=np.int64)
-    hashes = np.empty(size, dtype=np.uint64)
-    count = kernels.token_spans(code_points, char_classes(), folding.table, starts, ends, hashes)
-    return Tokens(hashes[:count].copy(), starts[:count].copy(), ends[:count].copy())
+    return Tokens(*kernels.text_tokens(_code_points(text), char_classes(), _folding().table))
+
+
+def tokens_and_fingerprints(
+    text: str, k: int, window: int
+) -> tuple[Tokens, npt.NDArray[np.uint64]]:
+    """``tokenize(text)`` and ``fingerprints`` of those tokens, in one compiled call (a
+    search's query). O(length (k + window))."""
+    hashes, starts, ends, keys = kernels.text_query(
+        _code_points(text), char_classes(), _folding().table, k, window
+    )
+    return Tokens(hashes, starts, ends), keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +307,7 @@ def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     of the key space (the median near 0.12 of it), where a directory bucket then holds
     ten times its share; spread evenly, every lookup's bucket is small (``python -m
     bench.passages --lookups``; docs/journal.md, "Issue 26")."""
-    return fmix64_array(keys)
+    return kernels.spread_keys(np.ascontiguousarray(keys, dtype=np.uint64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,16 +452,16 @@ class PassageIndex(TableIndex):
         (app/core/hosts.py): its host's chrome counts for none of them; ``excludes``:
         each text's own row (-1: none), not one of those pages. O(F log N + hits)."""
         key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
-        key_bounds[1:] = list(itertools.accumulate(len(k) for k in keys))
-        empty = np.zeros(0, dtype=np.int64)
+        np.cumsum([len(k) for k in keys], out=key_bounds[1:])
         pages_of = [NO_PAGES] * len(keys)
         if not key_bounds[-1]:
+            empty = np.zeros(0, dtype=np.int64)
             return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), pages_of
         raw = keys[0] if len(keys) == 1 else np.concatenate(keys)
-        flat = spread(raw)
+        flat, order = kernels.spread_sorted(raw)
         capped = np.zeros(len(flat), dtype=np.bool_)
         positions, rows = self._table.lookup_equal_many(
-            0, flat, self.max_rows, self._rows.deleted.array, capped
+            0, flat, self.max_rows, self._rows.deleted.array, capped, order
         )
         if hosts is not None and any(host != NO_HOST for host in hosts) and len(rows):
             keep, pages = host_hits(
@@ -472,12 +475,12 @@ class PassageIndex(TableIndex):
                     hosts, itertools.pairwise(key_bounds.tolist()), strict=True
                 )
             ]
-        near_codes = _NO_CODES
+        near_texts = near_rows = _NO_CODES
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
-            near_codes = np.sort(near[0].astype(np.int64) << 32 | near[1].astype(np.int64))
+            near_texts, near_rows = near[0].astype(np.int64), near[1].astype(np.int64)
         found, shared, bounds, boilerplate = kernels.counted_candidates(
             positions, rows, key_bounds, capped, self._per_row.array,
-            0.0 if bar is None else float(bar), near_codes,
+            0.0 if bar is None else float(bar), near_texts, near_rows,
         )  # fmt: skip
         ends = bounds.tolist()
         return (

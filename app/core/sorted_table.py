@@ -481,16 +481,19 @@ class SortedTable:
         max_rows: int = _NO_CAP,
         deleted: npt.NDArray[np.bool_] = _NO_DELETED,
         capped: npt.NDArray[np.bool_] = _NO_CAPPED,
+        order: npt.NDArray[np.int64] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(query positions, rows): every row whose key in ``lane`` equals ``keys[i]``,
         for all queries in one compiled call (in ascending order: through main's
         directory, and in the smaller runs galloping from the last key). A key held by
         more than ``max_rows`` entries finds nothing (and is marked True in ``capped``,
-        when given: as long as ``keys``); rows marked in ``deleted`` are left out.
-        O(q (log N + tail) + found)."""
+        when given: as long as ``keys``); rows marked in ``deleted`` are left out;
+        ``order``: what sorts ``keys``, where the caller has it. O(q (log N + tail) +
+        found)."""
         state = self._snapshot
-        keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        order = np.argsort(keys) if len(keys) > 1 else _ONE_KEY
+        if order is None:
+            keys = np.ascontiguousarray(keys, dtype=np.uint64)
+            order = np.argsort(keys) if len(keys) > 1 else _ONE_KEY
         return kernels.equal_rows_many(
             state.main.keys,
             state.main.rows,

@@ -32,12 +32,12 @@ from app.core.passages import (
     TokenRuns,
     Tokens,
     coverage,
-    fingerprints,
     kgrams,
     may_cover,
     shared_passages_many,
     text_hash,
     tokenize,
+    tokens_and_fingerprints,
 )
 from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.core.types import Rows
@@ -159,6 +159,8 @@ class PassageQuery:
         pages', ``host_pages.chrome()``; ``hosts.without_chrome``) where a document is a
         page of this one's host; a document left with no passage is not found.
         O(passage tokens)."""
+        if self.host == NO_HOST:  # no page of its host to leave chrome out for
+            return found
         if chrome is None:
             chrome = self.host_pages.chrome()
         same_host = [self.host != NO_HOST and one.host == self.host for one in found]
@@ -183,8 +185,7 @@ class PassageQuery:
     ) -> PassageQuery:
         """A text's query, its tokens made once for its fingerprints and verification.
         O(text)."""
-        tokens = tokenize(text)
-        keys = fingerprints(tokens, config.k, config.window)
+        tokens, keys = tokens_and_fingerprints(text, config.k, config.window)
         asked = PassageQuery(text, keys, simhash, exclude, host)
         asked._tokens = tokens
         return asked
