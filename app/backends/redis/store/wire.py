@@ -33,8 +33,9 @@ import asyncio
 import contextlib
 import os
 import select
-from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import hiredis
 import redis
@@ -279,12 +280,8 @@ class Wire:
             links = self._links
             link = links.take()
             packet = self._packet(packed, waits)
-            try:
+            with _lent(links, link):
                 replies = link.exchange(packet, len(packed) + waits)
-            except BaseException:
-                links.drop(link)
-                raise
-            links.give(link)
             acknowledged = [replies.pop()] if waits else []
         return self._checked(replies, acknowledged)
 
@@ -307,10 +304,9 @@ class Wire:
             cluster = cast(RedisCluster, self.client)
             by_node = _by_node(cluster, keys, range(len(keys)))
             replies: list[Any] = [None] * len(packed)
+            trip = _Trip[LoopLink](self, packed, waits, replies)
             try:
-                acknowledged = await self._exchange_on_loop(
-                    cluster, by_node, packed, waits, replies
-                )
+                await self._exchange_on_loop(cluster, by_node, trip)
             except _NotOnLoop:
                 return await asyncio.to_thread(self.send_packed, packed, keys, durable)
             except (redis.ConnectionError, redis.TimeoutError):
@@ -318,6 +314,7 @@ class Wire:
                     await asyncio.to_thread(cluster.nodes_manager.initialize)
                 raise
             self.round_trips += 1
+            acknowledged = trip.acknowledged
             if any(isinstance(reply, _REDIRECTS) for reply in replies):
                 acknowledged += await asyncio.to_thread(
                     self._follow_redirects, cluster, packed, keys, waits, replies
@@ -329,13 +326,9 @@ class Wire:
             self.on_loop = False
             return await asyncio.to_thread(self.send_packed, packed, keys, durable)
         self.round_trips += 1
-        try:
+        with _lent(links, link):
             link.write(self._packet(packed, waits), len(packed) + waits)
             replies = await link.read()
-        except BaseException:
-            links.drop(link)
-            raise
-        links.give(link)
         acknowledged = [replies.pop()] if waits else []
         return self._checked(replies, acknowledged)
 
@@ -366,13 +359,15 @@ class Wire:
         manager = cluster.nodes_manager
         by_node = _by_node(cluster, keys, range(len(keys)))
         replies: list[Any] = [None] * len(packed)
+        trip = _Trip[_Link](self, packed, waits, replies)
         try:
-            acknowledged = self._exchange(cluster, by_node, packed, waits, replies)
+            self._exchange(cluster, by_node, trip)
         except (redis.ConnectionError, redis.TimeoutError):
             with contextlib.suppress(redis.RedisError):
                 manager.initialize()  # a failover: learn the new primaries
             raise
-        return replies, acknowledged + self._follow_redirects(cluster, packed, keys, waits, replies)
+        redirected = self._follow_redirects(cluster, packed, keys, waits, replies)
+        return replies, trip.acknowledged + redirected
 
     def _follow_redirects(
         self,
@@ -409,45 +404,34 @@ class Wire:
         for the caller to retry (503). The WAIT counts of the nodes written."""
         with contextlib.suppress(redis.RedisError):
             cluster.nodes_manager.initialize()
-        return self._exchange(cluster, _by_node(cluster, keys, positions), packed, True, replies)
+        trip = _Trip[_Link](self, packed, True, replies)
+        self._exchange(cluster, _by_node(cluster, keys, positions), trip)
+        return trip.acknowledged
 
     def _exchange(
         self,
         cluster: RedisCluster,
         by_node: dict[str, tuple[Any, list[int]]],
-        packed: Sequence[bytes],
-        waits: bool,
-        replies: list[Any],
-    ) -> list[int]:
-        """Every node's batch written, then every node's replies read; the WAIT counts."""
-        started: list[tuple[_Links, _Link, list[int]]] = []
-        acknowledged: list[int] = []
+        trip: _Trip[_Link],
+    ) -> None:
+        """Every node's batch written, then every node's replies read."""
         try:
             for node, positions in by_node.values():
                 links = links_of(cluster.get_redis_connection(node).connection_pool)
                 link = links.take()
-                started.append((links, link, positions))
-                batch = [packed[p] for p in positions]
-                link.write(self._packet(batch, waits))
-            while started:
-                links, link, positions = started[0]
-                answers = link.read(len(positions) + waits)
-                started.pop(0)
-                links.give(link)
-                _place(answers, positions, waits, replies, acknowledged)
+                packet, _ = trip.written(links, link, positions)
+                link.write(packet)
+            while (first := trip.first()) is not None:
+                trip.answered(first[0].read(first[1]))
         finally:
-            for links, link, _ in started:  # written to but not read: not reusable
-                links.drop(link)
-        return acknowledged
+            trip.close()
 
     async def _exchange_on_loop(
         self,
         cluster: RedisCluster,
         by_node: dict[str, tuple[Any, list[int]]],
-        packed: Sequence[bytes],
-        waits: bool,
-        replies: list[Any],
-    ) -> list[int]:
+        trip: _Trip[LoopLink],
+    ) -> None:
         """``_exchange`` with the nodes' loop links; _NotOnLoop over TLS (nothing sent)."""
         taken: list[tuple[LoopLinks, LoopLink, list[int]]] = []
         try:
@@ -462,34 +446,86 @@ class Wire:
             for links, link, _ in taken:  # nothing written: clean
                 links.give(link)
             raise
-        started: list[tuple[LoopLinks, LoopLink, list[int]]] = []
-        acknowledged: list[int] = []
         try:
             for links, link, positions in taken:
-                started.append((links, link, positions))
-                batch = [packed[p] for p in positions]
-                link.write(self._packet(batch, waits), len(batch) + waits)
-            while started:
-                links, link, positions = started[0]
-                answers = await link.read()
-                started.pop(0)
-                links.give(link)
-                _place(answers, positions, waits, replies, acknowledged)
+                link.write(*trip.written(links, link, positions))
+            while (first := trip.first()) is not None:
+                trip.answered(await first[0].read())
         finally:
-            for links, link, _ in started:  # written to but not read: not reusable
-                links.drop(link)
-        return acknowledged
+            trip.close()
+
+
+_Link_contra = TypeVar("_Link_contra", contravariant=True)
+_LinkT = TypeVar("_LinkT")
+
+
+class _Pool(Protocol[_Link_contra]):
+    """Where a link goes back: ``_Links``, or ``LoopLinks`` on the event loop."""
+
+    def give(self, link: _Link_contra) -> None: ...
+
+    def drop(self, link: _Link_contra) -> None: ...
+
+
+@contextlib.contextmanager
+def _lent(links: _Pool[_LinkT], link: _LinkT) -> Iterator[None]:
+    """One exchange on a standalone server's link: the link given back after it, or
+    dropped if it fails (replies may be left unread on it)."""
+    try:
+        yield
+    except BaseException:
+        links.drop(link)
+        raise
+    links.give(link)
+
+
+class _Trip(Generic[_LinkT]):
+    """One round trip to a cluster's nodes, blocking or on the event loop: each node's
+    packet (``written``), its answers put in their commands' places as they are read,
+    in the order written (``answered``), its WAIT count (with ``waits``) kept in
+    ``acknowledged``; ``close`` drops the links written to and not read (a failed trip):
+    their replies would reach the next batch sent on them."""
+
+    def __init__(
+        self, wire: Wire, packed: Sequence[bytes], waits: bool, replies: list[Any]
+    ) -> None:
+        self._packet = wire._packet
+        self._packed = packed
+        self._waits = waits
+        self._replies = replies
+        self._unread: deque[tuple[_Pool[_LinkT], _LinkT, list[int]]] = deque()
+        self.acknowledged: list[int] = []
+
+    def written(
+        self, links: _Pool[_LinkT], link: _LinkT, positions: list[int]
+    ) -> tuple[bytes, int]:
+        """The packet of these commands for ``link`` to write, and how many replies it
+        has; the link unread until ``answered``."""
+        self._unread.append((links, link, positions))
+        batch = [self._packed[p] for p in positions]
+        return self._packet(batch, self._waits), len(batch) + self._waits
+
+    def first(self) -> tuple[_LinkT, int] | None:
+        """The link written to first and not read yet, and how many replies it has."""
+        if not self._unread:
+            return None
+        _, link, positions = self._unread[0]
+        return link, len(positions) + self._waits
+
+    def answered(self, answers: list[Any]) -> None:
+        """The answers read from ``first``'s link: in place, the link given back."""
+        links, link, positions = self._unread.popleft()
+        links.give(link)
+        if self._waits:
+            self.acknowledged.append(answers.pop())
+        for position, reply in zip(positions, answers, strict=True):
+            self._replies[position] = reply
+
+    def close(self) -> None:
+        while self._unread:
+            links, link, _ = self._unread.popleft()
+            links.drop(link)
 
 
 class _NotOnLoop(Exception):
     """A node's connections are TLS: the batch goes through the blocking links."""
-
-
-def _place(
-    answers: list[Any], positions: list[int], waits: bool, replies: list[Any], acks: list[int]
-) -> None:
-    """One node's answers put in their commands' places; its WAIT count (last) in ``acks``."""
-    if waits:
-        acks.append(answers.pop())
-    for position, reply in zip(positions, answers, strict=True):
-        replies[position] = reply
