@@ -328,8 +328,10 @@ def group_identical(exact: npt.NDArray[np.uint64]) -> Groups:
 
 
 @dataclass(frozen=True, slots=True)
-class RepPairs:
-    """Matching pairs of representatives (a < b), their method bits and similarity."""
+class Pairs:
+    """Matching pairs (a < b), their method bits and similarity: of representatives
+    (group numbers) from ``match_representatives``, of documents (input positions,
+    sorted) in a ``Result``."""
 
     a: Rows
     b: Rows
@@ -359,7 +361,7 @@ def match_representatives(
     groups: Groups,
     options: Options,
     splits: Sequence[Split] = (),
-) -> RepPairs:
+) -> Pairs:
     """Every matching pair of distinct normalised texts, by batch mode; the MinHash
     pairs near the threshold decided by their texts, read again from ``splits``."""
     reps = groups.rep
@@ -428,7 +430,7 @@ def match_representatives(
         )
         matched = bits != 0
         a, b, bits, similarity = a[matched], b[matched], bits[matched], similarity[matched]
-    return RepPairs(a, b, bits, similarity)
+    return Pairs(a, b, bits, similarity)
 
 
 # ---------------------------------------------------------------------------- phase 4, 5
@@ -436,17 +438,14 @@ def match_representatives(
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """The pairs of documents (positions x < y, sorted) and each document's cluster."""
+    """The pairs of documents and each document's cluster."""
 
-    x: Rows
-    y: Rows
-    bits: npt.NDArray[np.uint8]
-    similarity: npt.NDArray[np.float64]
+    pairs: Pairs
     cluster: Rows  # position -> position of its cluster's first document
     empty: int
 
 
-def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs) -> Result:
+def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: Pairs) -> Result:
     """Document pairs and clusters from the representatives' pairs (within the match
     window, with one: ``_expand_in_window``)."""
     window = rule.config.match_window_us
@@ -460,18 +459,16 @@ def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs) -> 
     x, y, source = (np.empty(across, np.int64) for _ in range(3))
     wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
     kernels.expand_pairs(pairs.a, pairs.b, groups.start, members, x, y, source, wx, wy, wgroup)
-    all_x, all_y, bits, similarity = _joined_pairs(
-        rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup)
-    )
+    joined = _joined_pairs(rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup))
     root = kernels.components(len(groups.rep), pairs.a, pairs.b)
     cluster = np.arange(corpus.documents, dtype=np.int64)
     group_of_member = np.repeat(np.arange(len(groups.rep)), sizes)
     cluster[members] = corpus.positions[groups.rep[root[group_of_member]]]
-    return Result(all_x, all_y, bits, similarity, cluster, corpus.documents - len(corpus.positions))
+    return Result(joined, cluster, corpus.documents - len(corpus.positions))
 
 
 def _expand_in_window(
-    rule: MatchRule, corpus: Corpus, groups: Groups, pairs: RepPairs, times: Rows, window: int
+    rule: MatchRule, corpus: Corpus, groups: Groups, pairs: Pairs, times: Rows, window: int
 ) -> Result:
     """Document pairs whose times are at most ``window`` apart, and the connected
     components of those pairs: with a window, two copies of one text may be apart in
@@ -493,22 +490,20 @@ def _expand_in_window(
     x, y, source = (np.empty(across, np.int64) for _ in range(3))
     wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
     kernels.expand_pairs_in_window(*arguments, x, y, source, wx, wy, wgroup, True)
-    all_x, all_y, bits, similarity = _joined_pairs(
-        rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup)
-    )
+    joined = _joined_pairs(rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup))
     # Positions are in input order, so each component is named by its first document.
-    cluster = kernels.components(corpus.documents, all_x, all_y)
-    return Result(all_x, all_y, bits, similarity, cluster, corpus.documents - len(corpus.positions))
+    cluster = kernels.components(corpus.documents, joined.a, joined.b)
+    return Result(joined, cluster, corpus.documents - len(corpus.positions))
 
 
 def _joined_pairs(
     rule: MatchRule,
     corpus: Corpus,
     groups: Groups,
-    pairs: RepPairs,
+    pairs: Pairs,
     across: tuple[Rows, Rows, Rows],
     within: tuple[Rows, Rows, Rows],
-) -> tuple[Rows, Rows, npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
+) -> Pairs:
     """The pairs across groups (x, y, the representatives' pair) and within groups (x,
     y, the group) as one list sorted by (x, y), with their method bits and similarity."""
     x, y, source = across
@@ -522,7 +517,7 @@ def _joined_pairs(
     bits = np.concatenate([pairs.bits[source], within_bits])
     similarity = np.concatenate([pairs.similarity[source], np.ones(len(wx))])
     order = np.argsort((all_x << 32) | all_y, kind="stable")
-    return all_x[order], all_y[order], bits[order], similarity[order]
+    return Pairs(all_x[order], all_y[order], bits[order], similarity[order])
 
 
 # ---------------------------------------------------------------------------- phase 6
@@ -541,9 +536,9 @@ def write_outputs(
     out = options.out
     with (
         open(out / "pairs.jsonl", "wb", buffering=1 << 20) as handle,
-        _progress(options, desc="pairs.jsonl", unit=" pairs", total=len(result.x)) as bar,
+        _progress(options, desc="pairs.jsonl", unit=" pairs", total=len(result.pairs.a)) as bar,
     ):
-        _write_pairs(handle, result, ids, bar)
+        _write_pairs(handle, result.pairs, ids, bar)
     with (
         open(out / "clusters.jsonl", "wb", buffering=1 << 20) as handle,
         _progress(options, desc="clusters.jsonl", unit=" docs", total=len(ids)) as bar,
@@ -559,21 +554,21 @@ def write_outputs(
     return int(np.count_nonzero(result.cluster == np.arange(len(ids))))
 
 
-def _write_pairs(handle: IO[bytes], result: Result, ids: Sequence[DocumentId], bar: Any) -> None:
+def _write_pairs(handle: IO[bytes], pairs: Pairs, ids: Sequence[DocumentId], bar: Any) -> None:
     step = 65536
-    for start in range(0, len(result.x), step):
+    for start in range(0, len(pairs.a), step):
         end = start + step
         handle.writelines(
             pair_line(ids[x], ids[y], similarity, bits)
             for x, y, similarity, bits in zip(
-                result.x[start:end].tolist(),
-                result.y[start:end].tolist(),
-                result.similarity[start:end].tolist(),
-                result.bits[start:end].tolist(),
+                pairs.a[start:end].tolist(),
+                pairs.b[start:end].tolist(),
+                pairs.similarity[start:end].tolist(),
+                pairs.bits[start:end].tolist(),
                 strict=True,
             )
         )
-        bar.update(min(step, len(result.x) - start))
+        bar.update(min(step, len(pairs.a) - start))
 
 
 def write_kept(
@@ -627,7 +622,7 @@ def run(paths: Sequence[str], config: CollectionConfig, options: Options) -> Sum
         engine="local",
         documents=corpus.documents,
         empty=result.empty,
-        pairs=len(result.x),
+        pairs=len(result.pairs.a),
         clusters=clusters,
         seconds=time.perf_counter() - started,
         passage_pairs=None if shared is None else len(shared),
