@@ -16,6 +16,46 @@ from app.core._shared_kernels import popcount64
 _U64 = np.uint64
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _run_end(sorted_keys: np.ndarray, start: int) -> int:
+    """The end of the run of keys equal to the one at ``start``."""
+    end = start + 1
+    while end < sorted_keys.shape[0] and sorted_keys[end] == sorted_keys[start]:
+        end += 1
+    return end
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _emit(out_a: np.ndarray, out_b: np.ndarray, count: int, a: int, b: int, fill: bool) -> int:
+    """Pair (a, b) as (smaller, larger) at ``count`` when filling; the new count."""
+    if fill:
+        out_a[count] = min(a, b)
+        out_b[count] = max(a, b)
+    return count + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _equal_lane(keys: np.ndarray, a: int, b: int, lanes: int) -> bool:
+    """Whether rows a and b of an (n, lanes) key matrix are equal in one of its first
+    ``lanes`` lanes."""
+    equal = False  # a loop, not any() over a generator: numba compiles a loop
+    for lane in range(lanes):
+        if keys[a, lane] == keys[b, lane]:
+            equal = True
+            break
+    return equal
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _agree(signatures: np.ndarray, a: int, b: int) -> int:
+    """Positions where signatures a and b hold the same value."""
+    agree = 0
+    for v in range(signatures.shape[1]):
+        if signatures[a, v] == signatures[b, v]:
+            agree += 1
+    return agree
+
+
 @njit(cache=True, nogil=True)
 def simhash_table_pairs(
     sorted_keys: np.ndarray,
@@ -31,13 +71,10 @@ def simhash_table_pairs(
     """Pairs (a < b) of one permutation table: same leading blocks (``sorted_keys`` are
     ``simhash & masks[table]`` in ascending order, ``order`` their rows), within
     ``max_distance`` bits, and not sharing the leading blocks of an earlier table."""
-    n = sorted_keys.shape[0]
     count = 0
     start = 0
-    while start < n:
-        end = start + 1
-        while end < n and sorted_keys[end] == sorted_keys[start]:
-            end += 1
+    while start < sorted_keys.shape[0]:
+        end = _run_end(sorted_keys, start)
         for i in range(start, end):
             a = order[i]
             for j in range(i + 1, end):
@@ -50,12 +87,8 @@ def simhash_table_pairs(
                     if x & masks[u] == 0:
                         earlier = True
                         break
-                if earlier:
-                    continue
-                if fill:
-                    out_a[count] = min(a, b)
-                    out_b[count] = max(a, b)
-                count += 1
+                if not earlier:
+                    count = _emit(out_a, out_b, count, a, b, fill)
         start = end
     return count
 
@@ -76,37 +109,18 @@ def band_table_pairs(
     """Pairs (a < b) of one band table: equal band key (``sorted_keys``, rows ``order``),
     no equal key in an earlier band, and at least ``min_matches`` equal signature values
     (row r's signature is ``signatures[signature_row[r]]``)."""
-    n = sorted_keys.shape[0]
-    width = signatures.shape[1]
     count = 0
     start = 0
-    while start < n:
-        end = start + 1
-        while end < n and sorted_keys[end] == sorted_keys[start]:
-            end += 1
+    while start < sorted_keys.shape[0]:
+        end = _run_end(sorted_keys, start)
         for i in range(start, end):
             a = order[i]
             for j in range(i + 1, end):
                 b = order[j]
-                earlier = False
-                for u in range(band):
-                    if band_keys[a, u] == band_keys[b, u]:
-                        earlier = True
-                        break
-                if earlier:
+                if _equal_lane(band_keys, a, b, band):
                     continue
-                sa = signature_row[a]
-                sb = signature_row[b]
-                agree = 0
-                for v in range(width):
-                    if signatures[sa, v] == signatures[sb, v]:
-                        agree += 1
-                if agree < min_matches:
-                    continue
-                if fill:
-                    out_a[count] = min(a, b)
-                    out_b[count] = max(a, b)
-                count += 1
+                if _agree(signatures, signature_row[a], signature_row[b]) >= min_matches:
+                    count = _emit(out_a, out_b, count, a, b, fill)
         start = end
     return count
 
@@ -120,15 +134,8 @@ def agreement(
 ) -> np.ndarray:
     """Equal values of the signatures of each pair (a[i], b[i])."""
     out = np.zeros(a.shape[0], dtype=np.int64)
-    width = signatures.shape[1]
     for i in range(a.shape[0]):
-        sa = signature_row[a[i]]
-        sb = signature_row[b[i]]
-        agree = 0
-        for v in range(width):
-            if signatures[sa, v] == signatures[sb, v]:
-                agree += 1
-        out[i] = agree
+        out[i] = _agree(signatures, signature_row[a[i]], signature_row[b[i]])
     return out
 
 
@@ -137,10 +144,7 @@ def any_equal_lane(keys: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
     """Whether rows a[i] and b[i] of an (n, lanes) key matrix are equal in some lane."""
     out = np.zeros(a.shape[0], dtype=np.bool_)
     for i in range(a.shape[0]):
-        for lane in range(keys.shape[1]):
-            if keys[a[i], lane] == keys[b[i], lane]:
-                out[i] = True
-                break
+        out[i] = _equal_lane(keys, a[i], b[i], keys.shape[1])
     return out
 
 
