@@ -16,7 +16,7 @@ from app.backends.embedded.saving import covered_by
 from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
 from app.core.saved import SavedStateError
 from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, SortedTable
-from app.errors import SettingsConflict, TooManyCollections, UnknownCollection
+from app.errors import TooManyCollections, UnknownCollection
 from app.kernel_tables import ready_char_classes
 from app.memory import PeriodicTrim
 from app.service.budget import DocumentBudget
@@ -246,13 +246,7 @@ class Registry:
             return collection
 
     def _change(self, collection: Collection, config: CollectionConfig) -> None:
-        differences = collection.config.fixed_differences(config)
-        if differences:
-            raise SettingsConflict(
-                f"collection {collection.name!r} exists with other settings that cannot "
-                f"change: {'; '.join(differences)} (stored, not asked). Only match_window, "
-                "retention and limits can change (PATCH)"
-            )
+        collection.config.check_change(collection.name, config)
         if config != collection.config:
             collection.reconfigure(config)
 
