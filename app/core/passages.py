@@ -313,22 +313,20 @@ def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """A query's candidate rows, most shared fingerprints first, with how many each
-    shares; ``boilerplate``: the query's fingerprints too common to count (more than
-    the cap of rows hold them); ``texts``: stored texts of some of them, read already
-    (an insert batch's, in one read), by row; ``host_pages``: what the stored pages of
-    the query's host hold of its fingerprints (app/core/hosts.py): its host's chrome
-    counts for none of them."""
+    shares; ``texts``: stored texts of some of them, read already (an insert batch's,
+    in one read), by row."""
 
     rows: Rows
     shared: Rows
-    boilerplate: int
     texts: Mapping[int, str] | None = None
-    host_pages: HostPages = NO_PAGES
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+NO_CANDIDATES = Candidates(_NO_ROWS, _NO_ROWS)  # what most texts of a batch have
+_NO_PAIR = (_NO_ROWS, _NO_ROWS)
 _NO_CODES = np.zeros(0, dtype=np.int64)
 # A chunk of a bulk load: (fingerprints, rows, text hashes[, hosts' keys]; None: unknown).
 Chunk = (
@@ -484,7 +482,10 @@ class PassageIndex(TableIndex):
         )  # fmt: skip
         ends = bounds.tolist()
         return (
-            [(found[start:end], shared[start:end]) for start, end in itertools.pairwise(ends)],
+            [
+                (found[start:end], shared[start:end]) if end > start else _NO_PAIR
+                for start, end in itertools.pairwise(ends)
+            ],
             boilerplate,
             pages_of,
         )

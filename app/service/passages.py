@@ -250,6 +250,8 @@ def relations(
     """(contains, contained_in) of a new document: the earlier documents it holds, and
     those that hold it, at least CONTAINED, best covered first. Its near-duplicate
     ``matches`` are not repeated there: they answer with their passages already."""
+    if not found:  # most new documents
+        return [], []
     near = {m.id for m in matches}
     found = [f for f in found if f.document_id not in near]
     if not found:
@@ -336,8 +338,10 @@ class BatchPassages:
     def _find(self, position: int, simhash: int, stamp: int, near: Collection[str]) -> list[Found]:
         """``find``'s earlier documents of the batch, their passages as verified."""
         start, end = self._shared.bounds[position], self._shared.bounds[position + 1]
+        if start == end:  # shares no fingerprint with an earlier one of the batch
+            return []
         passes = self._passes[start:end]
-        if start == end or not (near or passes.any()):
+        if not (near or passes.any()):
             return []
         earlier, counts = self._shared.earlier[start:end], self._shared.counts[start:end]
         shared = dict(zip(earlier.tolist(), counts.tolist(), strict=True))

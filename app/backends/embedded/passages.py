@@ -14,6 +14,7 @@ import numpy.typing as npt
 from app.collection_config import PassagesConfig
 from app.core.hosts import host_key
 from app.core.passages import (
+    NO_CANDIDATES,
     Candidates,
     Chunk,
     Passage,
@@ -104,7 +105,7 @@ class PassageSearch(TableMatcher):
         chunk's at once)."""
         keys: list[npt.NDArray[np.uint64]] = []
         hashes: list[int] = []
-        hosts = [0] * len(rows) if metadata is None else [host_key(m) for m in metadata]
+        hosts: list[int] = []
         unprepared: list[tuple[int, str]] = []  # (position, text): a restart's rows
         unread: list[tuple[int, int]] = []  # (position, row) of those to read
         given = [None] * len(rows) if texts is None else texts
@@ -113,7 +114,9 @@ class PassageSearch(TableMatcher):
             keys.append(_NONE if prepared is None else prepared[0])
             hashes.append(0 if prepared is None else prepared[1])
             if prepared is not None:
-                hosts[position] = prepared[2]
+                hosts.append(prepared[2])
+            else:
+                hosts.append(0 if metadata is None else host_key(metadata[position]))
             if prepared is None and text is not None:
                 unprepared.append((position, text))
             elif prepared is None and texts is None:
@@ -145,11 +148,8 @@ class PassageSearch(TableMatcher):
         """The candidates of several texts (an insert batch), in one lookup, with what
         they share (``find``'s ``candidates``); with a ``bar``, only those that may
         cover it and the (text, row) pairs ``near`` (PassageIndex.candidates_counted)."""
-        found, boilerplate = self.index.candidates_counted(keys, bar, near)
-        return [
-            Candidates(rows, shared, common)
-            for (rows, shared), common in zip(found, boilerplate.tolist(), strict=True)
-        ]
+        found, _ = self.index.candidates_counted(keys, bar, near)
+        return [Candidates(rows, shared) if len(rows) else NO_CANDIDATES for rows, shared in found]
 
     def candidates_of(
         self,
@@ -160,18 +160,13 @@ class PassageSearch(TableMatcher):
         """``counted_candidates`` of queries, their hosts' chrome counted for none of
         their pages (their own rows not among them), each query told what its host's
         stored pages hold (its ``host_pages``; PassageIndex.candidates_hosted)."""
-        found, boilerplate, pages = self.index.candidates_hosted(
+        found, _, pages = self.index.candidates_hosted(
             [q.keys for q in queries], bar, near, [q.host for q in queries],
             [q.exclude for q in queries],
         )  # fmt: skip
         for asked, text_pages in zip(queries, pages, strict=True):
             asked.host_pages = text_pages
-        return [
-            Candidates(rows, shared, common, host_pages=text_pages)
-            for (rows, shared), common, text_pages in zip(
-                found, boilerplate.tolist(), pages, strict=True
-            )
-        ]
+        return [Candidates(rows, shared) if len(rows) else NO_CANDIDATES for rows, shared in found]
 
     def find(
         self,
@@ -219,6 +214,8 @@ class PassageSearch(TableMatcher):
         any other it needs itself. O(rows)."""
         wanted: set[int] = set()
         for asked, candidates in zip(queries, found, strict=True):
+            if not len(candidates):  # most texts of a batch
+                continue
             rows = candidates.rows[candidates.rows != asked.exclude][:CANDIDATES]
             if len(rows):
                 wanted.update(rows[~self.index.identical(rows, asked.text_hash)].tolist())

@@ -27,7 +27,7 @@ def test_held_until_the_commit_settles_then_read_from_the_store() -> None:
         reads.append(rows)
         return [stored.get(row) for row in rows]
 
-    texts = KeptTexts(read)
+    texts = KeptTexts(read, recent_chars=0)  # no recent texts: every settled one is read
     commit = Commit()
     texts.hold(np.array([4, 5, 6]), ["four", None, "six"])
     assert texts.many([4, 6]) == ["four", "six"] and reads == []  # before until: held
@@ -38,6 +38,45 @@ def test_held_until_the_commit_settles_then_read_from_the_store() -> None:
     settle([(commit, None)])
     assert texts.many([4, 6, 7]) == ["four", "six", None]
     assert reads[-1] == [4, 6, 7] and texts.held == 0
+    texts._check()
+
+
+def test_recent_texts_are_kept_up_to_their_bound_least_recently_used_out_first() -> None:
+    stored = {row: "x" * size for row, size in {1: 4, 2: 4, 3: 4, 4: 3, 5: 5}.items()}
+    reads: list[list[int]] = []
+
+    def read(rows: list[int]) -> list[str | None]:
+        reads.append(rows)
+        return [stored.get(row) for row in rows]
+
+    texts = KeptTexts(read, recent_chars=10)
+    committed = Commit()
+    texts.hold(np.array([1, 2]), [stored[1], stored[2]])
+    texts.until(committed)
+    settle([(committed, None)])
+    assert texts.many([1, 2]) == [stored[1], stored[2]] and reads == []  # inserted: recent
+    assert texts.many([3]) == [stored[3]] and reads == [[3]]  # read once, then recent
+    # 12 characters past 10: the least recently used (row 1; 2 and 3 were used after it)
+    # goes, and the cache holds 2 and 3 (8 characters).
+    assert texts.cached_chars == 8
+    assert texts.many([2, 3]) == [stored[2], stored[3]] and reads == [[3]]
+    assert texts.many([1]) == [stored[1]] and reads == [[3], [1]]  # let go: read again
+    texts._check()
+    # A released row is never answered from the cache; a failed commit's texts never enter.
+    texts.release(np.array([3]))
+    del stored[3]
+    assert texts.many([3]) == [None]
+    failed = Commit()
+    texts.hold(np.array([5]), [stored[5]])
+    texts.until(failed)
+    settle([(failed, RuntimeError("disk full"))])
+    del stored[5]
+    assert texts.many([5]) == [None]
+    # A text longer than the whole bound is read each time, never cached.
+    stored[6] = "y" * 11
+    texts.many([6])
+    texts.many([6])
+    assert reads[-2:] == [[6], [6]]
     texts._check()
 
 
