@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api import audit
 from app.api.errors import error_response, service_error_response
+from app.api.middleware import HttpMiddleware, ResponseWatch
 from app.errors import NotReady, RateLimited, UnknownCollection
 from app.service.key_ring import KeyRing
 from app.service.keys import WRITE_ACTIONS, Decision, Grant, Need, configured_grant, decide, need_of
@@ -212,13 +213,27 @@ def _limited(what: str, rate: float, wait: float) -> RateLimited:
     )
 
 
-class ApiKeyMiddleware:
+class _AnswerWatch(ResponseWatch):
+    """Also keeps the answer's body: the audit line holds the ids it names."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, send: Send) -> None:
+        ResponseWatch.__init__(self, send)  # not super(): it would build an object a request
+        self.chunks: list[bytes] = []
+
+    def sending(self, message: Message) -> None:
+        if message["type"] == "http.response.body":
+            self.chunks.append(message.get("body", b""))
+
+
+class ApiKeyMiddleware(HttpMiddleware):
     def __init__(self, app: ASGIApp, gate: Gate) -> None:
-        self.app = app
+        super().__init__(app)
         self.gate = gate
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.gate.guards(scope["path"]):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.gate.guards(scope["path"]):
             await self.app(scope, receive, send)
             return
         check = self.gate.check(scope)
@@ -232,23 +247,14 @@ class ApiKeyMiddleware:
         if action is None:
             await self.app(scope, receive, send)
             return
-        status = 500
-        chunks: list[bytes] = []
         keeps_answer = action in ("documents.add", "keys.create")
-
-        async def send_and_note(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif keeps_answer and message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-            await send(message)
-
+        watch = _AnswerWatch(send) if keeps_answer else ResponseWatch(send)
         try:
-            await self.app(scope, receive, send_and_note)
+            await self.app(scope, receive, watch.send)
         finally:
-            ids = _ids(scope["path"], action, status, b"".join(chunks))
-            audit.record(check.key, action, check.need.collection, status, ids)
+            answer = b"".join(watch.chunks) if isinstance(watch, _AnswerWatch) else b""
+            ids = _ids(scope["path"], action, watch.status, answer)
+            audit.record(check.key, action, check.need.collection, watch.status, ids)
 
 
 def _ids(path: str, action: str, status: int, answer: bytes) -> list[str] | None:

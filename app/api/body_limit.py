@@ -5,27 +5,24 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
+from app.api.middleware import HttpMiddleware, ResponseWatch
 
 
 class _BodyTooLarge(Exception):
     pass
 
 
-class BodyLimitMiddleware:
+class BodyLimitMiddleware(HttpMiddleware):
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(scope, receive, send)
             return
         received = 0
-        started = False
 
         async def counting_receive() -> Message:
             nonlocal received
@@ -36,15 +33,12 @@ class BodyLimitMiddleware:
                     raise _BodyTooLarge
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        watch = ResponseWatch(send)
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, watch.send)
         except _BodyTooLarge:
-            if not started:
+            # Once the app has started its answer, a 413 can no longer be sent.
+            if not watch.started:
                 await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:

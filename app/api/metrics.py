@@ -8,9 +8,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.histogram import Counter, Histogram, MetricFamilies
+from app.api.middleware import HttpMiddleware, ResponseWatch
 from app.service.protocols import ServiceFigures, ServiceOperations
 
 MERGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -199,29 +200,20 @@ class Metrics:
         self.commit_seconds.observe(seconds)
 
 
-class MetricsMiddleware:
+class MetricsMiddleware(HttpMiddleware):
     """Counts and times every HTTP request under its route template (not its raw path)."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        status = [500]
-
-        async def send_and_record(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-
+        watch = ResponseWatch(send)
         try:
-            await self.app(scope, receive, send_and_record)
+            await self.app(scope, receive, watch.send)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
             elapsed = time.perf_counter() - started
-            self.metrics.record_request(template, scope.get("method", ""), status[0], elapsed)
+            self.metrics.record_request(template, scope.get("method", ""), watch.status, elapsed)

@@ -12,9 +12,10 @@ import os
 import re
 import time
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from app import logs
+from app.api.middleware import HttpMiddleware, ResponseWatch
 
 log = logging.getLogger("neardup.access")
 HEADER = b"x-request-id"
@@ -27,31 +28,28 @@ def choose_request_id(sent: bytes | None) -> str:
     return os.urandom(16).hex()  # as uuid4().hex is, in a fifth of the time
 
 
-class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+class _IdWatch(ResponseWatch):
+    """Adds the request's id to the response's headers."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    __slots__ = ("request_id",)
+    request_id: str  # set after the base's __init__: no __init__ here to call, per request
+
+    def starting(self, message: Message) -> None:
+        message["headers"] = [*message.get("headers", []), (HEADER, self.request_id.encode())]
+
+
+class RequestIdMiddleware(HttpMiddleware):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = choose_request_id(dict(scope.get("headers", [])).get(HEADER))
         token = logs.request_id.set(request_id)
         started = time.perf_counter()
-        status = 500
-
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", []), (HEADER, request_id.encode())]
-            await send(message)
-
+        watch = _IdWatch(send)
+        watch.request_id = request_id
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, watch.send)
         finally:
             if log.isEnabledFor(logging.INFO):  # at warning, skip building the record
-                log_request(scope, status, started)
+                log_request(scope, watch.status, started)
             logs.request_id.reset(token)
 
 
