@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from app.core._kernels import CLASS_SINGLE_CHAR_TOKEN, CLASS_WORD, POLY_MULTIPLIER, fmix64
-from app.core._shared_kernels import first_above
+from app.core._shared_kernels import first_above, uniform_order
 
 _U64 = np.uint64
 
@@ -78,9 +78,9 @@ def spread_keys(keys: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def spread_sorted(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(``spread_keys``, the order that sorts them): a lookup's keys. O(n log n)."""
+    """(``spread_keys``, the order that sorts them): a lookup's keys. O(n) expected."""
     spread = spread_keys(keys)
-    return spread, np.argsort(spread)
+    return spread, uniform_order(spread)
 
 
 @njit(cache=True, nogil=True)
@@ -596,8 +596,7 @@ def may_cover_many(
 
 @njit(cache=True, nogil=True)
 def counted_candidates(
-    positions: np.ndarray,
-    rows: np.ndarray,
+    codes: np.ndarray,
     key_bounds: np.ndarray,
     capped: np.ndarray,
     key_counts: np.ndarray,
@@ -605,16 +604,16 @@ def counted_candidates(
     near_texts: np.ndarray,
     near_rows: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The candidates of several texts from the index's hits (``positions`` into the
-    texts' fingerprints, text i's at ``[key_bounds[i], key_bounds[i + 1])``, and
-    ``rows``: one a fingerprint a row holds): each (text, row) once with its count of
+    """The candidates of several texts from the index's hits, ``codes`` (text << 32 |
+    row: one a fingerprint a row holds, sorted; text i's fingerprints are ``[key_bounds[i],
+    key_bounds[i + 1])`` of the lookup's): each (text, row) once with its count of
     hits, only those that may cover ``bar`` (``covers``; all with ``bar`` 0) or are
     among the pairs (``near_texts[j]``, ``near_rows[j]``): its near-duplicates; a row's
     count of fingerprints is ``key_counts[row, 0]`` (the index's per-row values), a
     fingerprint ``capped`` is boilerplate (counted for no row). Returns (rows, shared,
     bounds, boilerplate): text i's candidates at ``[bounds[i], bounds[i + 1])``, most
-    shared first, ties by row; each text's count of boilerplate fingerprints. O(h log h)
-    for h hits."""
+    shared first, ties by row; each text's count of boilerplate fingerprints. O(h) for
+    h hits, and each text's candidates sorted."""
     texts = key_bounds.shape[0] - 1
     boilerplate = np.zeros(texts, dtype=np.int64)
     query_keys = np.empty(texts, dtype=np.int64)
@@ -622,8 +621,6 @@ def counted_candidates(
         query_keys[text] = key_bounds[text + 1] - key_bounds[text]
         for at in range(key_bounds[text], key_bounds[text + 1]):
             boilerplate[text] += capped[at]
-    owners = np.searchsorted(key_bounds, positions, side="right") - 1
-    codes = np.sort((owners << 32) | rows)
     near = np.sort((near_texts << 32) | near_rows)  # sorted as ``codes`` are
     found = np.empty(codes.shape[0], dtype=np.int64)
     shared = np.empty(codes.shape[0], dtype=np.int64)

@@ -352,7 +352,7 @@ class PassageIndex(TableIndex):
         # 0: unknown), what tells a copy of the query, and its host's key
         # (``hosts.host_key``; 0: none), what tells its host's chrome. 16 bytes a row.
         self._per_row = RowArray(np.uint32, (4,))
-        super().__init__(lanes=1, values=self._per_row)
+        super().__init__(lanes=1, values=self._per_row, uniform=True)  # keys spread
         self.max_rows = max_rows
 
     def insert_row(
@@ -476,8 +476,11 @@ class PassageIndex(TableIndex):
         near_texts = near_rows = _NO_CODES
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
             near_texts, near_rows = near[0].astype(np.int64), near[1].astype(np.int64)
+        # numpy's sort of the hits' codes: several times as fast as a compiled one.
+        owners = np.searchsorted(key_bounds, positions, side="right") - 1
+        codes = np.sort(owners << 32 | rows)
         found, shared, bounds, boilerplate = kernels.counted_candidates(
-            positions, rows, key_bounds, capped, self._per_row.array,
+            codes, key_bounds, capped, self._per_row.array,
             0.0 if bar is None else float(bar), near_texts, near_rows,
         )  # fmt: skip
         ends = bounds.tolist()

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
+from app.core._shared_kernels import uniform_order
 from app.core.saved import SavedArrays, SavedStateError, wanted
 
 # Single inserts go to an unsorted tail scanned linearly by every query: 256 entries is a
@@ -156,12 +157,17 @@ class TableSnapshot:
 LANE_BY_LANE_ENTRIES = 1 << 16
 
 
-def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> Run:
+def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer], *, uniform: bool = False) -> Run:
     """A Run from unsorted keys (lanes, m) (a view of another layout will do) and their
-    rows (m,). O(L m log m); beside the run it makes, at most one lane's order
-    (8 bytes an entry) when m is large."""
+    rows (m,); ``uniform``: one lane of keys spread evenly over uint64, sorted by their
+    top bits in O(m) (``uniform_order``). O(L m log m); beside the run it makes, at
+    most one lane's order (8 bytes an entry) when m is large."""
     rows = np.asarray(rows, dtype=np.int32)
     lanes, count = keys.shape
+    if uniform and lanes == 1:
+        only = np.ascontiguousarray(keys[0])
+        spread_order = uniform_order(only)
+        return Run(only[spread_order].reshape(1, -1), rows[spread_order].reshape(1, -1))
     # The order of equal keys does not matter to any lookup: the faster unstable sort.
     if count < LANE_BY_LANE_ENTRIES:
         order = np.argsort(keys, axis=1)
@@ -271,13 +277,18 @@ class SortedTable:
     [1, 2]
     """
 
-    def __init__(self, lanes: int, tail_capacity: int = TAIL_CAPACITY) -> None:
+    def __init__(
+        self, lanes: int, tail_capacity: int = TAIL_CAPACITY, *, uniform: bool = False
+    ) -> None:
+        """``uniform``: one lane of keys spread evenly over uint64 (hashes), which a
+        batch's sort orders by their top bits (``sort_run``)."""
         if lanes < 1:
             raise ValueError("a SortedTable needs at least one lane")
         if tail_capacity < 1:
             raise ValueError("a SortedTable needs a tail of at least one entry")
         self.lanes = lanes
         self.tail_capacity = tail_capacity
+        self._uniform = uniform
         self._write_lock = threading.Lock()
         self._merge_lock = threading.Lock()
         self._merging = False  # a merge is folding the middle run: no promotion into it
@@ -329,7 +340,9 @@ class SortedTable:
                 pending_rows = np.concatenate([state.tail_rows[:tail], np.asarray(rows, np.int32)])
             else:  # sorted from the view: no transposed copy
                 pending_keys, pending_rows = keys.T, np.asarray(rows, np.int32)
-            buffer = merge_runs(state.buffer, sort_run(pending_keys, pending_rows))
+            buffer = merge_runs(
+                state.buffer, sort_run(pending_keys, pending_rows, uniform=self._uniform)
+            )
             self._publish_buffer(state, buffer, *self._new_tail(), 0)
 
     def insert_run(self, run: Run) -> None:
@@ -388,7 +401,10 @@ class SortedTable:
                 if len(state.middle) + len(state.buffer) + tail == 0 and dropped is None:
                     return False
                 pending = merge_runs(
-                    state.buffer, sort_run(state.tail_keys[:, :tail], state.tail_rows[:tail])
+                    state.buffer,
+                    sort_run(
+                        state.tail_keys[:, :tail], state.tail_rows[:tail], uniform=self._uniform
+                    ),
                 )
                 middle = merge_runs(state.middle, pending)
                 main = state.main

@@ -20,8 +20,10 @@ class TableIndex:
 
     one_entry_a_row = True  # else several entries of a row in one lane (passages)
 
-    def __init__(self, lanes: int, values: RowArray | None = None) -> None:
-        self._table = SortedTable(lanes=lanes)
+    def __init__(
+        self, lanes: int, values: RowArray | None = None, *, uniform: bool = False
+    ) -> None:
+        self._table = SortedTable(lanes=lanes, uniform=uniform)
         self._rows = RowBook()
         self._values = values
         # Whether a restart's per-row values are held as they were loaded, not copied.

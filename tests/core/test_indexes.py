@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.core import sorted_table
+from app.core._shared_kernels import uniform_order
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
@@ -193,6 +194,61 @@ def test_merged_runs_equal_a_stable_sort_and_their_directories_a_rebuild(
             tops = (merged.keys[lane] >> np.uint64(64 - bits)).astype(np.int64)
             starts = np.searchsorted(tops, np.arange((1 << bits) + 1), "left")
             assert np.array_equal(merged.directory[lane], starts)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    ["spread", "crowded", "repeated", "tiny"],
+)
+def test_uniform_order_sorts_any_keys(keys: str) -> None:
+    """uniform_order against Python's sort: spread keys (its case), keys crowding one
+    bucket (their top bits equal: argsort's fallback), many repeats, and 0 to 3 keys."""
+    rng = np.random.default_rng(5)
+    made = {
+        "spread": rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64),
+        "crowded": rng.integers(0, 1 << 20, 5000, dtype=np.uint64),
+        "repeated": rng.choice(np.array([7, 2**63, 3], dtype=np.uint64), 300),
+        "tiny": np.array([9, 1, 4], dtype=np.uint64),
+    }[keys]
+    for size in (0, 1, 2, len(made)):
+        chosen = made[:size]
+        order = uniform_order(chosen)
+        assert sorted(order.tolist()) == list(range(size))  # a permutation
+        assert chosen[order].tolist() == sorted(chosen.tolist())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_uniform_table_finds_what_a_plain_one_does(seed: int) -> None:
+    """A table whose batches are ordered by uniform_order answers every lookup as one
+    sorted by argsort, through tails, buffers, promotions and merges."""
+    rng = np.random.default_rng(seed)
+    plain, uniform = SortedTable(lanes=1), SortedTable(lanes=1, uniform=True)
+    held: list[int] = []
+    for batch in range(40):
+        size = int(rng.choice([1, 7, TAIL_CAPACITY + 3, 2000]))
+        keys = rng.integers(0, 2**64 - 1, (size, 1), dtype=np.uint64)
+        if held and batch % 3 == 0:  # repeats of keys held already
+            keys[: size // 2, 0] = rng.choice(np.array(held, dtype=np.uint64), size // 2)
+        rows = np.arange(len(held), len(held) + size)
+        held += keys[:, 0].tolist()
+        plain.insert(keys, rows)
+        uniform.insert(keys, rows)
+        if batch % 10 == 9:
+            plain.merge()
+            uniform.merge()
+    asked = np.array(rng.choice(np.array(held, dtype=np.uint64), 500), dtype=np.uint64)
+    found_plain = plain.lookup_equal_many(0, asked)
+    found_uniform = uniform.lookup_equal_many(0, asked)
+    assert sorted(zip(*(part.tolist() for part in found_plain), strict=True)) == sorted(
+        zip(*(part.tolist() for part in found_uniform), strict=True)
+    )
+    expected = sorted(
+        (position, row)
+        for position, key in enumerate(asked.tolist())
+        for row, held_key in enumerate(held)
+        if held_key == key
+    )
+    assert sorted(zip(*(part.tolist() for part in found_uniform), strict=True)) == expected
 
 
 @pytest.mark.parametrize("seed", range(3))
