@@ -102,14 +102,19 @@ def kgram_hashes(tokens: np.ndarray, k: int, out: np.ndarray) -> int:
 @njit(cache=True, nogil=True)
 def kgrams_distinct(tokens: np.ndarray, k: int) -> bool:
     """Whether no two runs of k tokens of a text hash alike (then no run of k tokens or
-    more repeats in it; a collision only says it may). O(n log n)."""
+    more repeats in it; a collision only says it may). The k-gram hashes are fmix64's
+    outputs, spread evenly: ordered by their top bits (``uniform_order``). O(n)
+    expected."""
     count = tokens.shape[0] - k + 1
     if count <= 1:
         return True
     grams = np.empty(count, dtype=np.uint64)
     kgram_hashes(tokens, k, grams)
-    grams.sort()
-    return not np.any(grams[1:] == grams[:-1])
+    order = uniform_order(grams)
+    for at in range(1, count):  # noqa: SIM110 (numba compiles no generator for all())
+        if grams[order[at]] == grams[order[at - 1]]:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -271,6 +276,25 @@ def _slot(slot_hash: np.ndarray, count: np.ndarray, h: np.uint64) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _by_diagonal(seed_query: np.ndarray, seed_stored: np.ndarray, n: int, m: int) -> np.ndarray:
+    """The order of seeds (query k-gram positions below n, stored ones below m) by
+    diagonal (stored - query), then query start: a counting sort by diagonal, stable, as
+    the seeds of one diagonal come in ascending stored (so query) positions. O(seeds + n
+    + m), where a sort of them took most of verifying a copy."""
+    starts = np.zeros(n + m + 1, dtype=np.int64)
+    for i in range(seed_query.shape[0]):
+        starts[seed_stored[i] - seed_query[i] + n + 1] += 1
+    for diagonal in range(n + m):
+        starts[diagonal + 1] += starts[diagonal]
+    order = np.empty(seed_query.shape[0], dtype=np.int64)
+    for i in range(seed_query.shape[0]):
+        at = seed_stored[i] - seed_query[i] + n
+        order[starts[at]] = i
+        starts[at] += 1
+    return order
+
+
+@njit(cache=True, nogil=True)
 def runs_against(
     query: np.ndarray,
     table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -314,9 +338,7 @@ def runs_against(
         taken[slots[t]] = 0
     if seeds == 0:
         return np.empty((0, 4), dtype=np.int64)
-    # By diagonal (stored - query), then query start: offset so that the key is >= 0.
-    keys = (seed_stored[:seeds] - seed_query[:seeds] + n) * (n + 1) + seed_query[:seeds]
-    by_diagonal = np.argsort(keys)  # the keys are distinct: any sort gives one order
+    by_diagonal = _by_diagonal(seed_query[:seeds], seed_stored[:seeds], n, m)
     runs = np.empty((seeds, 4), dtype=np.int64)
     found = equal_runs(
         query, stored, seed_query[by_diagonal], seed_stored[by_diagonal], k, minimum, runs
