@@ -449,8 +449,11 @@ class PassageIndex(TableIndex):
         known), and what the stored pages of each one's host hold of its fingerprints
         (app/core/hosts.py): its host's chrome counts for none of them; ``excludes``:
         each text's own row (-1: none), not one of those pages. O(F log N + hits)."""
-        key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum([len(k) for k in keys], out=key_bounds[1:])
+        if len(keys) == 1:  # a search
+            key_bounds = np.array([0, len(keys[0])], dtype=np.int64)
+        else:
+            key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
+            np.cumsum([len(k) for k in keys], out=key_bounds[1:])
         pages_of = [NO_PAGES] * len(keys)
         if not key_bounds[-1]:
             empty = np.zeros(0, dtype=np.int64)
@@ -476,9 +479,13 @@ class PassageIndex(TableIndex):
         near_texts = near_rows = _NO_CODES
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
             near_texts, near_rows = near[0].astype(np.int64), near[1].astype(np.int64)
-        # numpy's sort of the hits' codes: several times as fast as a compiled one.
-        owners = np.searchsorted(key_bounds, positions, side="right") - 1
-        codes = np.sort(owners << 32 | rows)
+        # numpy's sort of the hits' codes (text << 32 | row): several times as fast as a
+        # compiled one; one text's codes are its rows.
+        if len(keys) == 1:
+            codes = np.sort(rows)
+        else:
+            owners = np.searchsorted(key_bounds, positions, side="right") - 1
+            codes = np.sort(owners << 32 | rows)
         found, shared, bounds, boilerplate = kernels.counted_candidates(
             codes, key_bounds, capped, self._per_row.array,
             0.0 if bar is None else float(bar), near_texts, near_rows,
