@@ -405,10 +405,9 @@ class PassageIndex(TableIndex):
         self._per_row.ensure(self._rows.present.size)
         per_row = self._per_row.array
         per_row[claimed, 0] = counts[held]
-        if text_hashes is not None:
-            hashes = np.array(text_hashes, dtype=np.uint64)[held]
-            per_row[claimed, 1] = (hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-            per_row[claimed, 2] = (hashes >> np.uint64(32)).astype(np.uint32)
+        if text_hashes is not None:  # its low word, then its high one
+            hashes = np.array(text_hashes, dtype="<u8")[held]
+            per_row[claimed, 1:3] = hashes.view("<u4").reshape(-1, 2)
         if hosts is not None:
             per_row[claimed, 3] = np.array(hosts, dtype=np.uint32)[held]
         entries = spread(np.concatenate(keys)).reshape(-1, 1)

@@ -264,6 +264,9 @@ def relations(
     return contains, contained_in
 
 
+_NO_PASSES = np.zeros(0, dtype=np.bool_)
+
+
 class BatchPassages:
     """The documents of one insert batch, for the relations between them (a batch is
     matched as if its documents came one by one: each with the earlier ones stored).
@@ -287,14 +290,16 @@ class BatchPassages:
         keys = [q.keys for q in self.queries]
         self._shared = shared = shared_counts(keys, config.max_rows)
         # Whether each pair may be a containment (may_cover at CONTAINED), all at once.
-        sizes = np.array([len(k) for k in keys], dtype=np.int64)
-        self._passes = may_cover(
-            shared.counts,
-            shared.boilerplate[shared.later],
-            sizes[shared.later],
-            sizes[shared.earlier],
-            CONTAINED,
-        )
+        self._passes = _NO_PASSES
+        if len(shared.counts):  # a single insert has no pair
+            sizes = np.array([len(k) for k in keys], dtype=np.int64)
+            self._passes = may_cover(
+                shared.counts,
+                shared.boilerplate[shared.later],
+                sizes[shared.later],
+                sizes[shared.earlier],
+                CONTAINED,
+            )
         self._stored: dict[int, tuple[str, int, int]] = {}  # position -> id, simhash, time
         # Host -> its pages stored so far in the batch, by fingerprint (the host rule's
         # earlier pages, app/core/hosts.py).
