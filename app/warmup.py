@@ -29,6 +29,8 @@ from app.collection_config import (
     ShingleConfig,
     SimHashConfig,
 )
+from app.core.hosts import HOST_PAGES
+from app.core.ngram import ORDER_FIRST_ROWS, gram_sets
 from app.core.page import read_page
 from app.service import InsertOptions, NewDocument, Query
 from app.storage.sqlite import SQLiteStore
@@ -47,6 +49,11 @@ TEXTS = (
 HTML = "<html><body><p>OPEC ministers <b>agreed</b> on Monday</p><script>x()</script></body></html>"
 # More documents than the unsorted tail of a table holds: a batch is sorted and merged.
 BULK = tuple(" ".join(f"w{i}x{j}" for j in range(8)) for i in range(300))
+# Pages of one site: the lines every page of it holds, and its address.
+SITE = "https://news.example.com/story"
+SITE_LINES = " ".join(f"sign up for our newsletter today{i} and read more" for i in range(6))
+# A first batch of this many short texts learns the n-gram index's order of q-grams.
+SHORT_ROWS = ORDER_FIRST_ROWS
 # Every index and shingle kind a collection can have.
 CONFIGS = {
     "word": CollectionConfig(),
@@ -96,17 +103,21 @@ def _dedup(scratch: Path) -> None:
         for number, text in enumerate(texts):
             record = {"id": number, "text": text, "time": 1_714_564_800 + 3600 * number}
             handle.write(json.dumps(record) + "\n")
-    for config, timestamp_field in (
-        (CollectionConfig(), None),
-        (CollectionConfig(match_window="2h"), "time"),
+    for config, timestamp_field, passages in (
+        (CollectionConfig(), None, False),
+        (CollectionConfig(match_window="2h"), "time", False),
+        (CollectionConfig(), None, True),
     ):
         options = local.Options(
             out=scratch / "dedup",
             fields=Fields(timestamp_field=timestamp_field),
             workers=1,
             progress=False,
+            passages=passages,
+            drop_contained=passages,
         )
         local.run([str(corpus)], config, options)
+    gram_sets(["quake hits tokyo", "东京地震"], 3, 2)  # the Redis store's n-gram sets
 
 
 def _exercise(collection: Collection, prefix: str) -> None:
@@ -123,12 +134,25 @@ def _exercise(collection: Collection, prefix: str) -> None:
     collection.insert([NewDocument(TEXTS[0])], InsertOptions("skip"))
     collection.insert([NewDocument(TEXTS[2], ids[0])], InsertOptions(replace=True))
     collection.insert([NewDocument(text, f"{prefix}-bulk-{i}") for i, text in enumerate(BULK)])
+    # Pages of one site (their host's chrome counted), and a first batch of short texts
+    # large enough to learn the n-gram index's order from.
+    collection.insert(
+        [
+            NewDocument(f"{SITE_LINES} page {i}", f"{prefix}-site-{i}", {"url": f"{SITE}/{i}"})
+            for i in range(HOST_PAGES + 1)
+        ]
+    )
+    if prefix == "first":
+        collection.insert(
+            [NewDocument(f"short {i} w{i % 97}", f"{prefix}-short-{i}") for i in range(SHORT_ROWS)]
+        )
     for round_ in ("before", "after"):
         for text in TEXTS:
             collection.search(text, Query())
         collection.search(TEXTS[0], Query(limit=1, max_distance=0, min_similarity=0.5))
         collection.search(page, Query())
         collection.similar(ids[1], Query())
+        collection.similar(ids[2], Query())  # a short text: read back from the n-gram index
         collection.get(ids[1])
         if round_ == "before":
             collection.delete(ids[4])

@@ -17,7 +17,14 @@ from fastapi.testclient import TestClient
 from app.batch import _kernels as _batch_kernels
 from app.cli import build_parser
 from app.config import Settings
-from app.core import _index_kernels, _kernels
+from app.core import (
+    _index_kernels,
+    _kernels,
+    _ngram_kernels,
+    _passage_kernels,
+    _shared_kernels,
+    _template_kernels,
+)
 from app.core.fingerprint import UNICODE_SIZE, char_classes
 from app.core.text import is_no_space_script
 from app.main import create_app
@@ -82,18 +89,36 @@ def test_other_errors_carry_no_retry_after(tmp_path: Path) -> None:
 
 
 # The service's kernels and those of neardup dedup's local engine.
-KERNEL_MODULES = (_kernels, _index_kernels, _batch_kernels)
-# Kernels the service never calls: compared against in bench/, or unused.
-NOT_SERVICE_KERNELS = {"core._kernels.classic_minhash", "core._index_kernels._append"}
+KERNEL_MODULES = (
+    _kernels,
+    _index_kernels,
+    _ngram_kernels,
+    _passage_kernels,
+    _shared_kernels,
+    _template_kernels,
+    _batch_kernels,
+)
+# Kernels the service never calls: compared against in bench/, or called by tests only.
+NOT_SERVICE_KERNELS = {
+    "core._kernels.classic_minhash",
+    "core._template_kernels.figure_counts",
+    "core._template_kernels.figure_kinds",
+}
 _COMPILED_AFTER_WARM_UP = """
 import json, sys
 from app.batch import _kernels as _batch_kernels
-from app.core import _index_kernels, _kernels
+from app.core import (
+    _index_kernels, _kernels, _ngram_kernels, _passage_kernels, _shared_kernels,
+    _template_kernels,
+)
 from app.warmup import compile_kernels
 compile_kernels()
 json.dump([
     f"{module.__name__.removeprefix('app.')}.{name}"
-    for module in (_kernels, _index_kernels, _batch_kernels)
+    for module in (
+        _kernels, _index_kernels, _ngram_kernels, _passage_kernels, _shared_kernels,
+        _template_kernels, _batch_kernels,
+    )
     for name, kernel in vars(module).items()
     if getattr(kernel, "signatures", None)
 ], sys.stdout)

@@ -72,6 +72,10 @@ def warm_up() -> None:
         collection.insert(
             [NewDocument(f"own{k} words {_WARM_PASSAGE} tail{k}", f"d{k}") for k in range(4)]
         )
+        site = "https://warm-up.example/"  # pages of one site: its chrome counted
+        collection.insert(
+            [NewDocument(f"{_WARM_PASSAGE} p{k}", f"p{k}", {"url": f"{site}{k}"}) for k in range(3)]
+        )
         collection.search("warm up the kernels", Query())
         collection.search(f"{_WARM_PASSAGE} query", Query())
         collection.merge(force=True)
