@@ -176,12 +176,19 @@ def fingerprints(tokens: Tokens, k: int, window: int) -> npt.NDArray[np.uint64]:
     return out[:count].copy()
 
 
+def _bounds(texts: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Where each text starts in their concatenation, and its length: one longer than
+    ``texts``."""
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=bounds[1:])
+    return bounds
+
+
 def fingerprints_many(texts: Sequence[str], k: int, window: int) -> list[npt.NDArray[np.uint64]]:
     """``fingerprints(tokenize(text), k, window)`` of each text, in one compiled call
     (an insert batch: no token offsets made, no call per text). O(total length)."""
     code_points = _code_points("".join(texts))
-    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum([len(text) for text in texts], out=bounds[1:])
+    bounds = _bounds(texts)
     keys = np.empty(len(code_points), dtype=np.uint64)
     key_bounds = np.empty(len(texts) + 1, dtype=np.int64)
     kernels.fingerprint_texts(
@@ -244,8 +251,7 @@ def shared_passages_texts(
     verified in one compiled call that keeps none of their tokens. O(n + total length +
     seeds log seeds + run lengths)."""
     code_points = _code_points("".join(texts))
-    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
-    bounds[1:] = list(itertools.accumulate(len(text) for text in texts))
+    bounds = _bounds(texts)
     rows = kernels.passage_runs_texts(
         query.hashes, query.starts, query.ends, code_points, bounds, char_classes(),
         _folding().table, k, minimum, SEEDS_PER_KGRAM,

@@ -342,6 +342,8 @@ class BatchPassages:
 
     def _find(self, position: int, simhash: int, stamp: int, near: Collection[str]) -> list[Found]:
         """``find``'s earlier documents of the batch, their passages as verified."""
+        if not len(self._shared.later):  # no two documents of the batch share a fingerprint
+            return []
         start, end = self._shared.bounds[position], self._shared.bounds[position + 1]
         if start == end:  # shares no fingerprint with an earlier one of the batch
             return []
