@@ -36,7 +36,8 @@ __all__ = ["Call", "InsertBackend", "Pending", "answers", "apply", "prepare"]
 def apply(call: Call, backend: InsertBackend) -> None:
     """Under the backend's write lock: the ids held, then matching, the fates and answers
     of the accepted documents, then the backend's writes; a retry is answered after
-    them (it may finish what its first attempt started)."""
+    them (it may finish what its first attempt started). The backend's batched reads
+    and writes, and O(documents + matches) of Python here."""
     candidates = [p for p in range(len(call.documents)) if p not in call.refused]
     replaced, again = backend.held(call, candidates)
     for position, (stored, same_text, same_metadata) in again.items():
@@ -67,7 +68,8 @@ def _admitted(
 ) -> Pending:
     """Each accepted document matched against the stored ones and the earlier stored
     documents of its batch, its fate decided and its answer given: the documents to
-    store. The batched reads first (matches, pairs within, passages), then one loop."""
+    store. The batched reads first (matches, pairs within, passages), then one loop:
+    O(1) a document without matches, O(matches log matches) with them."""
     options = call.options
     query = Query(limit=INSERT_MATCH_LIMIT, since=options.since, until=options.until)
     everything = len(accepted) == len(call.fingerprints) == len(call.documents)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,8 +28,7 @@ from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import DocumentExists, InsufficientStorage, StorageUnavailable
 from app.service import decide, insert
-from app.service.insert_backend import Call, SentAgain
-from app.service.insert_backend import Pending as Accepted
+from app.service.insert_backend import Call, Pending, SentAgain
 from app.service.passages import CONTAINED, Found, PassageQuery
 from app.service.times import MICROSECONDS
 from app.service.types import InsertOptions, InsertResult, NewDocument, Query, Refused
@@ -53,16 +51,6 @@ def insert_documents(
     )
     insert.apply(call, Insertion(collection, resolved, store, call))
     return insert.answers(call)
-
-
-@dataclass(slots=True)
-class Pending:
-    """A document of a batch that will be stored."""
-
-    position: int
-    seq: int
-    cluster: int
-    cluster_name: str
 
 
 class Insertion:
@@ -229,7 +217,7 @@ class Insertion:
     def cluster_name(self, cluster: int) -> str | None:
         return self._cluster_names[cluster]
 
-    def oldest_member(self, position: int, cluster: int, pending: Accepted) -> str | None:
+    def oldest_member(self, position: int, cluster: int, pending: Pending) -> str | None:
         """Found once the clusters are written (_oldest): None until then."""
         stored = pending.first <= cluster < pending.first + len(pending)
         name = self._cluster_names[cluster] if cluster < pending.first else pending.id_of(cluster)
@@ -242,53 +230,42 @@ class Insertion:
             document_id, record.cluster_name, self.resolved.retry_methods(record)
         )
 
-    def publish(self, call: Call, pending: Accepted | None) -> None:
+    def publish(self, call: Call, pending: Pending | None) -> None:
         """The writes (_write); the retention's count applied after them: the batch was
         matched against the documents held before it and each other."""
-        entries = []
-        if pending is not None:
-            entries = [
-                Pending(position, seq, cluster, name)
-                for seq, position, cluster, name in zip(
-                    range(pending.first, pending.first + len(pending)),
-                    pending.positions,
-                    pending.clusters,
-                    pending.cluster_names,
-                    strict=True,
-                )
-            ]
-        self._write(entries, call.retried, call.options.replace)
-        if entries and self.resolved.retains:
+        self._write(pending, call.retried, call.options.replace)
+        if pending and self.resolved.retains:
             self.collection.expire(self.resolved, self.store)
 
-    def _write(self, pending: list[Pending], retried: dict[int, Record], replace: bool) -> None:
+    def _write(self, pending: Pending | None, retried: dict[int, Record], replace: bool) -> None:
         """The clusters' members, then the documents (the store's three round trips;
         retries go through it too, so that a first attempt that died before its table
         entries were all written is finished), then the counters; then the answers'
         duplicate_of."""
         resolved, store = self.resolved, self.store
-        positions = [p.position for p in pending] + sorted(retried)
+        stored = [] if pending is None else pending.positions
+        positions = stored + sorted(retried)
         new_records: dict[int, Record] = {}
         commands: list[Command] = []
-        for entry in pending:
-            document = self.call.documents[entry.position]
+        for k, position in enumerate(stored):
+            assert pending is not None
+            seq, cluster = pending.first + k, pending.clusters[k]
+            document = self.call.documents[position]
             record = Record(
-                entry.seq,
+                seq,
                 self.call.now / MICROSECONDS,
-                entry.cluster,
-                entry.cluster_name,
+                cluster,
+                pending.cluster_names[k],
                 document.metadata,
                 document.text if resolved.config.keeps_text else None,
-                self._short(entry.position),
+                self._short(position),
                 document.host_key(),
             )
-            new_records[entry.position] = record
-            document_id = self.call.ids[entry.position]
-            stamp = int(self.call.stamps[entry.position])
-            commands.append(("ZADD", resolved.members_key(entry.cluster), entry.seq, document_id))
-            commands.append(
-                ("ZADD", resolved.time_key(), 0, time_member(stamp, entry.seq, document_id))
-            )
+            new_records[position] = record
+            document_id = self.call.ids[position]
+            stamp = int(self.call.stamps[position])
+            commands.append(("ZADD", resolved.members_key(cluster), seq, document_id))
+            commands.append(("ZADD", resolved.time_key(), 0, time_member(stamp, seq, document_id)))
         if positions:
             at = self.call.fingerprint_at[positions]
             batch = NewDocuments(
