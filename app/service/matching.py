@@ -1,9 +1,13 @@
-"""The checks of a search's options, the same on every backend."""
+"""The checks of a search's options and the Match answers of what matched, the same on
+every backend."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from app.core.rule import METHODS_OF_BITS, Pairs
 from app.errors import InvalidParameter
-from app.service.types import Query, check_range
+from app.service.types import Match, Query, check_range
 
 
 def check_query(query: Query, max_distance: int) -> None:
@@ -18,3 +22,25 @@ def check_query(query: Query, max_distance: int) -> None:
     if query.limit < 1:
         raise InvalidParameter(f"limit must be at least 1, not {query.limit}")
     check_range(query.since, query.until)
+
+
+def matches_of(
+    pairs: Pairs, span: tuple[int, int], limit: int, id_of: Callable[[int], str | None]
+) -> list[Match]:
+    """The Match answers of pairs[span], at most ``limit``; rows whose id is None (evicted
+    since the search found them) are left out. O(limit)."""
+    start, end = span[0], min(span[1], span[0] + limit)
+    if start == end:
+        return []  # most inserted documents: nothing to build
+    matches = []
+    for row, similarity, distance, bits in zip(
+        pairs.rows[start:end].tolist(),
+        pairs.similarity[start:end].tolist(),
+        pairs.distances[start:end].tolist(),
+        pairs.methods[start:end].tolist(),
+        strict=True,
+    ):
+        document_id = id_of(row)
+        if document_id is not None:
+            matches.append(Match(document_id, similarity, distance, METHODS_OF_BITS[bits]))
+    return matches

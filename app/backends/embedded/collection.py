@@ -1,10 +1,10 @@
 """One embedded collection: documents over the core indexes, clusters, retention, merges.
 
-Its parts each own their state, and depend one way: the per-row records and clusters
-(rows.py), the retention (retention.py: the rows by time, what expired, the mark), the
-indexes and matching (matcher.py), and the writes (writes.py), which use the others
-through this class (WriteHost). This class holds the write lock, the clock, and what
-changes several parts at once: publishing, removing, evicting, restoring.
+Its parts each own their state (parts.py: the per-row records and clusters, the
+retention, what a read sees and the clock, the indexes and matching, and what changes
+several of them at once: publishing, removing); the writes (writes.py) are the insert
+pipeline's backend over the same parts. This class holds the write lock, and the reads,
+deletes, evictions, restores and merges.
 
 A Collection's writes are serialised by its lock: a batch is matched against the indexes
 and against its own earlier documents, queued for the Store's next group commit and
@@ -36,11 +36,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from app.backends.embedded.matcher import Matcher, matches_of
-from app.backends.embedded.retention import Retention
-from app.backends.embedded.rows import RowTable
+from app.backends.embedded.parts import Parts
 from app.backends.embedded.saving import (
     SegmentKeeper,
     Taken,
@@ -50,16 +47,13 @@ from app.backends.embedded.saving import (
 from app.backends.embedded.states import GONE, HIDDEN, LIVE
 from app.backends.embedded.writes import EVICTION_CHUNK, Writes
 from app.collection_config import CollectionConfig
-from app.core.fingerprint import Fingerprints
-from app.core.passages import Candidates
 from app.core.row_array import gathered
-from app.core.rule import Pairs
 from app.core.types import Backlog, Rows
 from app.errors import UnknownDocument
 from app.service.budget import DocumentBudget
-from app.service.matching import check_query
-from app.service.passages import Found, PassageQuery, with_passages
-from app.service.times import MICROSECONDS, Clock, iso_time_us, now_us
+from app.service.matching import check_query, matches_of
+from app.service.passages import PassageQuery, with_passages
+from app.service.times import MICROSECONDS, Clock, iso_time_us
 from app.service.types import (
     PLAIN_INSERT,
     InsertOptions,
@@ -70,7 +64,7 @@ from app.service.types import (
     Refused,
     StoredDocument,
 )
-from app.storage.base import DocumentBatch, Eviction, Store, StoredCollection
+from app.storage.base import Eviction, Store, StoredCollection
 from app.storage.commit import Commit
 from app.storage.segments import Segment, Written
 
@@ -94,31 +88,16 @@ class Collection:
         wake_evictor: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
-        self._wake_merger = wake_merger
         self._wake_evictor = wake_evictor
-        self._clock = clock
         self._budget = budget or DocumentBudget()
-        self.config = config
         self._store = store
         self._write_lock = threading.Lock()
-        self._rows = RowTable(lambda rows: store.read_texts(name, rows))
-        self._retention = Retention(self._rows, self._budget, config)
-        self._matcher = Matcher(config, self._rows.texts.many)
-        self._writes = Writes(
-            name,
-            self,
-            self._rows,
-            self._matcher,
-            self._retention,
-            store,
-            self._budget,
-            self._write_lock,
-            wake_merger,
-            wake_evictor,
-        )
+        self._parts = parts = Parts(name, config, store, self._budget, clock)
+        self._rows, self._retention, self._matcher = parts.rows, parts.retention, parts.matcher
+        self._visibility = parts.visibility
+        self._writes = Writes(parts, self._write_lock, wake_merger, wake_evictor)
         self._last_eviction: Commit | None = None
         self._segment = SegmentKeeper(name, store.segments, config.fixed())
-        self._clock_floor = np.iinfo(np.int64).min  # the clock never goes back for us
         self.evicted = 0
         self.eviction_seconds = 0.0  # CPU time of the evictions in memory
         self.last_eviction_hold = 0.0  # seconds the last eviction held the write lock
@@ -129,13 +108,12 @@ class Collection:
         """Documents visible now (expired ones, evicted or not, are not)."""
         return len(self._rows)
 
-    def now(self) -> int:
-        return max(now_us(self._clock), self._clock_floor)
+    @property
+    def config(self) -> CollectionConfig:
+        return self._parts.config
 
-    def now_locked(self) -> int:
-        now = self.now()
-        self._clock_floor = now
-        return now
+    def now(self) -> int:
+        return self._visibility.now()
 
     @property
     def merges(self) -> int:
@@ -154,81 +132,18 @@ class Collection:
 
     def _visible_row(self, document_id: str, now: int | None = None) -> int:
         row = self._rows.row_of.get(document_id)
-        if row is None or not self.is_visible(row, self.now() if now is None else now):
+        if row is None or not self._visibility.row(row, self.now() if now is None else now):
             raise UnknownDocument(self.name, document_id)
         return row
-
-    def is_visible(self, row: int, now: int) -> bool:
-        if self._rows.state.array[row] != LIVE:
-            return False
-        max_age = self._retention.max_age
-        return max_age is None or int(self._rows.timestamp.array[row]) >= now - max_age
-
-    def visible_mask(
-        self,
-        rows: Rows,
-        query: Query,
-        stamps: npt.NDArray[np.int64] | None = None,
-    ) -> npt.NDArray[np.bool_]:
-        """Which rows a read may return: LIVE, not past max_age by the clock, within the
-        query's since / until, and, with ``stamps`` (the time of the document each row
-        would match), within the match window of it."""
-        timestamps = self._rows.timestamp.array[rows]
-        keep: npt.NDArray[np.bool_] = self._rows.state.array[rows] == LIVE
-        max_age, window = self._retention.max_age, self.config.match_window_us
-        if max_age is not None:
-            keep &= timestamps >= self.now() - max_age
-        if query.since is not None:
-            keep &= timestamps >= query.since
-        if query.until is not None:
-            keep &= timestamps <= query.until
-        if stamps is not None and window is not None:
-            keep &= np.abs(timestamps - stamps) <= window
-        return keep
-
-    def match(
-        self,
-        fingerprints: Fingerprints,
-        query: Query,
-        exclude: Rows | None = None,
-        stamps: npt.NDArray[np.int64] | None = None,
-    ) -> Pairs:
-        """Every visible document matching each of a batch of fingerprints (Matcher.match)."""
-        return self._matcher.match(
-            fingerprints, query, self.visible_mask, self._rows.simhash, exclude, stamps
-        )
 
     def search(self, text: str, query: Query) -> list[Match]:
         """Documents matching a text, best first; nothing is stored."""
         self._validate(query)
         fingerprints = self._matcher.fingerprint([text])
-        pairs = self.match(fingerprints, query)
+        pairs = self._matcher.match(fingerprints, query)
         matches = matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
         simhash = int(fingerprints.simhash[0])
         return self._with_passages(matches, text, simhash, query, near=pairs.rows)
-
-    def passages_of(
-        self,
-        asked: PassageQuery,
-        query: Query,
-        stamp: int | None = None,
-        candidates: Candidates | None = None,
-    ) -> list[Found] | None:
-        """The visible documents sharing passages with the asked text (None: passages are
-        off); with ``stamp``, a new document's time, those within its match window."""
-        passages = self._matcher.passages
-        if passages is None:
-            return None
-        simhashes = self._rows.simhash.array
-        return passages.find(
-            asked,
-            lambda rows: self.visible_mask(
-                rows, query, None if stamp is None else np.full(len(rows), stamp)
-            ),
-            self._rows.ids.__getitem__,
-            lambda row: (asked.simhash ^ int(simhashes[row])).bit_count(),
-            candidates,
-        )
 
     def _with_passages(
         self,
@@ -249,7 +164,9 @@ class Collection:
         asked = PassageQuery.of(text, simhash, self.config.passages, exclude, host)
         near_pairs = (np.zeros(len(near), dtype=np.int64), near)
         [candidates] = passages.candidates_of([asked], query.min_coverage, near_pairs)
-        return with_passages(matches, self.passages_of(asked, query, None, candidates) or [], query)
+        return with_passages(
+            matches, self._parts.passages_of(asked, query, None, candidates) or [], query
+        )
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
         """``get``, on the event loop (as ``search_async``)."""
@@ -268,7 +185,7 @@ class Collection:
         self._validate(query)
         row = np.array([self._visible_row(document_id)])
         stored = self._matcher.stored(row, self._rows.simhash.array[row])
-        pairs = self.match(stored, query, exclude=row)
+        pairs = self._matcher.match(stored, query, exclude=row)
         matches = matches_of(pairs, pairs.span(0), query.limit, self._rows.ids.__getitem__)
         text = self._rows.texts[int(row[0])]
         if text is None:
@@ -281,7 +198,7 @@ class Collection:
 
     def stats(self) -> dict[str, Any]:
         with self._write_lock:
-            self.expire_locked(self.now_locked())
+            self._retention.expire(self._visibility.now_locked())
             oldest = self._retention.oldest()
             return {
                 "documents": len(self),
@@ -316,62 +233,14 @@ class Collection:
 
     def delete(self, document_id: str) -> None:
         with self._write_lock:
-            now = self.now_locked()
-            self.expire_locked(now)
+            now = self._visibility.now_locked()
+            self._retention.expire(now)
             row = self._visible_row(document_id, now)
-            self.forget_durably([row])
-            self.remove([row])
+            self._parts.forget_durably([row])
+            self._parts.remove([row])
             self._rows.texts.release(np.array([row]))
 
-    def forget_durably(self, rows: list[int]) -> None:
-        """Delete rows from the store while the indexes still return them: their kept
-        texts pinned first (``KeptTexts.pin``), so that a search meanwhile still verifies
-        them; the caller removes them, then releases the texts."""
-        if self.config.keeps_text:
-            self._rows.texts.pin(rows)
-        try:
-            self._store.delete_documents(self.name, rows)
-        except BaseException:
-            self._rows.texts.release(np.array(rows, dtype=np.int64))  # still in the store
-            raise
-
-    def publish(self, batch: DocumentBatch) -> None:
-        """Make committed documents visible: per-row records first, then the indexes, then
-        their ids (under the write lock)."""
-        if len(batch) == 0:
-            return
-        self._rows.record(batch)
-        self._budget.add(len(batch))
-        self._retention.held(batch.timestamp_column(), batch.rows)
-        self._matcher.insert(batch, batch.rows)
-        self._rows.show(batch.rows)
-        self._rows.name(batch)
-
-    def remove(self, rows: list[int]) -> tuple[list[int], list[int]]:
-        """Take rows out of memory (deleted, replaced, evicted, or whose commit failed),
-        giving back their per-row memory. Returns what the store may forget: (rows no
-        longer needed at all, rows whose id still names a cluster). O(rows)."""
-        if not rows:
-            return [], []
-        array, was = self._rows.held(rows)
-        if not len(array):
-            return [], []
-        # Invisible before the first index drops it; GONE only once no index returns it
-        # (merge relies on it).
-        self._rows.leaving(array, was)
-        self._matcher.remove(array)
-        released, named, live = self._rows.drop(array, was)
-        self._budget.remove(live)
-        self._retention.removed(live)
-        self._rows.release(array, released)
-        self._matcher.release(array)
-        return released.tolist(), named.tolist()
-
     # ------------------------------------------------------------------ retention
-
-    def expire_locked(self, now: int) -> None:
-        """Hide what the retention expires now (under the write lock)."""
-        self._retention.expire(now)
 
     def expiring(self) -> int:
         """Expired documents not evicted yet."""
@@ -383,7 +252,7 @@ class Collection:
         if self._retention.max_age is None:
             return
         with self._write_lock:
-            self.expire_locked(self.now_locked())
+            self._retention.expire(self._visibility.now_locked())
 
     def evict(self, limit: int = EVICTION_CHUNK) -> int:
         """Evict up to ``limit`` expired documents (from memory now, from the store at its
@@ -391,11 +260,11 @@ class Collection:
         cpu = time.thread_time()
         with self._write_lock:
             held = time.perf_counter()
-            self.expire_locked(self.now_locked())
+            self._retention.expire(self._visibility.now_locked())
             rows = self._retention.take_expiring(limit)
             if not len(rows):
                 return 0
-            removed, named = self.remove(rows.tolist())
+            removed, named = self._parts.remove(rows.tolist())
             self.evicted += len(rows)
             mark = self._retention.expired_through
             eviction = Eviction(removed, named, mark, self._rows.next_row)
@@ -418,13 +287,12 @@ class Collection:
         if config.fixed() != self.config.fixed():
             raise ValueError("only match_window, retention and limits can change")
         with self._write_lock:
-            now = self.now_locked()
-            self.expire_locked(now)
+            now = self._visibility.now_locked()
+            self._retention.expire(now)
             mark = self._retention.mark_to_record()
             self._store.update_collection(self.name, config.to_dict(), mark)
-            self.config = config
-            self._retention.use_settings(config)
-            self.expire_locked(now)
+            self._parts.use_settings(config)
+            self._retention.expire(now)
         if self._retention.expiring:
             self._wake_evictor()
 
@@ -437,14 +305,14 @@ class Collection:
         when everything was inserted, those that need it otherwise."""
         with self._write_lock:
             if segment is None:
-                self.publish(stored.documents)
+                self._parts.publish(stored.documents)
             else:
                 if stored.fingerprints_from != segment.rows_below:
                     raise ValueError("the documents were not read for this segment")
                 live, later = restore_from_segment(self._matcher, self._rows, stored, segment)
                 self._budget.add(len(live))
                 self._retention.held(gathered(self._rows.timestamp.array, live), live)
-                self.publish(later)
+                self._parts.publish(later)
                 self._segment.adopted(segment)
             # Past every row the segment holds, stored or not (a commit that failed, or
             # never became durable, after it took them): a row number is never reused.
@@ -453,7 +321,7 @@ class Collection:
             if stored.expired_through is not None:
                 mark = (int(stored.expired_through[0]), int(stored.expired_through[1]))
                 self._retention.restore(mark)
-            self.expire_locked(self.now_locked())
+            self._retention.expire(self._visibility.now_locked())
             below = self._rows.low_row()
             self._matcher.merge(force=segment is None, below=below, documents=len(self))
         self._rows.compact(self._write_lock)

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.backends.embedded.passages import PassageSearch
+from app.backends.embedded.visibility import Visibility
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
 from app.core.row_array import RowArray
@@ -19,14 +20,12 @@ from app.core.saved import SavedArrays, nested, part
 from app.core.types import Backlog, Rows
 from app.errors import InvalidDocument
 from app.service.indexes import ExactMatcher, Found, MinHashMatcher, NgramMatcher, build_indexes
-from app.service.types import Match, Query
+from app.service.types import Query
 from app.storage.base import DocumentBatch
 
 # A merge is due once an index holds this many tombstones, or an eighth of the documents
 # (evictions alone, with no inserts to fill the buffer, must still free the tables).
 TOMBSTONE_MERGE_MIN = 65_536
-# Keeps the rows a search may return (their query positions' times, or None).
-VisibleMask = Callable[[Rows, Query, "npt.NDArray[np.int64] | None"], npt.NDArray[np.bool_]]
 
 
 def _part(found: Found, bit: int) -> Part:
@@ -42,10 +41,16 @@ class Matcher:
     def __init__(
         self,
         config: CollectionConfig,
+        visibility: Visibility,
+        simhash_of: RowArray,
         texts_of: Callable[[list[int]], list[str | None]] = lambda rows: [None] * len(rows),
     ) -> None:
-        """``texts_of``: the kept texts of rows (None where not kept), read when verified."""
+        """``visibility``: the rows a search may return; ``simhash_of``: the rows' SimHash
+        column; ``texts_of``: the kept texts of rows (None where not kept), read when
+        verified."""
         self._config = config
+        self._visibility = visibility
+        self._simhash_of = simhash_of
         self.num_perm = config.minhash.num_perm if config.minhash.enabled else 0
         self.indexes = build_indexes(config)
         # Shared passages: a relation, not a near-duplicate method (not among indexes).
@@ -110,21 +115,19 @@ class Matcher:
         self,
         fingerprints: Fingerprints,
         query: Query,
-        visible: VisibleMask,
-        simhash_of: RowArray,
         exclude: Rows | None = None,
         stamps: npt.NDArray[np.int64] | None = None,
     ) -> Pairs:
         """Every visible indexed document matching each of a batch of documents, by any
-        method: one batched search per index, filtered (``visible``: retention, since /
-        until, and with ``stamps``, the times of the batch's documents, the match
-        window), then scored (``simhash_of``: the rows' SimHash column, read after the
-        search: a publish meanwhile may have grown it)."""
+        method: one batched search per index, filtered (Visibility.mask: retention,
+        since / until, and with ``stamps``, the times of the batch's documents, the
+        match window), then scored (the SimHash column read after the search: a publish
+        meanwhile may have grown it)."""
         found = [_part(index.search_many(fingerprints, query), index.bit) for index in self.indexes]
         if not any(len(part[1]) for part in found):
             return Pairs.empty()  # the usual answer for a new text: nothing to score
         positions, rows, methods, exact_similarity = combined(found)
-        keep = visible(rows, query, None if stamps is None else stamps[positions])
+        keep = self._visibility.mask(rows, query, None if stamps is None else stamps[positions])
         if exclude is not None:
             keep &= rows != exclude[positions]
         if not keep.all():
@@ -138,7 +141,7 @@ class Matcher:
             positions,
             rows,
             methods,
-            simhash_of.array[rows],
+            self._simhash_of.array[rows],
             self._signatures(rows),
             rows,  # rows are in insertion order: the lower, the older
             exact_similarity,
@@ -249,25 +252,3 @@ class Matcher:
     def holds(self, rows: Rows) -> bool:
         """Whether every row was indexed (the exact index holds every document)."""
         return bool(self._exact.holds(rows).all())
-
-
-def matches_of(
-    pairs: Pairs, span: tuple[int, int], limit: int, id_of: Callable[[int], str | None]
-) -> list[Match]:
-    """The Match answers of pairs[span], at most ``limit``; rows whose id is None (evicted
-    since the search found them) are left out."""
-    start, end = span[0], min(span[1], span[0] + limit)
-    if start == end:
-        return []  # most inserted documents: nothing to build
-    matches = []
-    for row, similarity, distance, bits in zip(
-        pairs.rows[start:end].tolist(),
-        pairs.similarity[start:end].tolist(),
-        pairs.distances[start:end].tolist(),
-        pairs.methods[start:end].tolist(),
-        strict=True,
-    ):
-        document_id = id_of(row)
-        if document_id is not None:
-            matches.append(Match(document_id, similarity, distance, METHODS_OF_BITS[bits]))
-    return matches

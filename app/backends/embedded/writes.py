@@ -1,55 +1,34 @@
-"""The writes of an embedded collection: an insert call prepared off the lock (ids, times,
-fingerprints, refusals within the batch), applied under the write lock (retries and
-conflicts of stored ids, matching against the indexes and the batch's earlier documents,
-room, the cluster each joins), queued for the store's group commit and published, then
-answered once its commit is done. A commit that fails takes its documents out again."""
+"""The writes of an embedded collection: the insert pipeline (app/service/insert.py) over
+its parts (parts.py). An insert call is prepared off the lock, applied under the write
+lock (``EmbeddedInsert``: the pipeline's backend), queued for the store's group commit
+and published, then answered once its commit is done. A commit that fails takes its
+documents out again."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from app.backends.embedded.matcher import Matcher, matches_of
+from app.backends.embedded.parts import Parts
 from app.backends.embedded.passages import CANDIDATES
-from app.backends.embedded.pending import Insertion, PendingBatch
-from app.backends.embedded.retention import Retention
-from app.backends.embedded.rows import RowTable
 from app.backends.embedded.states import LIVE
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
-from app.core.passages import Candidates
 from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
-from app.service import decide
-from app.service.budget import DocumentBudget
+from app.service import decide, insert
 from app.service.coalesce import SingleInserts
-from app.service.passages import (
-    CONTAINED,
-    BatchPassages,
-    Found,
-    PassageQuery,
-    annotated,
-    relations,
-)
+from app.service.insert_backend import Call, Pending, SentAgain
+from app.service.passages import CONTAINED, Found, PassageQuery
 from app.service.times import MICROSECONDS
-from app.service.types import (
-    INSERT_MATCH_LIMIT,
-    PLAIN_INSERT,
-    InsertOptions,
-    InsertResult,
-    Match,
-    NewDocument,
-    Query,
-    Refused,
-    new_document_id,
-)
-from app.storage.base import DocumentBatch, Eviction, Store
+from app.service.types import PLAIN_INSERT, InsertOptions, InsertResult, NewDocument, Query, Refused
+from app.storage.base import DocumentBatch, Eviction
 from app.storage.commit import Commit
 
 # The commits not known durable are pruned of the settled ones past this many.
@@ -62,66 +41,17 @@ MERGE_CHECK_DOCUMENTS = 64
 EVICTION_CHUNK = 1024
 
 
-class WriteHost(Protocol):
-    """What the writes ask of their collection."""
-
-    @property
-    def config(self) -> CollectionConfig: ...
-
-    def now(self) -> int: ...
-
-    def now_locked(self) -> int: ...
-
-    def is_visible(self, row: int, now: int) -> bool: ...
-
-    def expire_locked(self, now: int) -> None: ...
-
-    def match(
-        self,
-        fingerprints: Fingerprints,
-        query: Query,
-        exclude: Rows | None = None,
-        stamps: npt.NDArray[np.int64] | None = None,
-    ) -> Pairs: ...
-
-    def publish(self, batch: DocumentBatch) -> None: ...
-
-    def remove(self, rows: list[int]) -> tuple[list[int], list[int]]: ...
-
-    def forget_durably(self, rows: list[int]) -> None: ...
-
-    def passages_of(
-        self,
-        asked: PassageQuery,
-        query: Query,
-        stamp: int | None = None,
-        candidates: Candidates | None = None,
-    ) -> list[Found] | None: ...
-
-
 class Writes:
     """Inserts into one collection. ``lock`` is the collection's write lock."""
 
     def __init__(
         self,
-        name: str,
-        host: WriteHost,
-        rows: RowTable,
-        matcher: Matcher,
-        retention: Retention,
-        store: Store,
-        budget: DocumentBudget,
+        parts: Parts,
         lock: threading.Lock,
         wake_merger: Callable[[], None],
         wake_evictor: Callable[[], None],
     ) -> None:
-        self.name = name
-        self._host = host
-        self._rows = rows
-        self._matcher = matcher
-        self._retention = retention
-        self._store = store
-        self._budget = budget
+        self._parts = parts
         self._write_lock = lock
         self._wake_merger = wake_merger
         self._wake_evictor = wake_evictor
@@ -191,79 +121,34 @@ class Writes:
             await insertion.retry_commit.wait()
         return self._settled(insertion)
 
-    def _prepare(self, documents: Sequence[NewDocument], options: InsertOptions) -> Insertion:
-        """What needs no lock: ids, times, fingerprints, refusals of empty texts and ids
-        repeated within the batch."""
-        ids = [document.id or new_document_id() for document in documents]
-        fingerprints, kept = self._matcher.fingerprint_nonempty(
-            [document.text for document in documents]
+    def _prepare(self, documents: Sequence[NewDocument], options: InsertOptions) -> EmbeddedInsert:
+        """What needs no lock (insert.prepare)."""
+        parts = self._parts
+        call = insert.prepare(
+            documents, options, parts.matcher.fingerprint_nonempty, parts.visibility.now
         )
-        now = self._host.now()
-        stamps = np.array(
-            [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
-        )
-        insertion = Insertion(documents, ids, fingerprints, kept, stamps, options)
-        insertion.refused = decide.refused_within(ids, insertion.fingerprint_at)
-        return insertion
+        return EmbeddedInsert(parts, self, call)
 
-    def _apply_locked(self, insertion: Insertion) -> None:
+    def _apply_locked(self, insertion: EmbeddedInsert) -> None:
         with self._write_lock:
             self._apply(insertion)
 
-    def _apply(self, insertion: Insertion) -> None:
-        """Under the write lock: retries and conflicts of stored ids, then matching,
-        recording and publishing of the accepted documents."""
-        documents, ids, refused = insertion.documents, insertion.ids, insertion.refused
-        now = self._host.now_locked()
-        self._host.expire_locked(now)
-        if not insertion.options.replace:
-            for position, document_id in enumerate(ids):
-                row = self._rows.row_of.get(document_id)
-                if row is None or position in refused or self._rows.state.array[row] != LIVE:
-                    continue  # an expired document's id is free again
-                exact = insertion.fingerprints.exact[insertion.fingerprint_at[position]]
-                conflict = decide.sent_again(
-                    document_id,
-                    self._matcher.same_text(row, exact),
-                    self._rows.metadata[row] == documents[position].metadata,
-                )
-                if conflict is None:
-                    insertion.retried[position] = row
-                    insertion.results[position] = self._retry_result(row)
-                else:
-                    refused[position] = conflict
-        accepted = [
-            position
-            for position in range(len(documents))
-            if position not in refused and position not in insertion.retried
-        ]
-        if accepted:
-            options = insertion.options
-            query = Query(limit=INSERT_MATCH_LIMIT, since=options.since, until=options.until)
-            everything = len(accepted) == len(insertion.fingerprints) == len(documents)
-            inserted, insertion.committed, insertion.batch = self._insert_locked(
-                insertion.fingerprints
-                if everything  # the usual: no copy
-                else insertion.fingerprints.select(insertion.fingerprint_at[accepted]),
-                [documents[position] for position in accepted],
-                [ids[position] for position in accepted],
-                insertion.stamps[accepted],
-                options,
-                query,
-                now,
-            )
-            for position, result in zip(accepted, inserted, strict=True):
-                insertion.results[position] = result
-        if insertion.retried:
-            # A retry answers only once what it found is committed (its first attempt
-            # may still wait for its commit): the newest queued commit covers it.
-            insertion.retry_commit = self.last_commit
+    def _apply(self, insertion: EmbeddedInsert) -> None:
+        """Under the write lock: the pipeline (insert.apply)."""
+        insert.apply(insertion.call, insertion)
 
-    def _undo(self, insertion: Insertion) -> None:
+    def committed(self, commit: Commit) -> None:
+        """A group commit queued by an insert (under the write lock)."""
+        self.last_commit = commit
+        if len(self._inflight) >= _INFLIGHT_PRUNE:  # without segments, none asks
+            self.unsettled()
+        self._inflight.append(commit)
+
+    def _undo(self, insertion: EmbeddedInsert) -> None:
         """Its commit failed: take its documents out again."""
         if insertion.batch is not None:
             with self._write_lock:
-                self._host.remove(insertion.batch.rows.tolist())
+                self._parts.remove(insertion.batch.rows.tolist())
                 if insertion.committed in self._inflight:
                     self._inflight.remove(insertion.committed)
 
@@ -274,247 +159,225 @@ class Writes:
         self._inflight = [c for c in self._inflight if not c.done() or c.exception() is not None]
         return list(self._inflight)
 
-    def _settled(self, insertion: Insertion) -> list[InsertResult | Refused]:
+    def _settled(self, insertion: EmbeddedInsert) -> list[InsertResult | Refused]:
         """The answers, once every commit they depend on is done (waits for the commit
         a retry depends on). A retry whose first attempt failed to commit is refused on
         its own: the others of its batch are stored."""
+        call, rows = insertion.call, self._parts.rows
         failure = None
         if insertion.retry_commit is not None:
             failure = insertion.retry_commit.exception()
-        for position, row in insertion.retried.items():
-            if failure is not None or self._rows.row_of.get(insertion.ids[position]) != row:
-                insertion.results[position] = None
-                insertion.refused[position] = StorageUnavailable(
-                    f"document {insertion.ids[position]!r}: its first attempt was not stored "
+        for position, row in call.retried.items():
+            if failure is not None or rows.row_of.get(call.ids[position]) != row:
+                call.results[position] = None
+                call.refused[position] = StorageUnavailable(
+                    f"document {call.ids[position]!r}: its first attempt was not stored "
                     f"({failure or 'its commit failed'}); send it again"
                 )
         # Merges are due after tens of thousands of entries: asking every index after
         # each single insert is not needed, after every MERGE_CHECK_DOCUMENTS is enough.
-        self._unchecked_documents += len(insertion.documents)
+        self._unchecked_documents += len(call.documents)
         if self._unchecked_documents >= MERGE_CHECK_DOCUMENTS:
             self._unchecked_documents = 0
-            if self._matcher.needs_merge(len(self._rows)):
+            if self._parts.matcher.needs_merge(len(rows)):
                 self._wake_merger()
-        if self._retention.expiring >= EVICTION_CHUNK:
+        if self._parts.retention.expiring >= EVICTION_CHUNK:
             self._wake_evictor()
-        for position, error in insertion.refused.items():
-            given = insertion.documents[position].id
-            insertion.results[position] = Refused(insertion.ids[position] if given else None, error)
-        return [result for result in insertion.results if result is not None]
+        return insert.answers(call)
 
-    def _retry_result(self, row: int) -> InsertResult:
-        """The answer to a document sent again: a duplicate of itself, nothing changed."""
-        document_id = self._rows.ids[row] or ""
-        cluster_id = self._rows.ids[int(self._rows.cluster.array[row])] or document_id
-        return decide.retry_answer(document_id, cluster_id, self._matcher.methods_holding(row))
 
-    def _room(self, new_documents: int) -> tuple[int, bool]:
-        """(granted, unlimited) for a batch that may add ``new_documents``: at most
-        ``granted`` may be stored, or any number when ``unlimited`` (the retention
-        evicts one for each past that point, so they add nothing). Reserved from the
-        service's budget: release it once the batch is published."""
-        adds, wanted = decide.wanted_room(new_documents, len(self._rows), self._host.config)
-        granted = self._budget.reserve(wanted)
-        return granted, granted >= adds
+class EmbeddedInsert:
+    """One insert call on the embedded backend: the pipeline's backend
+    (app/service/insert_backend.py) over the collection's parts, under its write lock.
+    Handles are rows."""
 
-    def _refusal(self, added: int = 0) -> InsufficientStorage:
-        """Why a document is refused for room, ``added`` documents of its batch in before
-        it (not counted in len(self._rows) until the batch is published)."""
-        limit = self._host.config.limits.max_documents
-        if limit is not None and len(self._rows) + added >= limit:
-            return decide.collection_full(self.name, limit)
-        return decide.service_full(self._budget.limit)
+    passage_candidates = CANDIDATES
 
-    def _insert_locked(
-        self,
-        fingerprints: Fingerprints,
-        documents: Sequence[NewDocument],
-        ids: list[str],
-        stamps: npt.NDArray[np.int64],
-        options: InsertOptions,
-        query: Query,
-        now: int,
-    ) -> tuple[list[InsertResult | Refused], Commit | None, DocumentBatch]:
-        """Match, record and publish documents that may be inserted (under the write
-        lock): the answers, the commit to wait for (outside the lock) and the batch."""
-        replaced: list[int] = []
-        pending = PendingBatch(fingerprints, self._rows, now / MICROSECONDS)
-        old_rows = np.array(
-            [
-                r
-                if (r := self._rows.row_of.get(i, -1)) >= 0 and self._host.is_visible(r, now)
-                else -1
-                for i in ids
-            ],
-            dtype=np.int64,
-        )
-        from_index = self._host.match(fingerprints, query, exclude=old_rows, stamps=stamps)
-        if len(documents) > 1:
-            within = self._matcher.match_within(
-                fingerprints, stamps, self._host.config.match_window_us, query
-            )
-        else:
-            within = Pairs.empty()
-        # Already expired when it arrives: matched, answered, not stored.
-        expired = self._retention.expired_on_arrival(stamps, now)
-        granted, unlimited = self._room(int(np.count_nonzero((old_rows < 0) & ~expired)))
-        passages = self._matcher.passages  # None: the collection has passages off
-        batch_passages: BatchPassages | None = None
-        stored_candidates: list[Candidates] = []
-        if passages is not None:
-            asked_all = PassageQuery.batch(
-                [d.text for d in documents],
-                fingerprints.simhash.tolist(),
-                old_rows.tolist(),
-                passages.config,
-                [d.host_key() for d in documents],
-            )
-            window = self._host.config.match_window_us
-            batch_passages = BatchPassages(passages.config, CANDIDATES, asked_all, query, window)
-            # Only what can be a containment (CONTAINED) or annotates a match is verified.
-            stored_candidates = passages.read_ahead(
-                asked_all,
-                passages.candidates_of(
-                    asked_all, CONTAINED, (from_index.positions, from_index.rows)
-                ),
-            )
+    def __init__(self, parts: Parts, writes: Writes, call: Call) -> None:
+        self._parts = parts
+        self._rows = parts.rows
+        self._writes = writes
+        self.call = call
+        self._now = 0
+        self._granted = 0
+        self._matched = Pairs.empty()  # the stored matches: passages verify them
+        self._asked: list[PassageQuery] = []
+        self.committed: Commit | None = None  # the group commit of the inserted documents
+        self.batch: DocumentBatch | None = None
+        self.retry_commit: Commit | None = None  # the newest commit when retries were found
 
-        admission = decide.Admission(options.on_duplicate, granted, unlimited)
-        # Position -> provisional row of the accepted documents, -1 for skipped ones.
-        row_at = np.full(len(documents), -1, dtype=np.int64)
-        index_spans = from_index.spans(len(documents))
-        batch_spans = within.spans(len(documents))
-        results: list[InsertResult | Refused] = []
-        for position, document in enumerate(documents):
-            span = index_spans[position]
-            matches = matches_of(from_index, span, INSERT_MATCH_LIMIT, self._rows.ids.__getitem__)
-            best_row = int(from_index.rows[span[0]]) if matches else -1
-            if batch_spans[position][1] > batch_spans[position][0]:
-                matches, best_row = self._with_batch_matches(
-                    from_index, span, within, batch_spans[position], row_at, pending
-                )
-            old_row = int(old_rows[position])
-            fate = admission.decide(bool(matches), old_row >= 0, bool(expired[position]))
-            if fate is decide.Fate.REFUSED:
-                results.append(Refused(document.id, self._refusal(admission.added)))
+    @property
+    def config(self) -> CollectionConfig:
+        return self._parts.config
+
+    def held(
+        self, call: Call, candidates: list[int]
+    ) -> tuple[dict[int, int], dict[int, SentAgain]]:
+        """Live rows under the candidates' ids, the retention applied first. O(candidates)."""
+        self._now = now = self._parts.visibility.now_locked()
+        self._parts.retention.expire(now)
+        replaced: dict[int, int] = {}
+        again: dict[int, SentAgain] = {}
+        rows, visibility = self._rows, self._parts.visibility
+        for position in candidates:
+            row = rows.row_of.get(call.ids[position])
+            if row is None or rows.state.array[row] != LIVE:
+                continue  # an expired document's id is free again
+            if call.options.replace:
+                if visibility.row(row, now):
+                    replaced[position] = row
                 continue
-            cluster_row = pending.cluster_of(best_row) if matches else None
-            skipped = fate is decide.Fate.SKIPPED
-            if not skipped:
-                if old_row >= 0:
-                    replaced.append(old_row)
-                text = document.text if self._host.config.keeps_text else None
-                row = pending.add(
-                    position,
-                    ids[position],
-                    cluster_row,
-                    document.metadata,
-                    text,
-                    int(stamps[position]),
-                )
-                row_at[position] = row
-                cluster_row = row if cluster_row is None else cluster_row
-            assert cluster_row is not None or skipped
-            found: list[Found] | None = None
-            if passages is not None and batch_passages is not None:
-                stamp, simhash = int(stamps[position]), int(fingerprints.simhash[position])
-                near_ids = {m.id for m in matches}
-                asked = batch_passages.queries[position]
-                from_store: list[Found] = []
-                if len(stored_candidates[position]):
-                    candidates = stored_candidates[position]
-                    from_store = self._host.passages_of(asked, query, stamp, candidates) or []
-                found = batch_passages.find(position, simhash, stamp, near_ids, from_store)
-                if not skipped:
-                    batch_passages.stored(position, ids[position], simhash, stamp)
-                    passages.prepare(int(row_at[position]), asked)
-            contains, contained_in = (None, None) if found is None else relations(found, matches)
-            if found:
-                matches = annotated(matches, found)
-            results.append(
-                InsertResult(
-                    id=ids[position],
-                    inserted=not skipped,
-                    duplicate_of=pending.oldest_member(cluster_row) if matches else None,
-                    cluster_id=(pending.id_of(cluster_row) if cluster_row is not None else None)
-                    or ids[position],
-                    matches=matches,
-                    replaced=old_row >= 0 and not skipped,
-                    contains=contains,
-                    contained_in=contained_in,
-                )
-            )
-        batch = pending.batch()
-        committed: Commit | None = None
-        try:
-            if replaced:
-                # A replacement commits before anything changes in memory: undoing it
-                # would mean bringing back the replaced document.
-                self._host.forget_durably(replaced)
-                self._store.add_documents(self.name, batch)
-                self._host.remove(replaced)
-                self._rows.texts.release(np.array(replaced, dtype=np.int64))
-                self._host.publish(batch)
-                self._host.expire_locked(now)
-                mark = self._retention.mark_to_record()
-                if mark is not None:
-                    self._store.begin_evict(
-                        self.name, Eviction([], [], mark, self._rows.next_row)
-                    ).result()
-            elif len(batch):
-                # Plain inserts are published at once and queued for the next group
-                # commit, so that the next writer of this collection matches against
-                # them without waiting for this fsync; the retention mark they moved
-                # commits with them. The answer waits for the commit (after the lock); a
-                # failed commit takes the documents out again.
-                # Kept texts are read from the store once durable; until then from here.
-                kept = batch.texts is not None
-                if kept:
-                    self._rows.texts.hold(batch.rows, batch.text_column())
-                try:
-                    self._host.publish(batch)
-                    self._host.expire_locked(now)
-                    committed = self._store.begin_add_documents(
-                        self.name, batch, self._retention.mark_to_record()
-                    )
-                finally:
-                    if kept:
-                        self._rows.texts.until(committed)
-                self.last_commit = committed
-                if len(self._inflight) >= _INFLIGHT_PRUNE:  # without segments, none asks
-                    self.unsettled()
-                self._inflight.append(committed)
-        finally:
-            self._budget.release(granted)
-        return results, committed, batch
+            same_text = self._parts.matcher.same_text(row, call.exact(position))
+            same_metadata = rows.metadata[row] == call.documents[position].metadata
+            again[position] = (row, same_text, same_metadata)
+        return replaced, again
 
-    def _with_batch_matches(
-        self,
-        from_index: Pairs,
-        index_span: tuple[int, int],
-        within: Pairs,
-        batch_span: tuple[int, int],
-        row_at: Rows,
-        pending: PendingBatch,
-    ) -> tuple[list[Match], int]:
-        """The matches of one document among indexed documents and the accepted earlier
-        documents of its batch, best first, and the row of the best."""
-        first, last = index_span
-        start, end = batch_span
-        rows = row_at[within.rows[start:end]]
-        accepted = rows >= 0
-        merged_rows = np.concatenate([from_index.rows[first:last], rows[accepted]])
-        merged = Pairs(
-            np.zeros(last - first + int(accepted.sum()), dtype=np.int64),
-            merged_rows,
-            np.concatenate([from_index.methods[first:last], within.methods[start:end][accepted]]),
-            np.concatenate(
-                [from_index.similarity[first:last], within.similarity[start:end][accepted]]
-            ),
-            np.concatenate(
-                [from_index.distances[first:last], within.distances[start:end][accepted]]
-            ),
-            merged_rows,
-        ).sorted()
-        matches = matches_of(merged, (0, len(merged.rows)), INSERT_MATCH_LIMIT, pending.id_of)
-        return matches, int(merged.rows[0]) if matches else -1
+    def match(self, fingerprints: Fingerprints, query: Query, exclude: Rows, stamps: Rows) -> Pairs:
+        self._matched = self._parts.matcher.match(fingerprints, query, exclude, stamps)
+        return self._matched
+
+    def match_within(self, fingerprints: Fingerprints, stamps: Rows, query: Query) -> Pairs:
+        window = self.config.match_window_us
+        return self._parts.matcher.match_within(fingerprints, stamps, window, query)
+
+    def expired_on_arrival(self, stamps: Rows) -> npt.NDArray[np.bool_]:
+        return self._parts.retention.expired_on_arrival(stamps, self._now)
+
+    def room(self, new: int) -> tuple[int, bool]:
+        """Reserved from the service's budget: released once the batch is published (or
+        nothing of it is)."""
+        adds, wanted = decide.wanted_room(new, len(self._rows), self.config)
+        self._granted = self._parts.budget.reserve(wanted)
+        return self._granted, self._granted >= adds
+
+    def refusal(self, added: int) -> InsufficientStorage:
+        """``added`` documents of the batch are not counted in len(rows) until published."""
+        limit = self.config.limits.max_documents
+        if limit is not None and len(self._rows) + added >= limit:
+            return decide.collection_full(self._parts.name, limit)
+        return decide.service_full(self._parts.budget.limit)
+
+    def stored_passages(
+        self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
+    ) -> list[list[Found]]:
+        """Only what can be a containment (CONTAINED) or annotates a match is verified:
+        the candidates of the batch looked up at once, their texts read ahead."""
+        passages = self._parts.matcher.passages
+        self._asked = list(asked)
+        if passages is None:
+            return [[] for _ in asked]
+        near = (self._matched.positions, self._matched.rows)
+        candidates = passages.read_ahead(asked, passages.candidates_of(asked, CONTAINED, near))
+        return [
+            (self._parts.passages_of(one, query, int(stamps[i]), candidates[i]) or [])
+            if len(candidates[i])
+            else []
+            for i, one in enumerate(asked)
+        ]
+
+    def first_handle(self) -> int:
+        return self._rows.next_row
+
+    def id_of(self, handle: int) -> str | None:
+        return self._rows.ids[handle]
+
+    def cluster_of(self, handle: int) -> int:
+        return int(self._rows.cluster.array[handle])
+
+    def cluster_name(self, cluster: int) -> str | None:
+        return self._rows.ids[cluster]
+
+    def oldest_member(self, position: int, cluster: int, pending: Pending) -> str | None:
+        """The oldest LIVE document of the cluster (a pending one when it has none
+        stored)."""
+        rows = self._rows
+        if cluster >= pending.first or rows.state.array[cluster] == LIVE:
+            return pending.id_of(cluster)
+        oldest = rows.members.first_live(cluster, rows.state.array)
+        if oldest is None:
+            joined = pending.members(cluster)
+            oldest = joined[0] if joined else None
+        return None if oldest is None else pending.id_of(oldest)
+
+    def retry_answer(self, document_id: str, stored: Any) -> InsertResult:
+        row = int(stored)
+        stored_id = self._rows.ids[row] or ""
+        cluster_id = self._rows.ids[int(self._rows.cluster.array[row])] or stored_id
+        return decide.retry_answer(stored_id, cluster_id, self._parts.matcher.methods_holding(row))
+
+    def publish(self, call: Call, pending: Pending | None) -> None:
+        """Replacements commit before anything changes in memory; plain inserts are
+        published at once and queued for the next group commit (the answer waits for it
+        after the lock)."""
+        if pending is not None:
+            try:
+                self.batch = self._batch(call, pending)
+                self._write(pending.replaced, self.batch)
+            finally:
+                self._parts.budget.release(self._granted)
+        if call.retried:
+            # A retry answers only once what it found is committed (its first attempt
+            # may still wait for its commit): the newest queued commit covers it.
+            self.retry_commit = self._writes.last_commit
+
+    def _batch(self, call: Call, pending: Pending) -> DocumentBatch:
+        """The stored documents as the store and the indexes take them. O(documents)."""
+        positions = pending.positions
+        chosen = call.fingerprints.select(call.fingerprint_at[positions])
+        keeps_text = self.config.keeps_text
+        texts = [call.documents[p].text if keeps_text else None for p in positions]
+        passages = self._parts.matcher.passages
+        if passages is not None:
+            for row, number in enumerate(pending.numbers, pending.first):
+                passages.prepare(row, self._asked[number])
+        return DocumentBatch(
+            ids=pending.ids,
+            rows=np.arange(pending.first, pending.first + len(pending), dtype=np.int64),
+            created_at=np.full(len(pending), self._now / MICROSECONDS, dtype=np.float64),
+            clusters=np.array(pending.clusters, dtype=np.int64),
+            metadata=[call.documents[p].metadata for p in positions],
+            texts=texts if keeps_text and positions else None,
+            simhash=chosen.simhash,
+            minhash=chosen.minhash,
+            exact=chosen.exact,
+            shorts=chosen.shorts
+            if chosen.shorts is not None and any(s is not None for s in chosen.shorts)
+            else None,
+            timestamps=call.stamps[positions],
+        )
+
+    def _write(self, replaced: list[int], batch: DocumentBatch) -> None:
+        parts, name, now = self._parts, self._parts.name, self._now
+        if replaced:
+            # A replacement commits before anything changes in memory: undoing it
+            # would mean bringing back the replaced document.
+            parts.forget_durably(replaced)
+            parts.store.add_documents(name, batch)
+            parts.remove(replaced)
+            self._rows.texts.release(np.array(replaced, dtype=np.int64))
+            parts.publish(batch)
+            parts.retention.expire(now)
+            mark = parts.retention.mark_to_record()
+            if mark is not None:
+                parts.store.begin_evict(name, Eviction([], [], mark, self._rows.next_row)).result()
+        elif len(batch):
+            # Published at once, so that the next writer of this collection matches
+            # against them without waiting for this fsync; the retention mark they moved
+            # commits with them. Kept texts are read from the store once durable; until
+            # then from here.
+            kept = batch.texts is not None
+            if kept:
+                self._rows.texts.hold(batch.rows, batch.text_column())
+            committed = None
+            try:
+                parts.publish(batch)
+                parts.retention.expire(now)
+                committed = parts.store.begin_add_documents(
+                    name, batch, parts.retention.mark_to_record()
+                )
+            finally:
+                if kept:
+                    self._rows.texts.until(committed)
+            assert committed is not None  # begin_add_documents raised otherwise
+            self.committed = committed
+            self._writes.committed(committed)

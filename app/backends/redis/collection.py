@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from app.backends.redis.check import check_collection
 from app.backends.redis.failures import storage_errors
-from app.backends.redis.insert import Insertion
+from app.backends.redis.insert import insert_documents
 from app.backends.redis.reads import Reads
 from app.backends.redis.records import Held, Record, joined
 from app.backends.redis.resolved import Backend, Resolved
@@ -353,7 +353,7 @@ class RedisCollection:
         with storage_errors(self._backend.failures):
             resolved, store = self.opened()
             with self._write_lock:
-                return Insertion(self, resolved, store, documents).run(options)
+                return insert_documents(self, resolved, store, documents, options)
 
     async def insert_async(
         self, document: NewDocument, options: InsertOptions = PLAIN_INSERT

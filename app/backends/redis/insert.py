@@ -1,78 +1,71 @@
-"""An insert on the Redis backend (a batch, from RedisCollection.insert): refusals,
-retries and conflicts, matching against the store and within the batch, clusters,
-retention and limits, the writes in their order, and the answers, as the embedded
-Collection gives them (docs/redis.md, "An insert")."""
+"""An insert on the Redis backend (a batch, from RedisCollection.insert): the insert
+pipeline (app/service/insert.py) over the store, with its own round trips: the ids held
+(the retention's mark and the seqs read beside them), matching against the store, the
+stored passages, the writes in their order, and duplicate_of once the clusters are
+written (docs/redis.md, "An insert"). Handles are sequence numbers."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from app.backends.redis.clusters import oldest_members
-from app.backends.redis.passage_reads import insert_passages, insert_relations
+from app.backends.redis.passage_reads import passage_steps
+from app.backends.redis.passages import CANDIDATES
 from app.backends.redis.records import Held, Record, digest
 from app.backends.redis.resolved import InsertHost, Resolved
 from app.backends.redis.retention import NO_RETENTION, time_member
 from app.backends.redis.store.steps import run
 from app.backends.redis.store.store import NewDocuments, RedisStore, Status, Written
 from app.backends.redis.store.wire import Command
-from app.core.rule import METHODS_OF_BITS, Pairs
-from app.errors import DocumentExists, InsufficientStorage, NeardupError, StorageUnavailable
-from app.service import decide
+from app.collection_config import CollectionConfig
+from app.core.fingerprint import Fingerprints
+from app.core.rule import Pairs
+from app.core.types import Rows
+from app.errors import DocumentExists, InsufficientStorage, StorageUnavailable
+from app.service import decide, insert
+from app.service.insert_backend import Call, Pending, SentAgain
+from app.service.passages import CONTAINED, Found, PassageQuery
 from app.service.times import MICROSECONDS
-from app.service.types import (
-    INSERT_MATCH_LIMIT,
-    InsertOptions,
-    InsertResult,
-    Match,
-    NewDocument,
-    OnDuplicate,
-    Query,
-    Refused,
-    new_document_id,
-)
+from app.service.types import InsertOptions, InsertResult, NewDocument, Query, Refused
 
 
-@dataclass(slots=True)
-class Pending:
-    """A document of a batch that will be stored."""
-
-    position: int
-    seq: int
-    cluster: int
-    cluster_name: str
+def insert_documents(
+    collection: InsertHost,
+    resolved: Resolved,
+    store: RedisStore,
+    documents: Sequence[NewDocument],
+    options: InsertOptions,
+) -> list[InsertResult | Refused]:
+    """Insert documents in order (under the collection's write lock), as the embedded
+    Collection does: the same answers, the same refusals at their positions."""
+    call = insert.prepare(
+        documents,
+        options,
+        lambda texts: collection.fingerprint_nonempty_of(resolved, texts),
+        collection.clock_us,
+    )
+    insert.apply(call, Insertion(collection, resolved, store, call))
+    return insert.answers(call)
 
 
 class Insertion:
-    """One insert call: refusals, retries, matching, clusters, the writes, the answers."""
+    """One insert call: the pipeline's backend (app/service/insert_backend.py) over the
+    store, then the writes and the answers' duplicate_of."""
+
+    passage_candidates = CANDIDATES
 
     def __init__(
-        self,
-        collection: InsertHost,
-        resolved: Resolved,
-        store: RedisStore,
-        documents: Sequence[NewDocument],
+        self, collection: InsertHost, resolved: Resolved, store: RedisStore, call: Call
     ) -> None:
         self.collection = collection
         self.resolved = resolved
         self.store = store
-        self.documents = documents
-        self.ids = [document.id or new_document_id() for document in documents]
-        self.fingerprints, kept = collection.fingerprint_nonempty_of(
-            resolved, [document.text for document in documents]
-        )
-        self.now = collection.clock_us()
-        self.stamps = np.array(
-            [self.now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
-        )
-        self.fingerprint_at = np.full(len(documents), -1, dtype=np.int64)
-        self.fingerprint_at[kept] = np.arange(len(kept))
-        self.results: list[InsertResult | Refused | None] = [None] * len(documents)
-        self.refused: dict[int, NeardupError] = {}
+        self.call = call
         # Position -> (cluster, its name, whether its first document is known live), for
         # the answers with matches: their duplicate_of is found once everything is written.
         self.clusters: dict[int, tuple[int, str, bool]] = {}
@@ -82,35 +75,23 @@ class Insertion:
         self.mark = NO_RETENTION  # what the retention expired when the insert began
         self.by_budget = False  # NEARDUP_MAX_DOCUMENTS, not the collection's limit, binds
         self.first_seq = 0  # the seqs of this insert's documents start here
+        # What the search of the store found: its pairs (store rows), the records, where
+        # each seq's record is, the seqs whose document is live, the clusters' names.
+        self._found = Pairs.empty()
+        self._held: Held | None = None
+        self._at_of: dict[int, int] = {}
+        self._live: set[int] = set()
+        self._cluster_names: dict[int, str] = {}
 
-    def run(self, options: InsertOptions) -> list[InsertResult | Refused]:
-        self.refused = decide.refused_within(self.ids, self.fingerprint_at)
-        candidates = [p for p in range(len(self.ids)) if p not in self.refused]
-        old_rows, retried = self._held_ids(candidates, options.replace)
-        accepted = [p for p in candidates if p not in retried and p not in self.refused]
-        pending: list[Pending] = []
-        if accepted:
-            query = Query(limit=INSERT_MATCH_LIMIT, since=options.since, until=options.until)
-            pending = self._match(accepted, old_rows, options.on_duplicate, query)
-        self._write(pending, retried, options.replace)
-        if pending and self.resolved.retains:
-            # The count is applied after each request: the batch was matched against
-            # the documents held before it and each other.
-            self.collection.expire(self.resolved, self.store)
-        for position, error in self.refused.items():
-            given = self.documents[position].id
-            self.results[position] = Refused(self.ids[position] if given else None, error)
-        return [result for result in self.results if result is not None]
+    @property
+    def config(self) -> CollectionConfig:
+        return self.resolved.config
 
-    def _exact(self, position: int) -> npt.NDArray[np.uint64]:
-        exact: npt.NDArray[np.uint64] = self.fingerprints.exact[self.fingerprint_at[position]]
-        return exact
-
-    def _held_ids(
-        self, candidates: list[int], replace: bool
-    ) -> tuple[dict[int, int], dict[int, Record]]:
+    def held(
+        self, call: Call, candidates: list[int]
+    ) -> tuple[dict[int, int], dict[int, SentAgain]]:
         """(position -> row held under its id, for a replacement), (position -> stored
-        record of the documents sent again: retries); conflicts are refused."""
+        record of a live id sent again, and whether its content is the same)."""
         if not candidates:
             return {}, {}
         # One round trip: the retention applied (the mark), seqs for every candidate
@@ -122,14 +103,14 @@ class Insertion:
         if expiring is not None:
             counting.append(expiring[0])
         rows, data, replies = self.store.lookup_also(
-            [self.ids[p] for p in candidates], counting, durable=True
+            [self.call.ids[p] for p in candidates], counting, durable=True
         )
         self.first_seq = int(replies[0]) - len(candidates) + 1
         if expiring is not None:
             self.mark = self.collection.expired(replies[1], expiring[1])
         held = Held(data)
         old_rows: dict[int, int] = {}
-        retried: dict[int, Record] = {}
+        again: dict[int, SentAgain] = {}
         expired: list[bytes] = []
         at_of = data.index(rows[rows >= 0])
         for position, at in zip(
@@ -141,30 +122,48 @@ class Insertion:
             stamp = int(data.timestamps[at])
             if not self.mark.visible(stamp, record.seq):
                 # An expired document's id is free again: evicted now, before the insert.
-                expired.append(time_member(stamp, record.seq, self.ids[position]))
+                expired.append(time_member(stamp, record.seq, self.call.ids[position]))
                 continue
-            if replace:
+            if call.options.replace:
                 old_rows[position] = int(data.rows[at])
                 self.old_records[position] = record
                 self.old_times[position] = stamp
                 continue
-            conflict = decide.sent_again(
-                self.ids[position],
-                bool((data.exact[at] == self._exact(position)).all()),
-                record.metadata == self.documents[position].metadata,
+            same_text = bool((data.exact[at] == call.exact(position)).all())
+            again[position] = (
+                record,
+                same_text,
+                record.metadata == self.call.documents[position].metadata,
             )
-            if conflict is None:
-                retried[position] = record
-            else:
-                self.refused[position] = conflict
         self.collection.evict(self.resolved, self.store, expired)
-        return old_rows, retried
+        return old_rows, again
 
-    def _room(self, new: int) -> tuple[int, bool]:
-        """(granted, unlimited) for a batch that may add ``new`` documents: at most
-        ``granted`` may be stored, or any number when ``unlimited`` (the retention
-        expires one for each past that point, so they add nothing), as in Collection.
-        Between processes a limit can be passed by what they insert at the same moment."""
+    def match(self, fingerprints: Fingerprints, query: Query, exclude: Rows, stamps: Rows) -> Pairs:
+        """The store's matches (two or three round trips), their rows turned into seqs."""
+        matching = self.collection.match_store_steps(
+            self.resolved, self.store, fingerprints, query, exclude, stamps=stamps, mark=self.mark
+        )
+        found, held, _ = run(matching, self.store.wire)
+        self._found, self._held = found, held
+        self._at_of = dict(
+            zip(found.ages.tolist(), held.data.index(found.rows).tolist(), strict=True)
+        )
+        # Clusters whose first document is live: found by the search, or of this batch.
+        seqs = held.seqs(np.arange(len(held.data.rows)))
+        self._live = set(seqs[self.mark.visible_many(held.data.timestamps, seqs)].tolist())
+        return dataclasses.replace(found, rows=found.ages)
+
+    def match_within(self, fingerprints: Fingerprints, stamps: Rows, query: Query) -> Pairs:
+        return self.collection.match_within(self.resolved, fingerprints, stamps, query)
+
+    def expired_on_arrival(self, stamps: Rows) -> npt.NDArray[np.bool_]:
+        return np.array(
+            [self.mark.expired_on_arrival(int(s)) for s in stamps.tolist()], dtype=np.bool_
+        )
+
+    def room(self, new: int) -> tuple[int, bool]:
+        """As in Collection; between processes a limit can be passed by what they insert
+        at the same moment."""
         adds, wanted = decide.wanted_room(new, self.mark.held, self.resolved.config)
         granted = wanted
         budget = self.collection.budget()
@@ -175,166 +174,108 @@ class Insertion:
             self.by_budget = granted < wanted
         return granted, granted >= adds
 
-    def _refusal(self) -> InsufficientStorage:
+    def refusal(self, added: int) -> InsufficientStorage:
         if self.by_budget:
             return decide.service_full(self.collection.budget())
         return decide.collection_full(self.resolved.name, self.resolved.config.limits.max_documents)
 
-    def _retry_result(self, position: int, record: Record) -> InsertResult:
-        return decide.retry_answer(
-            self.ids[position], record.cluster_name, self.resolved.retry_methods(record)
-        )
-
-    def _match(
-        self,
-        accepted: list[int],
-        old_rows: dict[int, int],
-        on_duplicate: OnDuplicate,
-        query: Query,
-    ) -> list[Pending]:
-        """Each accepted document matched against the store and the earlier accepted
-        documents of the batch; its answer, and the documents to store."""
-        fingerprints = self.fingerprints.select(self.fingerprint_at[accepted])
-        stamps = self.stamps[accepted]
-        exclude = np.array([old_rows.get(p, -1) for p in accepted], dtype=np.int64)
-        first_seq = self.first_seq
-        matching = self.collection.match_store_steps(
-            self.resolved, self.store, fingerprints, query, exclude, stamps=stamps, mark=self.mark
-        )
-        from_store, held, _ = run(matching, self.store.wire)
-        if len(accepted) > 1:
-            within = self.collection.match_within(self.resolved, fingerprints, stamps, query)
-        else:
-            within = Pairs.empty()
-        store_spans = from_store.spans(len(accepted))
-        batch_spans = within.spans(len(accepted))
-        stored_at = held.data.index(from_store.rows)
-        pending: list[Pending] = []
-        pending_of: dict[int, Pending] = {}  # index in accepted -> its pending document
-        # Clusters whose first document is live: found by the search, or of this batch.
-        seqs = held.seqs(np.arange(len(held.data.rows)))
-        live = set(seqs[self.mark.visible_many(held.data.timestamps, seqs)].tolist())
-        expired = [self.mark.expired_on_arrival(int(self.stamps[p])) for p in accepted]
-        new = sum(p not in old_rows and not e for p, e in zip(accepted, expired, strict=True))
-        granted, unlimited = self._room(new)
-        admission = decide.Admission(on_duplicate, granted, unlimited)
-        shared = insert_passages(
+    def stored_passages(
+        self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
+    ) -> list[list[Found]]:
+        """Two round trips for the batch: only what may be a containment (CONTAINED) and
+        each document's stored matches."""
+        near = [self._found.rows[start:end] for start, end in self._found.spans(len(asked))]
+        steps = passage_steps(
             self.resolved,
             self.store,
-            [self.documents[p].text for p in accepted],
-            [int(h) for h in fingerprints.simhash.tolist()],
-            [int(t) for t in stamps.tolist()],
-            exclude.tolist(),
+            asked,
             query,
             self.mark,
-            [from_store.rows[start:end] for start, end in store_spans],
-            [self.documents[p].host_key() for p in accepted],
+            None,
+            stamps.tolist(),
+            bar=CONTAINED,
+            near=near,
         )
-        # (A document being replaced still counts: the embedded service answers while
-        # the old version is live, and names it when it is its cluster's first.)
-        for i, position in enumerate(accepted):
-            start, end = store_spans[i]
-            candidates: list[tuple[float, int, int, str, int, tuple[int, str]]] = []
-            for j in range(start, min(end, start + INSERT_MATCH_LIMIT)):
-                record = held.record(int(stored_at[j]))
-                candidates.append(
-                    (
-                        float(from_store.similarity[j]),
-                        int(from_store.distances[j]),
-                        record.seq,
-                        held.data.ids[int(stored_at[j])],
-                        int(from_store.methods[j]),
-                        (record.cluster, record.cluster_name),
-                    )
-                )
-            start, end = batch_spans[i]
-            for j in range(start, end):
-                earlier = pending_of.get(int(within.rows[j]))
-                if earlier is None:
-                    continue  # skipped: it is not stored
-                candidates.append(
-                    (
-                        float(within.similarity[j]),
-                        int(within.distances[j]),
-                        earlier.seq,
-                        self.ids[earlier.position],
-                        int(within.methods[j]),
-                        (earlier.cluster, earlier.cluster_name),
-                    )
-                )
-            candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
-            candidates = candidates[:INSERT_MATCH_LIMIT]
-            matches = [Match(c[3], c[0], c[1], METHODS_OF_BITS[c[4]]) for c in candidates]
-            fate = admission.decide(bool(matches), position in old_rows, expired[i])
-            if fate is decide.Fate.REFUSED:
-                self.refused[position] = self._refusal()
-                continue
-            skipped = fate is decide.Fate.SKIPPED
-            cluster = candidates[0][5] if candidates else None
-            if not skipped:
-                seq = first_seq + i
-                cluster = cluster or (seq, self.ids[position])
-                entry = Pending(position, seq, cluster[0], cluster[1])
-                pending.append(entry)
-                pending_of[i] = entry
-                live.add(seq)
-            assert cluster is not None or skipped
-            if matches and cluster is not None:
-                self.clusters[position] = (cluster[0], cluster[1], cluster[0] in live)
-            simhash, stamp = int(fingerprints.simhash[i]), int(stamps[i])
-            matches, contains, contained_in = insert_relations(
-                shared, i, self.ids[position], simhash, stamp, not skipped, matches
-            )
-            self.results[position] = InsertResult(
-                id=self.ids[position],
-                inserted=not skipped,
-                duplicate_of=None,  # filled in once the clusters are written (_oldest)
-                cluster_id=cluster[1] if cluster is not None else self.ids[position],
-                matches=matches,
-                replaced=position in old_rows and not skipped,
-                contains=contains,
-                contained_in=contained_in,
-            )
-        return pending
+        return run(steps, self.store.wire) or [[] for _ in asked]
 
-    def _write(self, pending: list[Pending], retried: dict[int, Record], replace: bool) -> None:
+    def first_handle(self) -> int:
+        return self.first_seq
+
+    def _record(self, seq: int) -> Record:
+        assert self._held is not None
+        return self._held.record(self._at_of[seq])
+
+    def id_of(self, handle: int) -> str | None:
+        assert self._held is not None
+        return self._held.data.ids[self._at_of[handle]]
+
+    def cluster_of(self, handle: int) -> int:
+        record = self._record(handle)
+        self._cluster_names[record.cluster] = record.cluster_name
+        return record.cluster
+
+    def cluster_name(self, cluster: int) -> str | None:
+        return self._cluster_names[cluster]
+
+    def oldest_member(self, position: int, cluster: int, pending: Pending) -> str | None:
+        """Found once the clusters are written (_oldest): None until then."""
+        stored = pending.first <= cluster < pending.first + len(pending)
+        name = self._cluster_names[cluster] if cluster < pending.first else pending.id_of(cluster)
+        self.clusters[position] = (cluster, name or "", stored or cluster in self._live)
+        return None
+
+    def retry_answer(self, document_id: str, stored: Any) -> InsertResult:
+        record: Record = stored
+        return decide.retry_answer(
+            document_id, record.cluster_name, self.resolved.retry_methods(record)
+        )
+
+    def publish(self, call: Call, pending: Pending | None) -> None:
+        """The writes (_write); the retention's count applied after them: the batch was
+        matched against the documents held before it and each other."""
+        self._write(pending, call.retried, call.options.replace)
+        if pending and self.resolved.retains:
+            self.collection.expire(self.resolved, self.store)
+
+    def _write(self, pending: Pending | None, retried: dict[int, Record], replace: bool) -> None:
         """The clusters' members, then the documents (the store's three round trips;
         retries go through it too, so that a first attempt that died before its table
         entries were all written is finished), then the counters; then the answers'
         duplicate_of."""
         resolved, store = self.resolved, self.store
-        positions = [p.position for p in pending] + sorted(retried)
+        stored = [] if pending is None else pending.positions
+        positions = stored + sorted(retried)
         new_records: dict[int, Record] = {}
         commands: list[Command] = []
-        for entry in pending:
-            document = self.documents[entry.position]
+        for k, position in enumerate(stored):
+            assert pending is not None
+            seq, cluster = pending.first + k, pending.clusters[k]
+            document = self.call.documents[position]
             record = Record(
-                entry.seq,
-                self.now / MICROSECONDS,
-                entry.cluster,
-                entry.cluster_name,
+                seq,
+                self.call.now / MICROSECONDS,
+                cluster,
+                pending.cluster_names[k],
                 document.metadata,
                 document.text if resolved.config.keeps_text else None,
-                self._short(entry.position),
+                self._short(position),
                 document.host_key(),
             )
-            new_records[entry.position] = record
-            document_id = self.ids[entry.position]
-            stamp = int(self.stamps[entry.position])
-            commands.append(("ZADD", resolved.members_key(entry.cluster), entry.seq, document_id))
-            commands.append(
-                ("ZADD", resolved.time_key(), 0, time_member(stamp, entry.seq, document_id))
-            )
+            new_records[position] = record
+            document_id = self.call.ids[position]
+            stamp = int(self.call.stamps[position])
+            commands.append(("ZADD", resolved.members_key(cluster), seq, document_id))
+            commands.append(("ZADD", resolved.time_key(), 0, time_member(stamp, seq, document_id)))
         if positions:
-            at = self.fingerprint_at[positions]
+            at = self.call.fingerprint_at[positions]
             batch = NewDocuments(
-                ids=[self.ids[p] for p in positions],
-                simhash=self.fingerprints.simhash[at],
-                minhash=self.fingerprints.minhash[at],
-                exact=self.fingerprints.exact[at],
-                timestamps=self.stamps[positions],
+                ids=[self.call.ids[p] for p in positions],
+                simhash=self.call.fingerprints.simhash[at],
+                minhash=self.call.fingerprints.minhash[at],
+                exact=self.call.fingerprints.exact[at],
+                timestamps=self.call.stamps[positions],
                 digests=[
-                    digest(self._exact(p), self.documents[p].metadata)
+                    digest(self.call.exact(p), self.call.documents[p].metadata)
                     # A replacement replaces even the same content (a new row, as in the
                     # embedded service): its digest is its own.
                     + (new_records[p].seq.to_bytes(8, "big") if replace else b"")
@@ -348,7 +289,7 @@ class Insertion:
             # A replacement leaves the cluster its old document was in.
             leave: list[Command] = []
             for position, old in self.old_records.items():
-                document_id = self.ids[position]
+                document_id = self.call.ids[position]
                 leave.append(("ZREM", resolved.members_key(old.cluster), document_id))
                 old_entry = time_member(self.old_times[position], old.seq, document_id)
                 leave.append(("ZREM", resolved.time_key(), old_entry))
@@ -360,15 +301,12 @@ class Insertion:
                 )
                 store.wire.send(beside, durable=True)
             self._settle(positions, written, new_records, retried)
-        for position, record in retried.items():
-            if position not in self.refused and self.results[position] is None:
-                self.results[position] = self._retry_result(position, record)
         self._oldest()
 
     def _short(self, position: int) -> str | None:
         """The normalised text of a short document (the n-gram index's), else None."""
-        shorts = self.fingerprints.shorts
-        return None if shorts is None else shorts[int(self.fingerprint_at[position])]
+        shorts = self.call.fingerprints.shorts
+        return None if shorts is None else shorts[int(self.call.fingerprint_at[position])]
 
     def _settle(
         self,
@@ -386,8 +324,8 @@ class Insertion:
         for position, status in zip(positions, written.status.tolist(), strict=True):
             record = new_records.get(position)
             if record is not None and status in (Status.SAME, Status.OTHER):
-                stamp = int(self.stamps[position])
-                unstored.append(time_member(stamp, record.seq, self.ids[position]))
+                stamp = int(self.call.stamps[position])
+                unstored.append(time_member(stamp, record.seq, self.call.ids[position]))
             if status in (Status.INSERTED, Status.REPLACED):
                 if record is not None and record.cluster != record.seq:
                     joined += 1
@@ -395,8 +333,8 @@ class Insertion:
                 if status == Status.REPLACED and old is not None and old.cluster != old.seq:
                     joined -= 1
             elif status == Status.OTHER and position not in retried:
-                self.results[position] = None
-                self.refused[position] = DocumentExists(self.ids[position])
+                self.call.results[position] = None
+                self.call.refused[position] = DocumentExists(self.call.ids[position])
             elif record is not None:  # SAME: stored by another attempt meanwhile
                 raced.append(position)
         commands: list[Command] = []
@@ -406,14 +344,14 @@ class Insertion:
             commands.append(("ZREM", self.resolved.time_key(), *unstored))
         self.store.wire.send(commands)
         if raced:
-            rows, data = self.store.lookup([self.ids[p] for p in raced])
+            rows, data = self.store.lookup([self.call.ids[p] for p in raced])
             held = Held(data)
             for position, row in zip(raced, rows.tolist(), strict=True):
-                self.results[position] = None
+                self.call.results[position] = None
                 self.clusters.pop(position, None)
                 if row < 0:
-                    self.refused[position] = StorageUnavailable(
-                        f"document {self.ids[position]!r} changed while it was inserted; "
+                    self.call.refused[position] = StorageUnavailable(
+                        f"document {self.call.ids[position]!r} changed while it was inserted; "
                         "send it again"
                     )
                     continue
@@ -424,9 +362,9 @@ class Insertion:
         cluster (clusters.oldest_members)."""
         oldest = oldest_members(self.store, self.resolved, self.mark, self.clusters.values())
         for position, (cluster, _, _) in self.clusters.items():
-            result = self.results[position]
+            result = self.call.results[position]
             if isinstance(result, InsertResult):
-                self.results[position] = dataclasses.replace(
+                self.call.results[position] = dataclasses.replace(
                     result, duplicate_of=oldest.get(cluster)
                 )
 

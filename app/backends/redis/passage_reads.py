@@ -1,4 +1,4 @@
-"""A Redis read's shared passages (the search, similar, an insert's relations): the
+"""A Redis read's shared passages (the search, similar, an insert's stored passages): the
 visibility the near-duplicate matching applies (the retention's mark, since / until, the
 match window) over RedisPassages' find."""
 
@@ -7,22 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from app.backends.redis.passages import CANDIDATES
 from app.backends.redis.resolved import Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
-from app.backends.redis.store.steps import Steps, run
+from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.core.types import Rows
 from app.service.passages import (
-    CONTAINED,
-    BatchPassages,
     Found,
     PassageQuery,
-    annotated,
-    relations,
 )
-from app.service.types import Match, PassageMatch, Query
+from app.service.types import Query
 
 
 def passage_steps(
@@ -70,54 +65,3 @@ def passage_steps(
         store.reads, texts, visible_by, also, bar, near
     )
     return found
-
-
-def insert_passages(
-    resolved: Resolved,
-    store: RedisStore,
-    texts: Sequence[str],
-    simhashes: Sequence[int],
-    stamps: Sequence[int],
-    excludes: Sequence[int],
-    query: Query,
-    mark: Mark,
-    near: Sequence[Rows],
-    hosts: Sequence[int] | None = None,
-) -> tuple[list[list[Found]], BatchPassages] | None:
-    """What an insert batch's documents share with the stored ones (two round trips for
-    the batch): only what may be a containment (CONTAINED) and each document's rows
-    ``near`` (its near-duplicates, whose matches the passages annotate); and the batch's
-    own documents for the relations between them. None when passages are off."""
-    if resolved.passages is None:
-        return None
-    config = resolved.config.passages
-    asked = PassageQuery.batch(texts, simhashes, excludes, config, hosts)
-    steps = passage_steps(
-        resolved, store, asked, query, mark, None, stamps, bar=CONTAINED, near=near
-    )
-    found = run(steps, store.wire) or [[] for _ in asked]
-    window = resolved.config.match_window_us
-    batch = BatchPassages(config, CANDIDATES, asked, query, window)
-    return found, batch
-
-
-def insert_relations(
-    shared: tuple[list[list[Found]], BatchPassages] | None,
-    number: int,
-    document_id: str,
-    simhash: int,
-    stamp: int,
-    stored: bool,
-    matches: list[Match],
-) -> tuple[list[Match], list[PassageMatch] | None, list[PassageMatch] | None]:
-    """The ``number``-th accepted document of a batch: its matches with their passages,
-    its contains and contained_in (None, None with passages off); a document ``stored``
-    is one the later ones of the batch relate to."""
-    if shared is None:
-        return matches, None, None
-    from_store, batch = shared
-    found = batch.find(number, simhash, stamp, {m.id for m in matches}, from_store[number])
-    if stored:
-        batch.stored(number, document_id, simhash, stamp)
-    contains, contained_in = relations(found, matches)
-    return (annotated(matches, found) if found else matches), contains, contained_in

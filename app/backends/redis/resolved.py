@@ -200,7 +200,7 @@ class ReadHost(Protocol):
 
 
 class InsertHost(ReadHost, Protocol):
-    """What an insert (redis_insert.Insertion) asks of its collection beyond a read's."""
+    """What an insert (app/backends/redis/insert.py) asks of its collection beyond a read's."""
 
     def clock_us(self) -> int: ...
 
