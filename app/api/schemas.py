@@ -249,6 +249,10 @@ class PassageSettings(Input):
         return self
 
 
+# A count of documents both backends can hold: a signed 64-bit integer (Redis's, SQLite's).
+MOST_DOCUMENTS = 2**63 - 1
+
+
 class RetentionSettings(Input):
     """Documents past either bound expire: they leave every answer at once and are
     evicted from memory and disk in the background."""
@@ -257,7 +261,10 @@ class RetentionSettings(Input):
         None, description="Expire documents whose timestamp is older than now minus this."
     )
     max_documents: int | None = Field(
-        None, ge=1, description="Keep at most this many documents: the newest by timestamp."
+        None,
+        ge=1,
+        le=MOST_DOCUMENTS,
+        description="Keep at most this many documents: the newest by timestamp.",
     )
 
 
@@ -267,6 +274,7 @@ class LimitsSettings(Input):
     max_documents: int | None = Field(
         None,
         ge=1,
+        le=MOST_DOCUMENTS,
         description="Past this many live documents an insert is refused: 507 insufficient_storage.",
     )
 

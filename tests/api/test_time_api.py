@@ -264,6 +264,9 @@ def test_time_settings_change_and_nothing_expired_comes_back(tmp_path: Path) -> 
         error_of(client.patch(NEWS, json={"match_window": "48 h"}), 422)
         error_of(client.patch(NEWS, json={"retention": {"max_age": "0s"}}), 422)
         error_of(client.patch(NEWS, json={"retention": {"max_documents": 0}}), 422)
+        # More than a signed 64-bit count (a Redis collection answered 500): refused.
+        error_of(client.patch(NEWS, json={"retention": {"max_documents": 2**64}}), 422)
+        error_of(client.put(NEWS, json={"limits": {"max_documents": 52433389438715265024}}), 422)
         error_of(client.patch(NEWS, json={"windows": "1h"}), 422)
         error_of(client.patch("/v1/collections/nothing", json={}), 404)
         kept = client.get(NEWS).json()["settings"]
