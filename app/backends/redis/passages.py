@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from app.backends.redis.records import Held
 from app.backends.redis.store.grams import MAX_SET_SIZE, GramTable
@@ -35,8 +34,6 @@ from app.service.passages import Found, PassageQuery
 # Candidates verified a query, most shared fingerprints first (as the embedded backend).
 CANDIDATES = 32
 _LEGACY_COUNT = 0  # the count field of entries written before it held the count
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-_NO_HOSTS = np.zeros(0, dtype=np.uint32)
 
 
 class RedisPassages:
@@ -99,19 +96,21 @@ class RedisPassages:
         for number, (query, per_query) in enumerate(zip(queries, lookups, strict=True)):
             counts: dict[int, int] = {}
             held_keys: dict[int, int] = {}  # row -> its count of fingerprints
-            boilerplate = 0
-            hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]] = []
-            for _ in per_query:
-                members = next(replies)
-                if len(members) > self.config.max_rows:
-                    boilerplate += 1
-                    hits.append((_NO_ROWS, _NO_ROWS, _NO_HOSTS))
-                    continue
-                hits.append(GramTable.decode_hosted(members))
-            sizes, rows, positions = _flat(hits)
+            # Every fingerprint's entries decoded at once, not a decode each; one held more
+            # often than the cap is boilerplate.
+            entries = [next(replies) for _ in per_query]
+            held_by = [
+                [] if len(members) > self.config.max_rows else members for members in entries
+            ]
+            boilerplate = sum(len(members) > self.config.max_rows for members in entries)
+            sizes, rows, hosts = GramTable.decode_hosted(
+                [member for members in held_by for member in members]
+            )
+            positions = np.repeat(
+                np.arange(len(held_by), dtype=np.int64), [len(members) for members in held_by]
+            )
             keep, pages = host_hits(
-                positions, rows, np.concatenate([h for _, _, h in hits]) if hits else _NO_HOSTS,
-                np.array([0, len(hits)]), [query.host], [query.exclude],
+                positions, rows, hosts, np.array([0, len(held_by)]), [query.host], [query.exclude],
             )  # fmt: skip
             if query.host != NO_HOST:
                 query.host_pages = HostPages.of(query.keys, pages)
@@ -168,19 +167,6 @@ class RedisPassages:
                     )
                 )
         return found
-
-
-def _flat(hits: list[tuple[Rows, Rows, npt.NDArray[np.uint32]]]) -> tuple[Rows, Rows, Rows]:
-    """(sizes, rows, positions) of each fingerprint's (sizes, rows, hosts) entries read,
-    end to end: ``positions[i]`` the query fingerprint of entry i."""
-    if not hits:
-        return _NO_ROWS, _NO_ROWS, _NO_ROWS
-    counts = [len(rows) for _, rows, _ in hits]
-    return (
-        np.concatenate([sizes for sizes, _, _ in hits]),
-        np.concatenate([rows for _, rows, _ in hits]),
-        np.repeat(np.arange(len(hits), dtype=np.int64), counts),
-    )
 
 
 def _may_pass(
