@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import threading
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -176,9 +176,9 @@ def fingerprints(tokens: Tokens, k: int, window: int) -> npt.NDArray[np.uint64]:
     return out[:count].copy()
 
 
-def _bounds(texts: Sequence[str]) -> npt.NDArray[np.int64]:
-    """Where each text starts in their concatenation, and its length: one longer than
-    ``texts``."""
+def _bounds(texts: Sequence[Sized]) -> npt.NDArray[np.int64]:
+    """Where each text (or array of keys) starts in their concatenation, and the total:
+    one longer than ``texts``."""
     bounds = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=bounds[1:])
     return bounds
@@ -333,7 +333,6 @@ class Candidates:
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 NO_CANDIDATES = Candidates(_NO_ROWS, _NO_ROWS)  # what most texts of a batch have
 _NO_PAIR = (_NO_ROWS, _NO_ROWS)
-_NO_CODES = np.zeros(0, dtype=np.int64)
 # A chunk of a bulk load: (fingerprints, rows, text hashes[, hosts' keys]; None: unknown).
 Chunk = (
     tuple[list[npt.NDArray[np.uint64]], Rows, Sequence[int] | None, Sequence[int] | None]
@@ -454,11 +453,7 @@ class PassageIndex(TableIndex):
         known), and what the stored pages of each one's host hold of its fingerprints
         (app/core/hosts.py): its host's chrome counts for none of them; ``excludes``:
         each text's own row (-1: none), not one of those pages. O(F log N + hits)."""
-        if len(keys) == 1:  # a search
-            key_bounds = np.array([0, len(keys[0])], dtype=np.int64)
-        else:
-            key_bounds = np.zeros(len(keys) + 1, dtype=np.int64)
-            np.cumsum([len(k) for k in keys], out=key_bounds[1:])
+        key_bounds = _bounds(keys)
         pages_of = [NO_PAGES] * len(keys)
         if not key_bounds[-1]:
             empty = np.zeros(0, dtype=np.int64)
@@ -481,16 +476,13 @@ class PassageIndex(TableIndex):
                     hosts, itertools.pairwise(key_bounds.tolist()), strict=True
                 )
             ]
-        near_texts = near_rows = _NO_CODES
+        near_texts = near_rows = _NO_ROWS
         if bar and near is not None and len(near[0]):  # bar 0: every candidate kept
             near_texts, near_rows = near[0].astype(np.int64), near[1].astype(np.int64)
         # numpy's sort of the hits' codes (text << 32 | row): several times as fast as a
-        # compiled one; one text's codes are its rows.
-        if len(keys) == 1:
-            codes = np.sort(rows)
-        else:
-            owners = np.searchsorted(key_bounds, positions, side="right") - 1
-            codes = np.sort(owners << 32 | rows)
+        # compiled one.
+        owners = np.searchsorted(key_bounds, positions, side="right") - 1
+        codes = np.sort(owners << 32 | rows)
         found, shared, bounds, boilerplate = kernels.counted_candidates(
             codes, key_bounds, capped, self._per_row.array,
             0.0 if bar is None else float(bar), near_texts, near_rows,

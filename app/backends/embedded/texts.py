@@ -5,10 +5,11 @@ that get as far as verification. Only the texts of documents whose commit may no
 durable yet (published before the group commit, so that the next writer matches them)
 are held here, until it settles.
 
-The texts most recently inserted or read stay in a small cache (RECENT_CHARS in all,
-least recently used out first): news repeats itself within hours (updates, rewrites, a
-story in the next roundup), so the candidates a new text is verified against are mostly
-recent ones, and a search's are often those the last searches read.
+The texts most recently inserted or read stay in a small cache (RECENT_CHARS for every
+collection of the process, least recently used out first): news repeats itself within
+hours (updates, rewrites, a story in the next roundup), so the candidates a new text is
+verified against are mostly recent ones, and a search's are often those the last
+searches read.
 
 Costs: a read of r rows not cached is one statement on the reading thread's own
 connection, O(r log N) from pages the OS caches (not the process: RSS holds the indexes
@@ -18,6 +19,7 @@ the cache at the next hold or read after their commit settles.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
@@ -30,20 +32,70 @@ from app.storage.commit import Commit
 # (rows) -> their stored texts, None where a row has none.
 TextReader = Callable[[list[int]], list[str | None]]
 # The recent texts cache's bound, in characters (about bytes for English; memory at most
-# 4 bytes a character): some 4,000 1 KB stories.
+# 4 bytes a character): some 4,000 1 KB stories, for every collection of the process.
 RECENT_CHARS = 4 << 20
+
+
+class RecentTexts:
+    """Durable texts read or inserted lately, by (owner, row), least recently used out
+    first past ``chars`` characters in all. One per process, shared by every collection,
+    so that its memory does not grow with their number. Thread-safe; O(1) a text."""
+
+    def __init__(self, chars: int = RECENT_CHARS) -> None:
+        self._texts: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self._chars = 0
+        self._bound = chars
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int]) -> str | None:
+        """A text, now the most recently used (None: not here)."""
+        with self._lock:
+            text = self._texts.get(key)
+            if text is not None:
+                self._texts.move_to_end(key)
+            return text
+
+    def put(self, key: tuple[int, int], text: str) -> None:
+        """Keep a durable text, the least recently used let go past the bound."""
+        with self._lock:
+            if key in self._texts or len(text) > self._bound:
+                return
+            self._texts[key] = text
+            self._chars += len(text)
+            while self._chars > self._bound:
+                _, dropped = self._texts.popitem(last=False)
+                self._chars -= len(dropped)
+
+    def drop(self, key: tuple[int, int]) -> None:
+        """A text never to be answered again (its row is gone)."""
+        with self._lock:
+            text = self._texts.pop(key, None)
+            if text is not None:
+                self._chars -= len(text)
+
+    @property
+    def chars(self) -> int:
+        """Characters cached now."""
+        return self._chars
+
+    def _check(self) -> None:
+        with self._lock:
+            assert self._chars == sum(len(text) for text in self._texts.values())
+            assert self._chars <= self._bound, "the recent texts past their bound"
+
+
+RECENT = RecentTexts()
+_owners = itertools.count()  # each KeptTexts's key in the shared cache
 
 
 class KeptTexts:
     """Texts by row: those of unsettled commits from memory, the rest from ``read``."""
 
-    def __init__(self, read: TextReader, recent_chars: int = RECENT_CHARS) -> None:
+    def __init__(self, read: TextReader, recent: RecentTexts = RECENT) -> None:
         self._read = read
         self._recent: dict[int, str] = {}
-        # Durable texts read or inserted lately, least recently used first.
-        self._cached: OrderedDict[int, str] = OrderedDict()
-        self._cached_chars = 0
-        self._cache_chars = recent_chars
+        self._cache = recent
+        self._owner = next(_owners)
         # (commit, rows) of held texts in the order they were held; a None commit: its
         # documents are not queued yet (``until`` names it).
         self._unsettled: deque[tuple[Commit | None, list[int]]] = deque()
@@ -88,10 +140,8 @@ class KeptTexts:
         with self._lock:
             numbers = np.asarray(rows, dtype=np.int64).tolist()
             self._drop(numbers)
-            for row in numbers:
-                text = self._cached.pop(row, None)
-                if text is not None:
-                    self._cached_chars -= len(text)
+        for row in numbers:
+            self._cache.drop((self._owner, row))
 
     def __getitem__(self, row: int) -> str | None:
         return self.many([row])[0]
@@ -100,35 +150,20 @@ class KeptTexts:
         """The texts of rows, in order (None where a row has none)."""
         with self._lock:
             self._settle()
-            texts = [self._recent.get(row) or self._cached_text(row) for row in rows]
+            texts = [self._recent.get(row) for row in rows]
+        texts = [
+            text or self._cache.get((self._owner, row))
+            for row, text in zip(rows, texts, strict=True)
+        ]
         missing = [row for row, text in zip(rows, texts, strict=True) if text is None]
         if missing:
             read = self._read(missing)
-            with self._lock:
-                for row, text in zip(missing, read, strict=True):
-                    if text is not None:
-                        self._cache(row, text)
+            for row, text in zip(missing, read, strict=True):
+                if text is not None:
+                    self._cache.put((self._owner, row), text)
             found = iter(read)
             texts = [next(found) if text is None else text for text in texts]
         return texts
-
-    def _cached_text(self, row: int) -> str | None:
-        """A cached text, now the most recently used. Under the lock."""
-        text = self._cached.get(row)
-        if text is not None:
-            self._cached.move_to_end(row)
-        return text
-
-    def _cache(self, row: int, text: str) -> None:
-        """Keep a durable text among the recent ones, the least recently used let go past
-        the bound. Under the lock."""
-        if row in self._cached or len(text) > self._cache_chars:
-            return
-        self._cached[row] = text
-        self._cached_chars += len(text)
-        while self._cached_chars > self._cache_chars:
-            _, dropped = self._cached.popitem(last=False)
-            self._cached_chars -= len(dropped)
 
     @property
     def held(self) -> int:
@@ -152,7 +187,7 @@ class KeptTexts:
             for row in rows:
                 text = self._recent.get(row)
                 if text is not None and row not in self._pinned:
-                    self._cache(row, text)
+                    self._cache.put((self._owner, row), text)
         self._drop(rows)
 
     def _drop(self, rows: list[int]) -> None:
@@ -160,13 +195,7 @@ class KeptTexts:
             self._recent.pop(row, None)
             self._pinned.discard(row)
 
-    @property
-    def cached_chars(self) -> int:
-        """Characters of the recent texts cached now."""
-        return self._cached_chars
-
     def _check(self) -> None:
         held = {row for _, rows in self._unsettled for row in rows} | self._pinned
         assert set(self._recent) <= held, "a text held past its commit"
-        assert self._cached_chars == sum(len(text) for text in self._cached.values())
-        assert self._cached_chars <= self._cache_chars, "the recent texts past their bound"
+        self._cache._check()

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from app.backends.embedded.collection import Collection
-from app.backends.embedded.texts import KeptTexts
+from app.backends.embedded.texts import KeptTexts, RecentTexts
 from app.collection_config import CollectionConfig
 from app.service import NewDocument, Query
 from app.storage import MemoryStore
@@ -27,7 +27,7 @@ def test_held_until_the_commit_settles_then_read_from_the_store() -> None:
         reads.append(rows)
         return [stored.get(row) for row in rows]
 
-    texts = KeptTexts(read, recent_chars=0)  # no recent texts: every settled one is read
+    texts = KeptTexts(read, RecentTexts(0))  # no recent texts: every settled one is read
     commit = Commit()
     texts.hold(np.array([4, 5, 6]), ["four", None, "six"])
     assert texts.many([4, 6]) == ["four", "six"] and reads == []  # before until: held
@@ -49,7 +49,8 @@ def test_recent_texts_are_kept_up_to_their_bound_least_recently_used_out_first()
         reads.append(rows)
         return [stored.get(row) for row in rows]
 
-    texts = KeptTexts(read, recent_chars=10)
+    recent = RecentTexts(10)
+    texts = KeptTexts(read, recent)
     committed = Commit()
     texts.hold(np.array([1, 2]), [stored[1], stored[2]])
     texts.until(committed)
@@ -58,7 +59,7 @@ def test_recent_texts_are_kept_up_to_their_bound_least_recently_used_out_first()
     assert texts.many([3]) == [stored[3]] and reads == [[3]]  # read once, then recent
     # 12 characters past 10: the least recently used (row 1; 2 and 3 were used after it)
     # goes, and the cache holds 2 and 3 (8 characters).
-    assert texts.cached_chars == 8
+    assert recent.chars == 8
     assert texts.many([2, 3]) == [stored[2], stored[3]] and reads == [[3]]
     assert texts.many([1]) == [stored[1]] and reads == [[3], [1]]  # let go: read again
     texts._check()
@@ -78,6 +79,12 @@ def test_recent_texts_are_kept_up_to_their_bound_least_recently_used_out_first()
     texts.many([6])
     assert reads[-2:] == [[6], [6]]
     texts._check()
+    # Another collection's texts share the bound and never answer for this one's rows.
+    other = KeptTexts(lambda rows: ["z" * 9 for _ in rows], recent)
+    assert other.many([1]) == ["z" * 9]  # its row 1, not this one's
+    assert texts.many([1]) == [stored[1]] and reads[-1] == [1]  # pushed out: read again
+    assert recent.chars <= 10
+    other._check()
 
 
 def test_a_failed_commit_and_a_release_hold_nothing() -> None:
