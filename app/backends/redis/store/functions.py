@@ -36,6 +36,15 @@ ARGV: '+' or '-', then for each key the count of its members and the members). A
 (score 0) or removes table entries: a batch's entries of one shard number, in every table,
 in one call instead of a command per set.
 
+``neardup_ranges_v1`` (read-only; KEYS: one sorted set; ARGV: low, high, limit,
+width, drop, tokens). The entries of each 8-byte token of ``tokens`` (one string)
+between ``[<token><low>`` and ``[<token><high>\\xff..`` (``ZRANGE BYLEX``, the first
+``limit`` of them where limit > 0). Answers {counts, members}: each token's count of
+entries (uint32 BE each, in order) and every entry found, each padded with zero bytes to
+``width``, concatenated; with drop '1', a token whose count reaches the limit gives its
+count and no entries. One call a shard for a query's tokens, where a ``ZRANGE`` each
+cost the client a command packed and a reply parsed per token.
+
 ``neardup_lookup_v1`` (read-only, KEYS: ``i s r``; ARGV: ids): {row, blob, record} per
 id, empty strings for an id not held.
 """
@@ -166,6 +175,37 @@ local function entries(keys, args)
   return #keys
 end
 
+local function ranges(keys, args)
+  local low, high, limit, width = args[1], args[2], tonumber(args[3]), tonumber(args[4])
+  local drop, tokens = args[5] == '1', args[6]
+  local top = string.rep(string.char(255), 5)
+  local pad = string.rep(string.char(0), width)
+  local counts, members = {}, {}
+  for at = 1, #tokens, 8 do
+    local token = string.sub(tokens, at, at + 7)
+    local first, last = '[' .. token .. low, '[' .. token .. high .. top
+    local found
+    if limit > 0 then
+      found = redis.call('ZRANGE', keys[1], first, last, 'BYLEX', 'LIMIT', 0, limit)
+    else
+      found = redis.call('ZRANGE', keys[1], first, last, 'BYLEX')
+    end
+    counts[#counts + 1] = struct.pack('>I4', #found)
+    if not (drop and #found >= limit) then
+      local joined = table.concat(found)
+      if #joined ~= width * #found then  -- entries of another width: each padded
+        for at = 1, #found do
+          local member = found[at]
+          found[at] = member .. string.sub(pad, 1, width - #member)
+        end
+        joined = table.concat(found)
+      end
+      members[#members + 1] = joined
+    end
+  end
+  return {table.concat(counts), table.concat(members)}
+end
+
 local function lookup(keys, args)
   local out = {}
   for at = 1, #args do
@@ -190,6 +230,9 @@ redis.register_function('neardup_remove_if_v1', remove_if)
 redis.register_function('neardup_finish_v1', finish)
 redis.register_function('neardup_entries_v1', entries)
 redis.register_function{
+  function_name = 'neardup_ranges_v1', callback = ranges, flags = {'no-writes'}
+}
+redis.register_function{
   function_name = 'neardup_lookup_v1', callback = lookup, flags = {'no-writes'}
 }
 """
@@ -200,3 +243,4 @@ REMOVE_IF = "neardup_remove_if_v1"
 FINISH = "neardup_finish_v1"
 ENTRIES = "neardup_entries_v1"
 LOOKUP = "neardup_lookup_v1"
+RANGES = "neardup_ranges_v1"

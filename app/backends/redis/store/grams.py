@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.store import functions
 from app.backends.redis.store.wire import Command
 from app.core.mix import fmix64_array
 from app.core.types import Rows
@@ -115,24 +116,37 @@ class GramTable:
             )
         ]
 
-    @staticmethod
-    def decode_hosted(members: list[bytes]) -> tuple[Rows, Rows, npt.NDArray[np.uint32]]:
-        """(set sizes, rows, hosts' keys) of passage entries read (0: an entry without
-        one)."""
-        if members and all(len(member) == HOSTED_BYTES for member in members):
-            packed = np.frombuffer(b"".join(members), dtype=np.uint8).reshape(-1, HOSTED_BYTES)
-            sizes, rows = GramTable.decode([member[:MEMBER_BYTES] for member in members])
-            hosts = np.ascontiguousarray(packed[:, 14:]).view(">u4").reshape(-1)
-            return sizes, rows, hosts.astype(np.uint32)
-        sizes, rows = GramTable.decode([member[:MEMBER_BYTES] for member in members])
-        hosts = np.array(
-            [
-                int.from_bytes(member[MEMBER_BYTES:], "big") if len(member) == HOSTED_BYTES else 0
-                for member in members
-            ],
-            dtype=np.uint32,
-        )
-        return sizes, rows, hosts
+    def range_reads(
+        self, keys: U64, low_size: int, high_size: int, limit: int, drop_full: bool
+    ) -> RangeReads:
+        """The entries of every token of ``keys`` with sets of low_size to high_size
+        tokens (the first ``limit`` a token, 0: all; ``drop_full``: none of a token that
+        has ``limit``), by one ``neardup_ranges_v1`` call a shard touched. O(tokens) to
+        build; the reply's entries padded to HOSTED_BYTES."""
+        low = min(max(low_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
+        high = min(max(high_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
+        keys = np.asarray(keys, dtype=np.uint64)
+        full = limit if drop_full else 0
+        if not len(keys):
+            return RangeReads([], [], 0, full)
+        if self.shard_bits:
+            shards = keys >> np.uint64(64 - self.shard_bits)
+            order = np.argsort(shards, kind="stable")
+            touched, starts = np.unique(shards[order], return_index=True)
+            groups = np.split(order, starts[1:])
+        else:
+            touched, groups = np.zeros(1, dtype=np.uint64), [np.arange(len(keys))]
+        arguments = (low, high, limit, HOSTED_BYTES, int(drop_full))
+        commands: list[Command] = [
+            (
+                "FCALL_RO", functions.RANGES, 1, self.key(int(shard)), *arguments,
+                keys[places].astype(">u8").tobytes(),
+            )
+            for shard, places in zip(touched.tolist(), groups, strict=True)
+            if len(places)
+        ]  # fmt: skip
+        places = [places for places in groups if len(places)]
+        return RangeReads(commands, places, len(keys), full)
 
     @staticmethod
     def decode(members: list[bytes]) -> tuple[Rows, Rows]:
@@ -144,3 +158,39 @@ class GramTable:
         sizes = np.ascontiguousarray(packed[:, 8:10]).view(">u2").reshape(-1)
         rows = np.ascontiguousarray(packed[:, 10:]).view(">u4").reshape(-1)
         return sizes.astype(np.int64), rows.astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeReads:
+    """``GramTable.range_reads``: its commands, and for each the places (in the keys
+    asked) of the tokens it reads."""
+
+    commands: list[Command]
+    places: list[Rows]
+    tokens: int
+    full: int  # a token with this many entries returns none of them (0: every token does)
+
+    def decode(self, replies: list[Any]) -> tuple[Rows, Rows, Rows, Rows, npt.NDArray[np.uint32]]:
+        """(counts, token, sizes, rows, hosts) from the commands' replies: each token's
+        count of entries (in the keys' order), and of each entry returned its token's
+        place, set size, row and host's key (0: none), in the order of the places.
+        O(tokens + entries), in numpy."""
+        counts = np.zeros(self.tokens, dtype=np.int64)
+        token_parts: list[Rows] = []
+        member_parts: list[bytes] = []
+        for places, (raw_counts, members) in zip(self.places, replies, strict=True):
+            each = np.frombuffer(raw_counts, dtype=">u4").astype(np.int64)
+            counts[places] = each
+            returned = np.where(each >= self.full, 0, each) if self.full else each
+            if returned.sum() != len(members) // HOSTED_BYTES:
+                raise ValueError("neardup_ranges_v1 answered entries its counts do not give")
+            token_parts.append(np.repeat(places, returned))
+            member_parts.append(members)
+        token = np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=np.int64)
+        packed = np.frombuffer(b"".join(member_parts), dtype=np.uint8).reshape(-1, HOSTED_BYTES)
+        order = np.argsort(token, kind="stable")
+        token, packed = token[order], packed[order]
+        sizes = np.ascontiguousarray(packed[:, 8:10]).view(">u2").reshape(-1).astype(np.int64)
+        rows = np.ascontiguousarray(packed[:, 10:14]).view(">u4").reshape(-1).astype(np.int64)
+        hosts = np.ascontiguousarray(packed[:, 14:]).view(">u4").reshape(-1).astype(np.uint32)
+        return counts, token.astype(np.int64), sizes, rows, hosts
