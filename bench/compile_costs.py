@@ -36,7 +36,8 @@ def main() -> None:
     rest = ranked[arguments.top :]
     if rest:
         print(f"| {len(rest)} others | | {sum(own[name] for name in rest):.2f} | |")
-    print(f"\nown compile time, all kernels: {sum(own.values()):.1f} s; warm-up wall time {wall:.1f} s")
+    total = sum(own.values())
+    print(f"\nown compile time, all kernels: {total:.1f} s; warm-up wall time {wall:.1f} s")
 
 
 def _timed_warm_up() -> tuple[dict[str, float], dict[str, float], dict[str, int], float]:

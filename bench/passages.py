@@ -343,11 +343,13 @@ def lookup_costs(entries: int, runs: int) -> str:
                 keys = rng.integers(0, 2**64 - 1, 28_000, dtype=np.uint64)
                 order = np.argsort(keys)
                 started = time.perf_counter()
-                kernels.equal_rows_many(
-                    first.keys, first.rows, first.directory, *(empty.keys, empty.rows),
-                    empty.directory, second.keys, second.rows, second.directory, *tail, 0, 0,
-                    keys, order, 64, np.zeros(0, np.bool_),
+                runs_of = (
+                    first.keys, first.rows, first.directory, empty.keys, empty.rows,
+                    empty.directory, second.keys, second.rows, second.directory, *tail, 0,
                 )  # fmt: skip
+                kernels.equal_rows_many(
+                    runs_of, 0, keys, order, 64, np.zeros(0, np.bool_), np.zeros(0, np.bool_)
+                )
                 times.append((time.perf_counter() - started) / len(keys) * 1e9)
             runs_text = f"main + buffer of {len(buffer):,}" if with_buffer else "main alone"
             table.append([runs_text, name, f"{statistics.median(times[1:]):,.0f}"])

@@ -398,16 +398,7 @@ def hamming_search(
     queries: np.ndarray,
     prefix_masks: np.ndarray,
     max_distance: int,
-    main_keys: np.ndarray,
-    main_rows: np.ndarray,
-    main_directory: np.ndarray,
-    middle_keys: np.ndarray,
-    middle_rows: np.ndarray,
-    buffer_keys: np.ndarray,
-    buffer_rows: np.ndarray,
-    tail_keys: np.ndarray,
-    tail_rows: np.ndarray,
-    tail_count: int,
+    runs: tuple,  # type: ignore[type-arg]  # SortedTable's kernel_arrays()
     deleted: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every live row within ``max_distance`` of each query, once per query.
@@ -417,6 +408,10 @@ def hamming_search(
     range [q & mask, q | ~mask] in each sorted run. Returns (query_ends, rows,
     distances): the matches of query i are at [query_ends[i-1], query_ends[i]).
     """
+    (
+        main_keys, main_rows, main_directory, middle_keys, middle_rows, _middle_directory,
+        buffer_keys, buffer_rows, _buffer_directory, tail_keys, tail_rows, tail_count,
+    ) = runs  # fmt: skip
     tables = queries.shape[1]
     rows = np.empty(64, dtype=np.int64)
     distances = np.empty(64, dtype=np.int64)
@@ -550,16 +545,7 @@ def lsh_search(
     rows_per_band: int,
     signatures: np.ndarray,
     min_matches: int,
-    main_keys: np.ndarray,
-    main_rows: np.ndarray,
-    main_directory: np.ndarray,
-    middle_keys: np.ndarray,
-    middle_rows: np.ndarray,
-    buffer_keys: np.ndarray,
-    buffer_rows: np.ndarray,
-    tail_keys: np.ndarray,
-    tail_rows: np.ndarray,
-    tail_count: int,
+    runs: tuple,  # type: ignore[type-arg]  # SortedTable's kernel_arrays()
     deleted: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Live rows sharing a band with each query whose signatures agree in at least
@@ -572,6 +558,10 @@ def lsh_search(
     step prefetches what the next one reads. The 2-D arrays are indexed directly, never
     sliced into lanes: a slice in a loop costs two atomic reference counts.
     """
+    (
+        main_keys, main_rows, main_directory, middle_keys, middle_rows, _middle_directory,
+        buffer_keys, buffer_rows, _buffer_directory, tail_keys, tail_rows, tail_count,
+    ) = runs  # fmt: skip
     queries, num_perm = query_signatures.shape
     main_size = main_keys.shape[1]
     directed = main_directory.shape[0] > 0 and main_size > 0
@@ -766,18 +756,7 @@ def _equal_ranges(
 
 @njit(cache=True, nogil=True)
 def equal_rows_many(
-    main_keys: np.ndarray,
-    main_rows: np.ndarray,
-    main_directory: np.ndarray,
-    middle_keys: np.ndarray,
-    middle_rows: np.ndarray,
-    middle_directory: np.ndarray,
-    buffer_keys: np.ndarray,
-    buffer_rows: np.ndarray,
-    buffer_directory: np.ndarray,
-    tail_keys: np.ndarray,
-    tail_rows: np.ndarray,
-    tail_count: int,
+    runs: tuple,  # type: ignore[type-arg]  # SortedTable's kernel_arrays()
     lane: int,
     keys: np.ndarray,
     order: np.ndarray,
@@ -793,6 +772,10 @@ def equal_rows_many(
     by run (``_equal_ranges``:
     through a run's directory when it has one). One call for a batch's keys:
     O(q log(bucket) + q tail + found), O(q log(N / q)) in a run without a directory."""
+    (
+        main_keys, main_rows, main_directory, middle_keys, middle_rows, middle_directory,
+        buffer_keys, buffer_rows, buffer_directory, tail_keys, tail_rows, tail_count,
+    ) = runs  # fmt: skip
     queries = order.shape[0]
     most = min(max_rows, (1 << 62) - 1) + 1
     main = np.empty((2, queries), dtype=np.int64)

@@ -920,16 +920,7 @@ def ngram_search(
     chars: np.ndarray,
     widths: np.ndarray,
     sizes: np.ndarray,
-    main_keys: np.ndarray,
-    main_rows: np.ndarray,
-    main_directory: np.ndarray,
-    middle_keys: np.ndarray,
-    middle_rows: np.ndarray,
-    buffer_keys: np.ndarray,
-    buffer_rows: np.ndarray,
-    tail_keys: np.ndarray,
-    tail_rows: np.ndarray,
-    tail_count: int,
+    runs: tuple,  # type: ignore[type-arg]  # SortedTable's kernel_arrays()
     deleted: np.ndarray,
     figure_keys: np.ndarray,
 ) -> tuple:  # type: ignore[type-arg]
@@ -945,6 +936,10 @@ def ngram_search(
     and verified by exact Jaccard against a hash set of the query's codes, stopping early
     when the overlap can no longer be reached.
     """
+    (
+        main_keys, main_rows, main_directory, middle_keys, middle_rows, _middle_directory,
+        buffer_keys, buffer_rows, _buffer_directory, tail_keys, tail_rows, tail_count,
+    ) = runs  # fmt: skip
     # Queries are code points (4 bytes each), query i at [offsets[i], offsets[i + 1]).
     queries = query_offsets.shape[0] - 1
     longest = 1

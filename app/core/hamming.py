@@ -128,7 +128,7 @@ class HammingIndex(TableIndex):
             self.permute(fingerprints),
             self._prefix_masks,
             distance,
-            *state.kernel_arrays(),
+            state.kernel_arrays(),
             self._rows.deleted.array,
         )
         return result

@@ -170,7 +170,7 @@ class LSHIndex(TableIndex):
             self.rows_per_band,
             stored,
             min_matches(bar, self.num_perm),
-            *state.kernel_arrays(),
+            state.kernel_arrays(),
             self._rows.deleted.array,
         )
         return ends, rows, scores

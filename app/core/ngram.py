@@ -509,7 +509,7 @@ class NgramIndex:
             chars,
             widths,
             self._texts.sizes.array,
-            *snapshot.kernel_arrays(),
+            snapshot.kernel_arrays(),
             self._rows.deleted.array,
             self._texts.figures.array if checked else _NO_KEYS,
         )

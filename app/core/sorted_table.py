@@ -95,10 +95,11 @@ KeyMatrix = npt.NDArray[np.uint64]
 RowVector = npt.NDArray[np.int32]
 RowMatrix = npt.NDArray[np.int32]
 Directory = npt.NDArray[np.int64]
-# main keys, rows, directory; middle keys, rows; buffer keys, rows; tail keys, rows, count
+# The sorted runs as the search kernels take them, one argument: main, middle and buffer
+# (keys, rows, directory each), then the tail's keys, rows and count.
 KernelArrays: TypeAlias = tuple[
-    KeyMatrix, RowMatrix, Directory, KeyMatrix, RowMatrix, KeyMatrix, RowMatrix,
-    KeyMatrix, RowVector, int,
+    KeyMatrix, RowMatrix, Directory, KeyMatrix, RowMatrix, Directory,
+    KeyMatrix, RowMatrix, Directory, KeyMatrix, RowVector, int,
 ]  # fmt: skip
 
 
@@ -135,16 +136,18 @@ class TableSnapshot:
         return len(self.main) + len(self.middle) + len(self.buffer) + self.tail_count
 
     def kernel_arrays(self) -> KernelArrays:
-        """The arrays the search kernels take, in their order (main with its directory,
-        middle, buffer, tail and its count)."""
+        """The runs as the search kernels take them (``KernelArrays``): one tuple, so
+        that every kernel walking them takes the same argument."""
         return (
             self.main.keys,
             self.main.rows,
             self.main.directory,
             self.middle.keys,
             self.middle.rows,
+            self.middle.directory,
             self.buffer.keys,
             self.buffer.rows,
+            self.buffer.directory,
             self.tail_keys,
             self.tail_rows,
             self.tail_count,
@@ -511,18 +514,7 @@ class SortedTable:
             keys = np.ascontiguousarray(keys, dtype=np.uint64)
             order = np.argsort(keys) if len(keys) > 1 else _ONE_KEY
         return kernels.equal_rows_many(
-            state.main.keys,
-            state.main.rows,
-            state.main.directory,
-            state.middle.keys,
-            state.middle.rows,
-            state.middle.directory,
-            state.buffer.keys,
-            state.buffer.rows,
-            state.buffer.directory,
-            state.tail_keys,
-            state.tail_rows,
-            state.tail_count,
+            state.kernel_arrays(),
             lane,
             keys,
             order,
