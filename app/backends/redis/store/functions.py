@@ -36,6 +36,11 @@ ARGV: '+' or '-', then for each key the count of its members and the members). A
 (score 0) or removes table entries: a batch's entries of one shard number, in every table,
 in one call instead of a command per set.
 
+``neardup_members_v1`` (KEYS: one sorted set; ARGV: '+' or '-', then pairs of width and
+entries, the entries one string of members of that width). Adds (score 0) or removes
+each member: the n-gram and passage entries of a set, sent as one string instead of an
+argument a member. Answers how many were added or removed.
+
 ``neardup_ranges_v1`` (read-only; KEYS: one sorted set; ARGV: low, high, limit,
 width, drop, tokens). The entries of each 8-byte token of ``tokens`` (one string)
 between ``[<token><low>`` and ``[<token><high>\\xff..`` (``ZRANGE BYLEX``, the first
@@ -175,6 +180,27 @@ local function entries(keys, args)
   return #keys
 end
 
+local function members(keys, args)
+  local command = args[1] == '+' and 'ZADD' or 'ZREM'
+  local changed = 0
+  for at = 2, #args, 2 do
+    local width, blob = tonumber(args[at]), args[at + 1]
+    local batch = {}
+    for first = 1, #blob, width do
+      if command == 'ZADD' then batch[#batch + 1] = 0 end
+      batch[#batch + 1] = string.sub(blob, first, first + width - 1)
+      if #batch >= 1000 then  -- within Lua's stack for unpack
+        changed = changed + redis.call(command, keys[1], unpack(batch))
+        batch = {}
+      end
+    end
+    if #batch > 0 then
+      changed = changed + redis.call(command, keys[1], unpack(batch))
+    end
+  end
+  return changed
+end
+
 local function ranges(keys, args)
   local low, high, limit, width = args[1], args[2], tonumber(args[3]), tonumber(args[4])
   local drop, tokens = args[5] == '1', args[6]
@@ -229,6 +255,7 @@ redis.register_function('neardup_remove_v1', remove)
 redis.register_function('neardup_remove_if_v1', remove_if)
 redis.register_function('neardup_finish_v1', finish)
 redis.register_function('neardup_entries_v1', entries)
+redis.register_function('neardup_members_v1', members)
 redis.register_function{
   function_name = 'neardup_ranges_v1', callback = ranges, flags = {'no-writes'}
 }
@@ -244,3 +271,4 @@ FINISH = "neardup_finish_v1"
 ENTRIES = "neardup_entries_v1"
 LOOKUP = "neardup_lookup_v1"
 RANGES = "neardup_ranges_v1"
+MEMBERS = "neardup_members_v1"

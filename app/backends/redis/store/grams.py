@@ -20,7 +20,6 @@ an admissible set size (t m <= n <= m / t for a query of m tokens) are one
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,9 +55,9 @@ class GramTable:
     """The sorted sets of one collection's n-gram index.
 
     >>> table = GramTable(b"{nd:c:t", shard_bits=4)
-    >>> [command[:2] for command in table.writes("ZADD", np.array([0xA1 << 56],
+    >>> [command[3:6] for command in table.writes("ZADD", np.array([0xA1 << 56],
     ...     dtype=np.uint64), np.array([3]), np.array([7]))]
-    [('ZADD', b'{nd:c:ta}g')]
+    [(b'{nd:c:ta}g', '+', 14)]
     """
 
     prefix: bytes  # the hash tag up to the shard, e.g. b"{nd:news:t"
@@ -74,13 +73,26 @@ class GramTable:
         shifted = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
         return [int(s) for s in shifted.tolist()]
 
+    def _by_shard(self, keys: U64) -> list[tuple[bytes, Rows]]:
+        """(set, places in ``keys``) of each shard the keys touch, places in order."""
+        if not len(keys):
+            return []
+        if self.shard_bits == 0:
+            return [(self.key(0), np.arange(len(keys)))]
+        shards = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
+        order = np.argsort(shards, kind="stable")
+        touched, starts = np.unique(shards[order], return_index=True)
+        return [
+            (self.key(shard), places)
+            for shard, places in zip(touched.tolist(), np.split(order, starts[1:]), strict=True)
+        ]
+
     def writes(
         self, command: str, keys: U64, sizes: Rows, rows: Rows, hosts: Rows | None = None
     ) -> list[Command]:
-        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row[, host]), one
-        command per set touched."""
-        if not len(keys):
-            return []
+        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row[, host]): one
+        ``neardup_members_v1`` call a set touched, its entries one string (the server
+        splits it), where a command's members cost the client an argument each."""
         width = MEMBER_BYTES if hosts is None else HOSTED_BYTES
         packed = np.zeros((len(keys), width), dtype=np.uint8)
         packed[:, :8] = np.asarray(keys, dtype=">u8").view(np.uint8).reshape(-1, 8)
@@ -89,16 +101,17 @@ class GramTable:
         packed[:, 10:14] = np.asarray(rows).astype(">u4").view(np.uint8).reshape(-1, 4)
         if hosts is not None:
             packed[:, 14:] = np.asarray(hosts).astype(">u4").view(np.uint8).reshape(-1, 4)
-        by_key: dict[bytes, list[bytes]] = defaultdict(list)
-        for shard, member in zip(self._shards(keys), packed, strict=True):
-            by_key[self.key(shard)].append(member.tobytes())
-        commands: list[Command] = []
-        for key, members in by_key.items():
-            if command == "ZADD":
-                commands.append(("ZADD", key, *[part for m in members for part in (0, m)]))
-            else:
-                commands.append(("ZREM", key, *members))
-        return commands
+        operation = "+" if command == "ZADD" else "-"
+        return [
+            ("FCALL", functions.MEMBERS, 1, key, operation, width, packed[places].tobytes())
+            for key, places in self._by_shard(keys)
+        ]
+
+    @staticmethod
+    def written(command: Command) -> tuple[bytes, list[bytes]]:
+        """The set and the entries of a command of ``writes``."""
+        key, width, blob = command[3], int(command[5]), command[6]
+        return key, [blob[at : at + width] for at in range(0, len(blob), width)]
 
     def lookups(
         self, keys: U64, low_size: int, high_size: int, limit: int | None = None
@@ -127,26 +140,13 @@ class GramTable:
         high = min(max(high_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
         keys = np.asarray(keys, dtype=np.uint64)
         full = limit if drop_full else 0
-        if not len(keys):
-            return RangeReads([], [], 0, full)
-        if self.shard_bits:
-            shards = keys >> np.uint64(64 - self.shard_bits)
-            order = np.argsort(shards, kind="stable")
-            touched, starts = np.unique(shards[order], return_index=True)
-            groups = np.split(order, starts[1:])
-        else:
-            touched, groups = np.zeros(1, dtype=np.uint64), [np.arange(len(keys))]
         arguments = (low, high, limit, HOSTED_BYTES, int(drop_full))
+        touched = self._by_shard(keys)
         commands: list[Command] = [
-            (
-                "FCALL_RO", functions.RANGES, 1, self.key(int(shard)), *arguments,
-                keys[places].astype(">u8").tobytes(),
-            )
-            for shard, places in zip(touched.tolist(), groups, strict=True)
-            if len(places)
-        ]  # fmt: skip
-        places = [places for places in groups if len(places)]
-        return RangeReads(commands, places, len(keys), full)
+            ("FCALL_RO", functions.RANGES, 1, key, *arguments, keys[places].astype(">u8").tobytes())
+            for key, places in touched
+        ]
+        return RangeReads(commands, [places for _, places in touched], len(keys), full)
 
     @staticmethod
     def decode(members: list[bytes]) -> tuple[Rows, Rows]:
