@@ -12,7 +12,6 @@ import numpy as np
 from app.backends.redis.records import Held, Record
 from app.backends.redis.resolved import Resolved
 from app.backends.redis.retention import parse_member
-from app.backends.redis.store.grams import GramTable
 from app.backends.redis.store.layout import rows_of
 from app.backends.redis.store.store import RedisStore
 
@@ -72,7 +71,7 @@ def _check_side_entries(
     """The n-gram and passage entries are exactly those of the stored documents."""
     wanted: Counter[tuple[bytes, bytes]] = Counter()
     for command in resolved.side_entries("ZADD", records, rows):
-        key, members = GramTable.written(command)
+        key, members = command[1], command[3::2]
         wanted.update((key, member) for member in members)
     tables = [t.table for t in (resolved.ngram, resolved.passages) if t is not None]
     keys = [table.key(shard) for table in tables for shard in range(1 << table.shard_bits)]

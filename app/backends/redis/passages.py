@@ -1,15 +1,13 @@
 """The passage index of a Redis collection: each document's winnowed fingerprints
 (app/core/passages.py) as sorted-set entries beside the store's tables (a GramTable whose
 set size field holds the document's count of fingerprints: member = fingerprint | count
-| row | host's key (0: none), in the shard of the fingerprint's top bits, the same hash
-tags as the store's tables), written and removed as the n-gram index's are, from the
-texts the records keep while passages are on. Entries written before the count was kept
-hold 0 there: such a candidate is always verified; entries written before the host field
-lack it; a removal takes every form away.
+| row, in the shard of the fingerprint's top bits, the same hash tags as the store's
+tables), written and removed as the n-gram index's are, from the texts the records keep
+while passages are on. Entries written before the count was kept hold 0 there: such a
+candidate is always verified, and a removal takes both forms away.
 
-A find is two round trips: the entries of the query's fingerprints (one
-``neardup_ranges_v1`` call a shard; at most max_rows + 1 a fingerprint: one held more
-often is boilerplate, finds nothing and sends only its count), then the rows of
+A find is two round trips: the entries of the query's fingerprints (at most max_rows + 1
+a fingerprint: one held more often is boilerplate and finds nothing), then the rows of
 the candidates that may pass (``may_cover`` at the answer's coverage, from the shared
 fingerprints and the counts the entries carry, and the near-duplicates; their records
 hold the texts), verified token by token.
@@ -59,11 +57,13 @@ class RedisPassages:
         sizes = np.repeat(counts, counts)
         each_host = np.zeros(len(rows), dtype=np.int64) if hosts is None else np.asarray(hosts)
         entry_hosts = np.repeat(each_host.astype(np.int64), counts)
-        # Every entry carries a host field (NO_HOST: none), so that a lookup's entries are
-        # of one width: the server joins them without padding each.
-        commands = self.table.writes(command, flat, sizes, entry_rows, entry_hosts)
-        if command == "ZREM":  # the entries of before the host field, and of before the count
-            commands += self.table.writes(command, flat, sizes, entry_rows)
+        hosted = entry_hosts != NO_HOST
+        commands = self.table.writes(command, flat[~hosted], sizes[~hosted], entry_rows[~hosted])
+        commands += self.table.writes(
+            command, flat[hosted], sizes[hosted], entry_rows[hosted], entry_hosts[hosted]
+        )
+        if command == "ZREM":  # the entries of before hosts, and of before the count
+            commands += self.table.writes(command, flat[hosted], sizes[hosted], entry_rows[hosted])
             legacy = np.full(len(flat), _LEGACY_COUNT, dtype=np.int64)
             commands += self.table.writes(command, flat, legacy, entry_rows)
         return commands
@@ -84,37 +84,40 @@ class RedisPassages:
         matches the passages annotate). Two round trips for all of them: every query's
         fingerprints' entries (``also``, the caller's reads, beside them), then the rows
         of every query's candidates."""
-        bounds = np.cumsum([0, *(len(q.keys) for q in queries)])
-        if not bounds[-1]:
+        limit = self.config.max_rows + 1
+        lookups = [self.table.lookups(q.keys, 0, MAX_SET_SIZE, limit) for q in queries]
+        commands = [command for per_query in lookups for command in per_query]
+        if not commands:
             return [[] for _ in queries]
-        # A fingerprint held by more than max_rows documents is boilerplate: its entries
-        # are not sent, only their count.
-        lookups = self.table.range_reads(
-            np.concatenate([q.keys for q in queries]), 0, MAX_SET_SIZE, self.config.max_rows + 1,
-            drop_full=True,
-        )  # fmt: skip
-        answered = yield reads.batch([*also, *lookups.commands])
+        answered = yield reads.batch([*also, *commands])
         visible = visible_by(answered[: len(also)])
-        counts_each, token, sizes, rows, hosts = lookups.decode(answered[len(also) :])
-        keep, pages = host_hits(
-            token, rows, hosts, bounds, [q.host for q in queries], [q.exclude for q in queries]
-        )
-        query_of = np.searchsorted(bounds, token, side="right") - 1
-        # Each query's rows with their shared fingerprints, in one sort of (query, row).
-        pair = (query_of[keep] << 32) | rows[keep]
-        pairs, first, shared_counts = np.unique(pair, return_index=True, return_counts=True)
-        pair_sizes, pair_query, pair_rows = sizes[keep][first], pairs >> 32, pairs & 0xFFFFFFFF
-        ends = np.searchsorted(pair_query, np.arange(len(queries) + 1))
+        replies = iter(answered[len(also) :])
         shared: list[dict[int, int]] = []
-        for number, query in enumerate(queries):
-            low, high = bounds[number], bounds[number + 1]
+        for number, (query, per_query) in enumerate(zip(queries, lookups, strict=True)):
+            counts: dict[int, int] = {}
+            held_keys: dict[int, int] = {}  # row -> its count of fingerprints
+            # Every fingerprint's entries decoded at once, not a decode each; one held more
+            # often than the cap is boilerplate.
+            entries = [next(replies) for _ in per_query]
+            held_by = [
+                [] if len(members) > self.config.max_rows else members for members in entries
+            ]
+            boilerplate = sum(len(members) > self.config.max_rows for members in entries)
+            sizes, rows, hosts = GramTable.decode_hosted(
+                [member for members in held_by for member in members]
+            )
+            positions = np.repeat(
+                np.arange(len(held_by), dtype=np.int64), [len(members) for members in held_by]
+            )
+            keep, pages = host_hits(
+                positions, rows, hosts, np.array([0, len(held_by)]), [query.host], [query.exclude],
+            )  # fmt: skip
             if query.host != NO_HOST:
-                query.host_pages = HostPages.of(query.keys, pages[low:high])
-            at = slice(ends[number], ends[number + 1])
-            counts = dict(zip(pair_rows[at].tolist(), shared_counts[at].tolist(), strict=True))
+                query.host_pages = HostPages.of(query.keys, pages)
+            for size, row in zip(sizes[keep].tolist(), rows[keep].tolist(), strict=True):
+                counts[row] = counts.get(row, 0) + 1
+                held_keys[row] = size
             if bar and counts:
-                boilerplate = int((counts_each[low:high] > self.config.max_rows).sum())
-                held_keys = dict(zip(pair_rows[at].tolist(), pair_sizes[at].tolist(), strict=True))
                 close = set() if near is None else set(near[number].tolist())
                 counts = _may_pass(counts, held_keys, boilerplate, len(query.keys), bar, close)
             shared.append(counts)

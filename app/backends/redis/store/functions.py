@@ -36,20 +36,6 @@ ARGV: '+' or '-', then for each key the count of its members and the members). A
 (score 0) or removes table entries: a batch's entries of one shard number, in every table,
 in one call instead of a command per set.
 
-``neardup_members_v1`` (KEYS: one sorted set; ARGV: '+' or '-', then pairs of width and
-entries, the entries one string of members of that width). Adds (score 0) or removes
-each member: the n-gram and passage entries of a set, sent as one string instead of an
-argument a member. Answers how many were added or removed.
-
-``neardup_ranges_v1`` (read-only; KEYS: one sorted set; ARGV: low, high, limit,
-width, drop, tokens). The entries of each 8-byte token of ``tokens`` (one string)
-between ``[<token><low>`` and ``[<token><high>\\xff..`` (``ZRANGE BYLEX``, the first
-``limit`` of them where limit > 0). Answers {counts, members}: each token's count of
-entries (uint32 BE each, in order) and every entry found, each padded with zero bytes to
-``width``, concatenated; with drop '1', a token whose count reaches the limit gives its
-count and no entries. One call a shard for a query's tokens, where a ``ZRANGE`` each
-cost the client a command packed and a reply parsed per token.
-
 ``neardup_lookup_v1`` (read-only, KEYS: ``i s r``; ARGV: ids): {row, blob, record} per
 id, empty strings for an id not held.
 """
@@ -180,58 +166,6 @@ local function entries(keys, args)
   return #keys
 end
 
-local function members(keys, args)
-  local command = args[1] == '+' and 'ZADD' or 'ZREM'
-  local changed = 0
-  for at = 2, #args, 2 do
-    local width, blob = tonumber(args[at]), args[at + 1]
-    local batch = {}
-    for first = 1, #blob, width do
-      if command == 'ZADD' then batch[#batch + 1] = 0 end
-      batch[#batch + 1] = string.sub(blob, first, first + width - 1)
-      if #batch >= 1000 then  -- within Lua's stack for unpack
-        changed = changed + redis.call(command, keys[1], unpack(batch))
-        batch = {}
-      end
-    end
-    if #batch > 0 then
-      changed = changed + redis.call(command, keys[1], unpack(batch))
-    end
-  end
-  return changed
-end
-
-local function ranges(keys, args)
-  local low, high, limit, width = args[1], args[2], tonumber(args[3]), tonumber(args[4])
-  local drop, tokens = args[5] == '1', args[6]
-  local top = string.rep(string.char(255), 5)
-  local pad = string.rep(string.char(0), width)
-  local counts, members = {}, {}
-  for at = 1, #tokens, 8 do
-    local token = string.sub(tokens, at, at + 7)
-    local first, last = '[' .. token .. low, '[' .. token .. high .. top
-    local found
-    if limit > 0 then
-      found = redis.call('ZRANGE', keys[1], first, last, 'BYLEX', 'LIMIT', 0, limit)
-    else
-      found = redis.call('ZRANGE', keys[1], first, last, 'BYLEX')
-    end
-    counts[#counts + 1] = struct.pack('>I4', #found)
-    if not (drop and #found >= limit) then
-      local joined = table.concat(found)
-      if #joined ~= width * #found then  -- entries of another width: each padded
-        for at = 1, #found do
-          local member = found[at]
-          found[at] = member .. string.sub(pad, 1, width - #member)
-        end
-        joined = table.concat(found)
-      end
-      members[#members + 1] = joined
-    end
-  end
-  return {table.concat(counts), table.concat(members)}
-end
-
 local function lookup(keys, args)
   local out = {}
   for at = 1, #args do
@@ -255,10 +189,6 @@ redis.register_function('neardup_remove_v1', remove)
 redis.register_function('neardup_remove_if_v1', remove_if)
 redis.register_function('neardup_finish_v1', finish)
 redis.register_function('neardup_entries_v1', entries)
-redis.register_function('neardup_members_v1', members)
-redis.register_function{
-  function_name = 'neardup_ranges_v1', callback = ranges, flags = {'no-writes'}
-}
 redis.register_function{
   function_name = 'neardup_lookup_v1', callback = lookup, flags = {'no-writes'}
 }
@@ -270,5 +200,3 @@ REMOVE_IF = "neardup_remove_if_v1"
 FINISH = "neardup_finish_v1"
 ENTRIES = "neardup_entries_v1"
 LOOKUP = "neardup_lookup_v1"
-RANGES = "neardup_ranges_v1"
-MEMBERS = "neardup_members_v1"

@@ -20,13 +20,13 @@ an admissible set size (t m <= n <= m / t for a query of m tokens) are one
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from app.backends.redis.store import functions
 from app.backends.redis.store.wire import Command
 from app.core.mix import fmix64_array
 from app.core.types import Rows
@@ -55,9 +55,9 @@ class GramTable:
     """The sorted sets of one collection's n-gram index.
 
     >>> table = GramTable(b"{nd:c:t", shard_bits=4)
-    >>> [command[3:6] for command in table.writes("ZADD", np.array([0xA1 << 56],
+    >>> [command[:2] for command in table.writes("ZADD", np.array([0xA1 << 56],
     ...     dtype=np.uint64), np.array([3]), np.array([7]))]
-    [(b'{nd:c:ta}g', '+', 14)]
+    [('ZADD', b'{nd:c:ta}g')]
     """
 
     prefix: bytes  # the hash tag up to the shard, e.g. b"{nd:news:t"
@@ -73,26 +73,13 @@ class GramTable:
         shifted = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
         return [int(s) for s in shifted.tolist()]
 
-    def _by_shard(self, keys: U64) -> list[tuple[bytes, Rows]]:
-        """(set, places in ``keys``) of each shard the keys touch, places in order."""
-        if not len(keys):
-            return []
-        if self.shard_bits == 0:
-            return [(self.key(0), np.arange(len(keys)))]
-        shards = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
-        order = np.argsort(shards, kind="stable")
-        touched, starts = np.unique(shards[order], return_index=True)
-        return [
-            (self.key(shard), places)
-            for shard, places in zip(touched.tolist(), np.split(order, starts[1:]), strict=True)
-        ]
-
     def writes(
         self, command: str, keys: U64, sizes: Rows, rows: Rows, hosts: Rows | None = None
     ) -> list[Command]:
-        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row[, host]): one
-        ``neardup_members_v1`` call a set touched, its entries one string (the server
-        splits it), where a command's members cost the client an argument each."""
+        """``ZADD`` (or ``ZREM``) of entries (order key, set size, row[, host]), one
+        command per set touched."""
+        if not len(keys):
+            return []
         width = MEMBER_BYTES if hosts is None else HOSTED_BYTES
         packed = np.zeros((len(keys), width), dtype=np.uint8)
         packed[:, :8] = np.asarray(keys, dtype=">u8").view(np.uint8).reshape(-1, 8)
@@ -101,17 +88,16 @@ class GramTable:
         packed[:, 10:14] = np.asarray(rows).astype(">u4").view(np.uint8).reshape(-1, 4)
         if hosts is not None:
             packed[:, 14:] = np.asarray(hosts).astype(">u4").view(np.uint8).reshape(-1, 4)
-        operation = "+" if command == "ZADD" else "-"
-        return [
-            ("FCALL", functions.MEMBERS, 1, key, operation, width, packed[places].tobytes())
-            for key, places in self._by_shard(keys)
-        ]
-
-    @staticmethod
-    def written(command: Command) -> tuple[bytes, list[bytes]]:
-        """The set and the entries of a command of ``writes``."""
-        key, width, blob = command[3], int(command[5]), command[6]
-        return key, [blob[at : at + width] for at in range(0, len(blob), width)]
+        by_key: dict[bytes, list[bytes]] = defaultdict(list)
+        for shard, member in zip(self._shards(keys), packed, strict=True):
+            by_key[self.key(shard)].append(member.tobytes())
+        commands: list[Command] = []
+        for key, members in by_key.items():
+            if command == "ZADD":
+                commands.append(("ZADD", key, *[part for m in members for part in (0, m)]))
+            else:
+                commands.append(("ZREM", key, *members))
+        return commands
 
     def lookups(
         self, keys: U64, low_size: int, high_size: int, limit: int | None = None
@@ -129,24 +115,24 @@ class GramTable:
             )
         ]
 
-    def range_reads(
-        self, keys: U64, low_size: int, high_size: int, limit: int, drop_full: bool
-    ) -> RangeReads:
-        """The entries of every token of ``keys`` with sets of low_size to high_size
-        tokens (the first ``limit`` a token, 0: all; ``drop_full``: none of a token that
-        has ``limit``), by one ``neardup_ranges_v1`` call a shard touched. O(tokens) to
-        build; the reply's entries padded to HOSTED_BYTES."""
-        low = min(max(low_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
-        high = min(max(high_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
-        keys = np.asarray(keys, dtype=np.uint64)
-        full = limit if drop_full else 0
-        arguments = (low, high, limit, HOSTED_BYTES, int(drop_full))
-        touched = self._by_shard(keys)
-        commands: list[Command] = [
-            ("FCALL_RO", functions.RANGES, 1, key, *arguments, keys[places].astype(">u8").tobytes())
-            for key, places in touched
-        ]
-        return RangeReads(commands, [places for _, places in touched], len(keys), full)
+    @staticmethod
+    def decode_hosted(members: list[bytes]) -> tuple[Rows, Rows, npt.NDArray[np.uint32]]:
+        """(set sizes, rows, hosts' keys) of passage entries read (0: an entry without
+        one)."""
+        if members and all(len(member) == HOSTED_BYTES for member in members):
+            packed = np.frombuffer(b"".join(members), dtype=np.uint8).reshape(-1, HOSTED_BYTES)
+            sizes, rows = GramTable.decode([member[:MEMBER_BYTES] for member in members])
+            hosts = np.ascontiguousarray(packed[:, 14:]).view(">u4").reshape(-1)
+            return sizes, rows, hosts.astype(np.uint32)
+        sizes, rows = GramTable.decode([member[:MEMBER_BYTES] for member in members])
+        hosts = np.array(
+            [
+                int.from_bytes(member[MEMBER_BYTES:], "big") if len(member) == HOSTED_BYTES else 0
+                for member in members
+            ],
+            dtype=np.uint32,
+        )
+        return sizes, rows, hosts
 
     @staticmethod
     def decode(members: list[bytes]) -> tuple[Rows, Rows]:
@@ -158,39 +144,3 @@ class GramTable:
         sizes = np.ascontiguousarray(packed[:, 8:10]).view(">u2").reshape(-1)
         rows = np.ascontiguousarray(packed[:, 10:]).view(">u4").reshape(-1)
         return sizes.astype(np.int64), rows.astype(np.int64)
-
-
-@dataclass(frozen=True, slots=True)
-class RangeReads:
-    """``GramTable.range_reads``: its commands, and for each the places (in the keys
-    asked) of the tokens it reads."""
-
-    commands: list[Command]
-    places: list[Rows]
-    tokens: int
-    full: int  # a token with this many entries returns none of them (0: every token does)
-
-    def decode(self, replies: list[Any]) -> tuple[Rows, Rows, Rows, Rows, npt.NDArray[np.uint32]]:
-        """(counts, token, sizes, rows, hosts) from the commands' replies: each token's
-        count of entries (in the keys' order), and of each entry returned its token's
-        place, set size, row and host's key (0: none), in the order of the places.
-        O(tokens + entries), in numpy."""
-        counts = np.zeros(self.tokens, dtype=np.int64)
-        token_parts: list[Rows] = []
-        member_parts: list[bytes] = []
-        for places, (raw_counts, members) in zip(self.places, replies, strict=True):
-            each = np.frombuffer(raw_counts, dtype=">u4").astype(np.int64)
-            counts[places] = each
-            returned = np.where(each >= self.full, 0, each) if self.full else each
-            if returned.sum() != len(members) // HOSTED_BYTES:
-                raise ValueError("neardup_ranges_v1 answered entries its counts do not give")
-            token_parts.append(np.repeat(places, returned))
-            member_parts.append(members)
-        token = np.concatenate(token_parts) if token_parts else np.zeros(0, dtype=np.int64)
-        packed = np.frombuffer(b"".join(member_parts), dtype=np.uint8).reshape(-1, HOSTED_BYTES)
-        order = np.argsort(token, kind="stable")
-        token, packed = token[order], packed[order]
-        sizes = np.ascontiguousarray(packed[:, 8:10]).view(">u2").reshape(-1).astype(np.int64)
-        rows = np.ascontiguousarray(packed[:, 10:14]).view(">u4").reshape(-1).astype(np.int64)
-        hosts = np.ascontiguousarray(packed[:, 14:]).view(">u4").reshape(-1).astype(np.uint32)
-        return counts, token.astype(np.int64), sizes, rows, hosts
