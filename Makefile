@@ -95,7 +95,9 @@ test-deploy: $(VENV)/.installed-test deploy
 
 # Two workers, each taking whole test files: the suite is mostly one core's work (the
 # servers it starts included), and halves on a 2-core machine (20 to 9.5 minutes).
-test: lint browser redis deploy
+# The kernels are compiled before pytest's two workers start: two processes compiling the
+# same kernel into numba's cache at once can leave an index naming the other's code.
+test: lint browser redis deploy $(VENV)/.kernels
 	$(COMPILE)
 	$(BIN)/pytest -q -n 2 --dist loadfile
 

@@ -308,6 +308,7 @@ def lookup_costs(entries: int, runs: int) -> str:
     before session 15), and directory_bits' 8-16 keys a bucket for every run. Nanoseconds
     a key, medians of ``runs`` batches after one untimed one."""
     from app.core import _index_kernels as kernels
+    from app.core import _run_kernels as run_kernels
     from app.core.sorted_table import Run, directory_bits, merge_due, promotion_due
 
     rng = np.random.default_rng(SEED)
@@ -322,7 +323,7 @@ def lookup_costs(entries: int, runs: int) -> str:
         if bits is None:
             return run
         directory = np.empty((1, (1 << bits) + 1), dtype=np.int64)
-        kernels.build_directory(run.keys, directory)
+        run_kernels.build_directory(run.keys, directory)
         return Run(run.keys, run.rows, directory)
 
     main = run_of(entries)

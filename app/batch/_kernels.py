@@ -56,49 +56,47 @@ def _agree(signatures: np.ndarray, a: int, b: int) -> int:
     return agree
 
 
-@njit(cache=True, nogil=True)
-def simhash_table_pairs(
-    sorted_keys: np.ndarray,
-    order: np.ndarray,
+@njit(cache=True, nogil=True, inline="always")
+def _first_met(
+    a: int,
+    b: int,
+    table: int,
     simhash: np.ndarray,
     masks: np.ndarray,
-    table: int,
     max_distance: int,
-    out_a: np.ndarray,
-    out_b: np.ndarray,
-    fill: bool,
-) -> int:
-    """Pairs (a < b) of one permutation table: same leading blocks (``sorted_keys`` are
-    ``simhash & masks[table]`` in ascending order, ``order`` their rows), within
-    ``max_distance`` bits, and not sharing the leading blocks of an earlier table."""
-    count = 0
-    start = 0
-    while start < sorted_keys.shape[0]:
-        end = _run_end(sorted_keys, start)
-        for i in range(start, end):
-            a = order[i]
-            for j in range(i + 1, end):
-                b = order[j]
-                x = simhash[a] ^ simhash[b]
-                if popcount64(x) > max_distance:
-                    continue
-                earlier = False
-                for u in range(table):
-                    if x & masks[u] == 0:
-                        earlier = True
-                        break
-                if not earlier:
-                    count = _emit(out_a, out_b, count, a, b, fill)
-        start = end
-    return count
+    band_keys: np.ndarray,
+    signatures: np.ndarray,
+    signature_row: np.ndarray,
+    min_matches: int,
+) -> bool:
+    """Whether rows a and b, equal in ``table``, pair there: with ``simhash`` (a SimHash
+    table), within ``max_distance`` bits and not sharing the leading blocks of an
+    earlier table (``masks``); else (a band), equal in no earlier band and with at least
+    ``min_matches`` equal signature values (row r's is ``signatures[signature_row[r]]``)."""
+    if simhash.shape[0] > 0:
+        x = simhash[a] ^ simhash[b]
+        if popcount64(x) > max_distance:
+            return False
+        met_before = False  # a loop, not any() over a generator: numba compiles a loop
+        for earlier in range(table):
+            if x & masks[earlier] == 0:
+                met_before = True
+                break
+        return not met_before
+    if _equal_lane(band_keys, a, b, table):
+        return False
+    return _agree(signatures, signature_row[a], signature_row[b]) >= min_matches
 
 
 @njit(cache=True, nogil=True)
-def band_table_pairs(
+def table_pairs(
     sorted_keys: np.ndarray,
     order: np.ndarray,
+    table: int,
+    simhash: np.ndarray,
+    masks: np.ndarray,
+    max_distance: int,
     band_keys: np.ndarray,
-    band: int,
     signatures: np.ndarray,
     signature_row: np.ndarray,
     min_matches: int,
@@ -106,9 +104,10 @@ def band_table_pairs(
     out_b: np.ndarray,
     fill: bool,
 ) -> int:
-    """Pairs (a < b) of one band table: equal band key (``sorted_keys``, rows ``order``),
-    no equal key in an earlier band, and at least ``min_matches`` equal signature values
-    (row r's signature is ``signatures[signature_row[r]]``)."""
+    """Pairs (a < b) of one table, SimHash permutation table or MinHash band: equal keys
+    (``sorted_keys`` ascending, ``order`` their rows: a SimHash table's ``simhash &
+    masks[table]``, a band's keys) that pass ``_first_met``. A SimHash table passes empty
+    band arrays, a band an empty ``simhash``. O(sum of the runs' squares)."""
     count = 0
     start = 0
     while start < sorted_keys.shape[0]:
@@ -117,9 +116,10 @@ def band_table_pairs(
             a = order[i]
             for j in range(i + 1, end):
                 b = order[j]
-                if _equal_lane(band_keys, a, b, band):
-                    continue
-                if _agree(signatures, signature_row[a], signature_row[b]) >= min_matches:
+                if _first_met(
+                    a, b, table, simhash, masks, max_distance, band_keys, signatures,
+                    signature_row, min_matches,
+                ):  # fmt: skip
                     count = _emit(out_a, out_b, count, a, b, fill)
         start = end
     return count

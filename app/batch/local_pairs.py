@@ -22,15 +22,21 @@ from app.core.types import Rows
 NGRAM_SEARCH_BATCH = 4096
 
 
-def _table_pairs(
-    kernel: Callable[..., int], keys: npt.NDArray[np.uint64], *arguments: Any
-) -> tuple[Rows, Rows]:
+_NO_SIMHASH = np.zeros(0, np.uint64)
+_NO_BANDS = np.zeros((0, 0), np.uint64)
+_NO_SIGNATURES = np.zeros((0, 0), np.uint32)
+_NO_ROWS = np.zeros(0, np.int64)
+
+
+def _table_pairs(keys: npt.NDArray[np.uint64], *arguments: Any) -> tuple[Rows, Rows]:
+    """``table_pairs`` counted, then filled."""
     order = np.argsort(keys, kind="stable").astype(np.int64)
     ordered = keys[order]
     empty = np.zeros(0, np.int64)
-    count = kernel(ordered, order, *arguments, empty, empty, False)
+    pairs: Callable[..., int] = kernels.table_pairs
+    count = pairs(ordered, order, *arguments, empty, empty, False)
     a, b = np.empty(count, np.int64), np.empty(count, np.int64)
-    kernel(ordered, order, *arguments, a, b, True)
+    pairs(ordered, order, *arguments, a, b, True)
     return a, b
 
 
@@ -40,13 +46,9 @@ def simhash_pairs(
     """Pairs within k bits whose first table in common is ``table``."""
     masks = rule.table_masks
     return _table_pairs(
-        kernels.simhash_table_pairs,
-        simhash & masks[table],
-        simhash,
-        masks,
-        table,
-        rule.max_distance,
-    )
+        simhash & masks[table], table, simhash, masks, rule.max_distance,
+        _NO_BANDS, _NO_SIGNATURES, _NO_ROWS, 0,
+    )  # fmt: skip
 
 
 def band_pairs(
@@ -58,14 +60,9 @@ def band_pairs(
 ) -> tuple[Rows, Rows]:
     """Verified pairs whose first band in common is ``band``."""
     return _table_pairs(
-        kernels.band_table_pairs,
-        np.ascontiguousarray(band_keys[:, band]),
-        band_keys,
-        band,
-        signatures,
-        signature_row,
-        rule.min_matches,
-    )
+        np.ascontiguousarray(band_keys[:, band]), band, _NO_SIMHASH, _NO_SIMHASH, 0,
+        band_keys, signatures, signature_row, rule.min_matches,
+    )  # fmt: skip
 
 
 def ngram_pairs(

@@ -37,7 +37,7 @@ import numpy.typing as npt
 import orjson
 
 from app.collection_config import CollectionConfig, NgramConfig
-from app.core import _ngram_kernels as ngram_kernels
+from app.core import _gram_kernels as gram_kernels
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
 from app.core.ngram import CJK_RANGES
@@ -257,7 +257,7 @@ def prefix_length(size: int, threshold: float) -> int:
     """Tokens of a set of ``size`` that any set with Jaccard >= threshold must share one
     of (AllPairs' prefix filter): the n-gram index's rule (its kernels' prefix_length)
     with one shared token."""
-    return int(ngram_kernels.prefix_length(size, threshold, 1))
+    return int(gram_kernels.prefix_length(size, threshold, 1))
 
 
 # ---------------------------------------------------------------------------- output

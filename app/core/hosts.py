@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from app.core import _passage_kernels as kernels
+from app.core import _candidate_kernels as kernels
 from app.core.types import Rows
 
 # Pages of one host holding a fingerprint for it to be chrome: two pages may share a
@@ -105,7 +105,7 @@ def host_hits(
     excludes: Sequence[int],
 ) -> tuple[npt.NDArray[np.bool_], Rows]:
     """(keep, pages) of an index's hits for several documents, the rule in one compiled
-    pass (``_passage_kernels.host_hits``): hit i is fingerprint ``positions[i]`` (document
+    pass (``_candidate_kernels.host_hits``): hit i is fingerprint ``positions[i]`` (document
     t's at ``[key_bounds[t], key_bounds[t + 1])``) held by row ``rows[i]`` of host
     ``entry_hosts[i]``; ``pages[p]`` the other pages of its document's host (``hosts``)
     holding fingerprint p; ``keep[i]`` False for a document's own row (``excludes``) and

@@ -114,6 +114,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.core import _gram_kernels as gram_kernels
 from app.core import _ngram_kernels as kernels
 from app.core.packed_texts import PackedTexts
 from app.core.row_array import RowBook
@@ -141,7 +142,7 @@ DEFAULT_SIZE = 3
 # section 6, and docs/benchmarks.md.
 DEFAULT_CJK_SIZE = 2
 # The characters whose grams have ``cjk_size`` characters, inclusive ranges of code points
-# (``_ngram_kernels.is_cjk`` tests the same): Hangul Jamo, CJK and Kangxi radicals, CJK
+# (``_gram_kernels.is_cjk`` tests the same): Hangul Jamo, CJK and Kangxi radicals, CJK
 # symbols and punctuation, kana, Bopomofo, Hangul compatibility Jamo, Bopomofo extended,
 # kana extensions, CJK extension A, CJK unified ideographs, Hangul Jamo extended A, Hangul
 # syllables and Jamo extended B, CJK compatibility ideographs, CJK extensions B to H. A
@@ -220,11 +221,11 @@ class QgramOrder:
         if len(distinct) > ORDER_MAX_ENTRIES:
             keep = np.argpartition(-frequencies, ORDER_MAX_ENTRIES)[:ORDER_MAX_ENTRIES]
             distinct, frequencies = distinct[keep], frequencies[keep]
-        classes = np.minimum(frequencies, kernels.MAX_CLASS).astype(np.uint16)
+        classes = np.minimum(frequencies, gram_kernels.MAX_CLASS).astype(np.uint16)
         capacity = 16
         while capacity < 2 * len(distinct):
             capacity *= 2
-        table_codes, table_classes = kernels.build_order_table(distinct, classes, capacity)
+        table_codes, table_classes = gram_kernels.build_order_table(distinct, classes, capacity)
         return QgramOrder(table_codes, table_classes, learned_rows)
 
     @property
@@ -279,8 +280,8 @@ def gram_sets(
     """
     if not texts:
         return []
-    data, starts, chars, widths, _ = kernels.pack_texts(*code_points(texts), False)
-    codes, ends = kernels.code_sets(
+    data, starts, chars, widths, _ = gram_kernels.pack_texts(*code_points(texts), False)
+    codes, ends = gram_kernels.code_sets(
         data,
         starts,
         chars,
@@ -367,7 +368,7 @@ class NgramIndex:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         if len(offsets) - 1 != len(rows):
             raise ValueError("one row number per text")
-        data, starts, chars, widths, figure_keys = kernels.pack_texts(
+        data, starts, chars, widths, figure_keys = gram_kernels.pack_texts(
             points, offsets, self.same_numbers
         )
         with self._write_lock:
@@ -402,7 +403,8 @@ class NgramIndex:
     ) -> tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]]:
         """(keys, rows) of the prefix entries of stored rows under ``order``, and the
         rows' set sizes."""
-        result: tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]] = kernels.set_postings(
+        postings = gram_kernels.set_postings
+        result: tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]] = postings(
             *self._texts.kernel_arrays(),
             rows,
             self.size,
@@ -570,7 +572,7 @@ class NgramIndex:
         """An order from the document frequencies in (an even sample of) these rows."""
         if len(rows) > ORDER_SAMPLE_ROWS:
             rows = rows[np.linspace(0, len(rows) - 1, ORDER_SAMPLE_ROWS).astype(np.int64)]
-        codes, _ = kernels.code_sets(
+        codes, _ = gram_kernels.code_sets(
             *self._texts.kernel_arrays(),
             rows,
             self.size,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.core import _ngram_kernels as kernels
+from app.core import _gram_kernels as kernels
 from app.core.row_array import RowArray
 from app.core.saved import ROWS_SUFFIX, SavedArrays, wanted
 from app.core.types import Rows

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from app.core import _candidate_kernels as candidate_kernels
 from app.core import _passage_kernels as kernels
 from app.core.fingerprint import UNICODE_SIZE, char_classes
 from app.core.hosts import NO_HOST, NO_PAGES, HostPages, host_hits
@@ -238,10 +239,10 @@ def may_cover(
     its own) can share passages covering ``bar`` of the query or of itself, the query
     having ``query_keys`` fingerprints, ``boilerplate`` of them too common to be counted
     (it may share those too); each of those an int, or one a candidate (the rule:
-    ``kernels.covers``). O(candidates)."""
+    ``candidate_kernels.covers``). O(candidates)."""
     arrays = np.broadcast_arrays(shared, boilerplate, query_keys, stored_keys)
     ready = [np.ascontiguousarray(a, dtype=np.int64) for a in arrays]
-    return kernels.may_cover_many(ready[0], ready[1], ready[2], ready[3], float(bar))
+    return candidate_kernels.may_cover_many(ready[0], ready[1], ready[2], ready[3], float(bar))
 
 
 def shared_passages_texts(
@@ -483,7 +484,7 @@ class PassageIndex(TableIndex):
         # compiled one.
         owners = np.searchsorted(key_bounds, positions, side="right") - 1
         codes = np.sort(owners << 32 | rows)
-        found, shared, bounds, boilerplate = kernels.counted_candidates(
+        found, shared, bounds, boilerplate = candidate_kernels.counted_candidates(
             codes, key_bounds, capped, self._per_row.array,
             0.0 if bar is None else float(bar), near_texts, near_rows,
         )  # fmt: skip

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
+from app.core import _run_kernels as run_kernels
 from app.core._shared_kernels import uniform_order
 from app.core.saved import SavedArrays, SavedStateError, wanted
 
@@ -199,7 +200,7 @@ def with_directory(run: Run) -> Run:
     if _has_directory_of(run, bits):
         return run
     directory = np.empty((run.keys.shape[0], (1 << bits) + 1), dtype=np.int64)
-    kernels.build_directory(run.keys, directory)
+    run_kernels.build_directory(run.keys, directory)
     return Run(run.keys, run.rows, directory)
 
 
@@ -218,19 +219,21 @@ def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = 
     lanes = first.keys.shape[0]
     size = len(first) + len(second)
     if dropped is not None:
-        size = kernels.kept_entries(first.rows, second.rows, drop)
+        size = run_kernels.kept_entries(first.rows, second.rows, drop)
     # Allocated by numpy, which backs large arrays with huge pages (numba does not): fewer
     # TLB misses a lookup (bench/passages.py --lookups; docs/journal.md, "Issue 26").
     keys = np.empty((lanes, size), dtype=np.uint64)
     rows = np.empty((lanes, size), dtype=np.int32)
-    kernels.merge_sorted_lanes(first.keys, first.rows, second.keys, second.rows, drop, keys, rows)
+    run_kernels.merge_sorted_lanes(
+        first.keys, first.rows, second.keys, second.rows, drop, keys, rows
+    )
     if (
         dropped is None
         and size >= MIN_DIRECTORY_ENTRIES
         and _has_directory_of(first, directory_bits(size))
     ):
         directory = np.empty_like(first.directory)
-        kernels.extended_directory(first.directory, second.keys, directory)
+        run_kernels.extended_directory(first.directory, second.keys, directory)
         return Run(keys, rows, directory)
     return with_directory(Run(keys, rows))
 

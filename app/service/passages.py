@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.collection_config import PassagesConfig
+from app.core import _candidate_kernels as candidate_kernels
 from app.core import _passage_kernels as kernels
 from app.core.hosts import NO_HOST, NO_PAGES, HostPages, without_chrome
 from app.core.passages import (
@@ -431,7 +432,7 @@ def shared_counts(keys: list[npt.NDArray[np.uint64]], max_holders: int) -> Share
     flat, order = kernels.spread_sorted(flat)
     flat, owner = flat[order], owner[order]
     starts = np.flatnonzero(np.concatenate(([True], flat[1:] != flat[:-1])))
-    codes, boilerplate = kernels.holder_pairs(
+    codes, boilerplate = candidate_kernels.holder_pairs(
         owner, np.append(starts, len(flat)), max_holders, texts
     )
     pairs, shared = np.unique(codes, return_counts=True)

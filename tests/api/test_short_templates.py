@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.collection_config import NgramConfig
+from app.core import _gram_kernels as gram_kernels
 from app.core import _ngram_kernels as ngram_kernels
 from app.core._template_kernels import (
     CHINESE_DIGIT,
@@ -358,7 +359,7 @@ def test_the_compiled_one_edit_check_agrees_with_the_plain_one() -> None:
                     second[at] = rng.choice(alphabet)
             pairs.append((first, "".join(second)))
         points, offsets = code_points([stored for _, stored in pairs])
-        data, starts, chars, widths, _ = ngram_kernels.pack_texts(points, offsets, False)
+        data, starts, chars, widths, _ = gram_kernels.pack_texts(points, offsets, False)
         for at, (query, stored) in enumerate(pairs):
             asked = np.frombuffer(query.encode("utf-32-le"), dtype=np.uint32)
             compiled = ngram_kernels.within_one_edit(

@@ -18,10 +18,13 @@ from app.batch import _kernels as _batch_kernels
 from app.cli import build_parser
 from app.config import Settings
 from app.core import (
+    _candidate_kernels,
+    _gram_kernels,
     _index_kernels,
     _kernels,
     _ngram_kernels,
     _passage_kernels,
+    _run_kernels,
     _shared_kernels,
     _template_kernels,
 )
@@ -92,8 +95,11 @@ def test_other_errors_carry_no_retry_after(tmp_path: Path) -> None:
 KERNEL_MODULES = (
     _kernels,
     _index_kernels,
+    _gram_kernels,
     _ngram_kernels,
     _passage_kernels,
+    _candidate_kernels,
+    _run_kernels,
     _shared_kernels,
     _template_kernels,
     _batch_kernels,
@@ -108,16 +114,16 @@ _COMPILED_AFTER_WARM_UP = """
 import json, sys
 from app.batch import _kernels as _batch_kernels
 from app.core import (
-    _index_kernels, _kernels, _ngram_kernels, _passage_kernels, _shared_kernels,
-    _template_kernels,
+    _candidate_kernels, _gram_kernels, _index_kernels, _kernels, _ngram_kernels,
+    _passage_kernels, _run_kernels, _shared_kernels, _template_kernels,
 )
 from app.warmup import compile_kernels
 compile_kernels()
 json.dump([
     f"{module.__name__.removeprefix('app.')}.{name}"
     for module in (
-        _kernels, _index_kernels, _ngram_kernels, _passage_kernels, _shared_kernels,
-        _template_kernels, _batch_kernels,
+        _kernels, _index_kernels, _gram_kernels, _ngram_kernels, _passage_kernels,
+        _candidate_kernels, _run_kernels, _shared_kernels, _template_kernels, _batch_kernels,
     )
     for name, kernel in vars(module).items()
     if getattr(kernel, "signatures", None)

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from app.core import _ngram_kernels as kernels
+from app.core import _gram_kernels as kernels
 from app.core import ngram
 from app.core.ngram import NgramIndex
 from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, Run, SortedTable

@@ -26,7 +26,7 @@ from app.collection_config import NgramConfig
 
 # The bounds the kernels use (loosened by a hair against rounding, never tightened), called
 # from Python: one rule for the embedded index, Redis and the batch job.
-from app.core._ngram_kernels import at_least, at_most, prefix_length
+from app.core._gram_kernels import at_least, at_most, prefix_length
 from app.core.ngram import DEFAULT_PREFIX_MATCHES, gram_sets
 from app.core.template import differing_numbers
 from app.core.types import Rows
