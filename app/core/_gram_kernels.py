@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from app.core._kernels import POLY_MULTIPLIER, fmix64
+from app.core._shared_kernels import as_int
 from app.core._template_kernels import figures_keys
 
 _U64 = np.uint64
@@ -524,7 +525,7 @@ def set_postings(
     for i in range(rows.shape[0]):
         row = rows[i]
         n = ordered_set(
-            data, starts[row], widths[row], chars[row], size, cjk_size, table_codes,
+            data, starts[row], as_int(widths[row]), as_int(chars[row]), size, cjk_size, table_codes,
             table_classes, codes, order_keys,
         )  # fmt: skip
         set_sizes[i] = n
@@ -554,7 +555,8 @@ def code_sets(
     count = 0
     for i in range(rows.shape[0]):
         row = rows[i]
-        n = distinct_codes(data, starts[row], widths[row], chars[row], size, cjk_size, scratch)
+        width, length = as_int(widths[row]), as_int(chars[row])
+        n = distinct_codes(data, starts[row], width, length, size, cjk_size, scratch)
         codes[count : count + n] = scratch[:n]
         count += n
         ends[i] = count

@@ -22,6 +22,7 @@ from app.core._run_kernels import (
     upper_bound,
 )
 from app.core._shared_kernels import (
+    as_int,
     best_first,
     gallop,
     grow,
@@ -139,7 +140,7 @@ def hamming_search(
                     first, last = directed_bounds(keys, main_directory[t], shift, low, high)
                 else:
                     first, last = lower_bound(keys, low), upper_bound(keys, high)
-                rows, distances = _reserve(rows, distances, count, last - first)
+                rows, distances = _reserve(rows, distances, as_int(count), last - first)
                 for i in range(first, last):
                     distance = popcount64(keys[i] ^ query)
                     row = np.int64(run_rows[i])
@@ -147,7 +148,7 @@ def hamming_search(
                         rows[count] = row
                         distances[count] = distance
                         count += 1
-        rows, distances = _reserve(rows, distances, count, tail_count)
+        rows, distances = _reserve(rows, distances, as_int(count), tail_count)
         for i in range(tail_count):
             distance = popcount64(tail_keys[0, i] ^ queries[qi, 0])
             row = np.int64(tail_rows[i])
@@ -155,7 +156,7 @@ def hamming_search(
                 rows[count] = row
                 distances[count] = distance
                 count += 1
-        count = _unique_by_row(rows, distances, start, count)
+        count = _unique_by_row(rows, distances, as_int(start), as_int(count))
         query_ends[qi] = count
     return query_ends, rows[:count], distances[:count]
 
@@ -364,7 +365,7 @@ def lsh_search(
                     matches[count] = agree
                     count += 1
                 c += 1
-            best_first(rows, matches, start, count)
+            best_first(rows, matches, as_int(start), count)
             query_ends[query] = count
     return query_ends, rows[:count], matches[:count] / num_perm
 

@@ -32,7 +32,7 @@ from app.core._run_kernels import (
     lower_bound,
     prefetch,
 )
-from app.core._shared_kernels import best_first, gallop, grow, sort_range
+from app.core._shared_kernels import as_int, best_first, gallop, grow, sort_range
 from app.core._template_kernels import count_figures, disagree, key_of
 
 _U64 = np.uint64
@@ -73,7 +73,7 @@ def _counted(
                 live += 1
         end = live
         kept = 0
-        sort_range(values, 0, end)
+        sort_range(values, as_int(0), end)
         for i in range(end):
             if (kept == 0 or values[i] != values[kept - 1]) and not is_deleted(values[i], deleted):
                 values[kept] = values[i]
@@ -123,7 +123,7 @@ def _counted(
         if reached and not is_deleted(row, deleted):  # kept once, when it gets there
             values[kept] = row
             kept += 1
-    sort_range(values, 0, kept)
+    sort_range(values, as_int(0), kept)
     return table, kept
 
 
@@ -367,7 +367,7 @@ def _same_figures(
     for at in range(start, count):
         row = rows[at]
         if disagree(query_key, figure_keys[row]) and not within_one_edit(
-            query, first, end, data, starts[row], widths[row], chars[row]
+            query, first, end, data, starts[row], as_int(widths[row]), as_int(chars[row])
         ):
             continue
         rows[kept] = row
@@ -453,7 +453,7 @@ def ngram_search(
     main_row_lane, middle_row_lane, buffer_row_lane = main_rows[0], middle_rows[0], buffer_rows[0]
     for qi in range(queries):
         n = ordered_set(
-            query_data, 4 * query_offsets[qi], 4, query_offsets[qi + 1] - query_offsets[qi],
+            query_data, 4 * query_offsets[qi], as_int(4), query_offsets[qi + 1] - query_offsets[qi],
             size, cjk_size,
             table_codes, table_classes, codes, order_keys,
         )  # fmt: skip
@@ -579,16 +579,18 @@ def ngram_search(
                     if part == 0:
                         candidates, found = _scan_groups(
                             lane, row_lane, e, high, position, n, overlaps, slack,
-                            candidates, found,
+                            candidates, as_int(found),
                         )  # fmt: skip
                     else:
                         candidates, found = _scan(
                             lane, row_lane, e, high, position, n, low_size, high_size,
-                            overlaps, threshold, slack, sizes, deleted, candidates, found,
+                            overlaps, threshold, slack, sizes, deleted, candidates, as_int(found),
                         )  # fmt: skip
         if first_seen_end < 0:
             first_seen_end = found
-        counts, found = _counted(candidates, found, meetings, deleted, counts, first_seen_end)
+        counts, found = _counted(
+            candidates, as_int(found), meetings, deleted, counts, first_seen_end
+        )
         verified[qi] = found
         start = count
         if found > 0:
@@ -620,7 +622,7 @@ def ngram_search(
             scratch = grow(scratch, gram_count(chars[row], size, cjk_size))
             stamp += 1
             overlap = _shared_tokens(
-                data, starts[row], widths[row], chars[row], size, cjk_size, needed,
+                data, starts[row], as_int(widths[row]), as_int(chars[row]), size, cjk_size, needed,
                 set_codes, set_used, set_stamp, stamp, scratch,
             )  # fmt: skip
             if overlap < needed:
@@ -640,6 +642,6 @@ def ngram_search(
                 query_points, query_offsets[qi], query_offsets[qi + 1], data, starts, widths,
                 chars, figure_keys, rows, similarities, start, count, figure_counts,
             )  # fmt: skip
-        best_first(rows, similarities, start, count)
+        best_first(rows, similarities, as_int(start), count)
         query_ends[qi] = count
     return query_ends, rows[:count], similarities[:count], verified

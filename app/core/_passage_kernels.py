@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from app.core._kernels import CLASS_SINGLE_CHAR_TOKEN, CLASS_WORD, POLY_MULTIPLIER, fmix64
-from app.core._shared_kernels import uniform_order
+from app.core._shared_kernels import as_int, uniform_order
 
 _U64 = np.uint64
 
@@ -441,7 +441,7 @@ def passage_runs_many(
             slots, seed_query, seed_stored,
         )  # fmt: skip
         out, rows = _put_runs(
-            out, rows, text, runs, query_starts, query_ends, stored_starts[low:high],
+            out, as_int(rows), text, runs, query_starts, query_ends, stored_starts[low:high],
             stored_ends[low:high],
         )  # fmt: skip
     return out[:rows]
@@ -509,7 +509,7 @@ def passage_runs_texts(
             query, table, hashes[:count], k, minimum, per_kgram, taken, grams, slots,
             seed_query, seed_stored,
         )  # fmt: skip
-        out, rows = _put_runs(out, rows, text, runs, query_starts, query_ends, starts, ends)
+        out, rows = _put_runs(out, as_int(rows), text, runs, query_starts, query_ends, starts, ends)
     return out[:rows]
 
 

@@ -19,6 +19,13 @@ _U64 = np.uint64
 
 
 @njit(cache=True, nogil=True, inline="always")
+def as_int(value: int) -> int:
+    """``value`` as an int64: a kernel called with a uint8 width, an int32 length or a
+    literal is compiled again for each of those types (bench/compile_costs.py)."""
+    return np.int64(value)  # type: ignore[return-value]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def popcount64(x: np.uint64) -> np.int64:
     """Number of set bits (SWAR: no per-bit loop)."""
     x = x - ((x >> _U64(1)) & _U64(0x5555555555555555))

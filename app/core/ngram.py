@@ -265,7 +265,9 @@ def code_points(texts: Sequence[str]) -> tuple[CodePoints, Offsets]:
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    joined = "".join(texts).encode("utf-32-le", "surrogatepass")
+    # A bytearray: writable code points, of the same type as the stored texts' arrays
+    # (numba compiles a kernel again for each type it is called with).
+    joined = bytearray("".join(texts).encode("utf-32-le", "surrogatepass"))
     return np.frombuffer(joined, dtype=np.uint32), offsets
 
 
@@ -443,7 +445,8 @@ class NgramIndex:
         by row."""
         # One text: its code points and offsets made directly (a batch's layout costs
         # microseconds that a single search, most of it at 1M texts, would feel).
-        points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        encoded = bytearray(text.encode("utf-32-le", "surrogatepass"))  # writable: see code_points
+        points = np.frombuffer(encoded, dtype=np.uint32)
         offsets = np.array([0, len(points)], dtype=np.int64)
         _, rows, similarities, _ = self._search(points, offsets, threshold)
         if limit is None:
