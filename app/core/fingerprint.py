@@ -196,8 +196,10 @@ def _classes_for(params: FingerprintParams) -> np.ndarray:
 
 def _code_points(text: str) -> np.ndarray:
     # surrogatepass: a lone surrogate is a code point like any other here; rejecting
-    # it is the API's job, not a reason to crash.
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    # it is the API's job, not a reason to crash. A bytearray: writable, the type the
+    # ASCII path passes too, so the kernels compile for one (bench/compile_costs.py).
+    encoded = bytearray(text.encode("utf-32-le", "surrogatepass"))
+    return np.frombuffer(encoded, dtype=np.uint32)
 
 
 def shingle_hashes(normalized_text: str, params: FingerprintParams) -> ShingleHashes:
