@@ -24,7 +24,10 @@ NGRAM_SEARCH_BATCH = 4096
 
 _NO_SIMHASH = np.zeros(0, np.uint64)
 _NO_BANDS = np.zeros((0, 0), np.uint64)
+# Read-only, as the engine's signatures are (a memory map, local.py): a SimHash table
+# and a band call table_pairs with one type, compiled once.
 _NO_SIGNATURES = np.zeros((0, 0), np.uint32)
+_NO_SIGNATURES.setflags(write=False)
 _NO_ROWS = np.zeros(0, np.int64)
 
 
