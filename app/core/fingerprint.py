@@ -194,10 +194,13 @@ def _classes_for(params: FingerprintParams) -> np.ndarray:
     return char_classes() if params.unit == "word" else _NO_CLASSES
 
 
-def _code_points(text: str) -> np.ndarray:
-    # surrogatepass: a lone surrogate is a code point like any other here; rejecting
-    # it is the API's job, not a reason to crash. A bytearray: writable, the type the
-    # ASCII path passes too, so the kernels compile for one (bench/compile_costs.py).
+def code_points_of(text: str) -> npt.NDArray[np.uint32]:
+    """A text's code points, one per ``len``, as the kernels take them. O(length).
+
+    surrogatepass: a lone surrogate is a code point like any other here; rejecting it is
+    the API's job, not a reason to crash. Writable (a bytearray, one copy), as the arrays
+    the kernels are also given are: numba compiles a kernel again for a read-only one
+    (bench/compile_costs.py)."""
     encoded = bytearray(text.encode("utf-32-le", "surrogatepass"))
     return np.frombuffer(encoded, dtype=np.uint32)
 
@@ -210,7 +213,7 @@ def shingle_hashes(normalized_text: str, params: FingerprintParams) -> ShingleHa
     """
     if not normalized_text:
         raise EmptyDocument("text is empty after normalisation")
-    code_points = _code_points(normalized_text)
+    code_points = code_points_of(normalized_text)
     out = np.empty(len(code_points), dtype=np.uint64)
     mix = np.uint64(seed_mix(params.seed))
     if params.unit == "word":
@@ -243,7 +246,7 @@ def fingerprint_normalized(normalized_texts: list[str], params: FingerprintParam
     lengths = np.fromiter(map(len, normalized_texts), dtype=np.int64, count=count)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    simhash, minhash = _sketch(_code_points("".join(normalized_texts)), offsets, params)
+    simhash, minhash = _sketch(code_points_of("".join(normalized_texts)), offsets, params)
     return Fingerprints(simhash=simhash, minhash=minhash, exact=exact_hashes(normalized_texts))
 
 

@@ -116,6 +116,7 @@ import numpy.typing as npt
 
 from app.core import _gram_kernels as gram_kernels
 from app.core import _ngram_kernels as kernels
+from app.core.fingerprint import code_points_of
 from app.core.packed_texts import PackedTexts
 from app.core.row_array import RowBook
 from app.core.saved import (
@@ -265,10 +266,7 @@ def code_points(texts: Sequence[str]) -> tuple[CodePoints, Offsets]:
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=count)
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    # A bytearray: writable code points, of the same type as the stored texts' arrays
-    # (numba compiles a kernel again for each type it is called with).
-    joined = bytearray("".join(texts).encode("utf-32-le", "surrogatepass"))
-    return np.frombuffer(joined, dtype=np.uint32), offsets
+    return code_points_of("".join(texts)), offsets
 
 
 def gram_sets(
@@ -445,8 +443,7 @@ class NgramIndex:
         by row."""
         # One text: its code points and offsets made directly (a batch's layout costs
         # microseconds that a single search, most of it at 1M texts, would feel).
-        encoded = bytearray(text.encode("utf-32-le", "surrogatepass"))  # writable: see code_points
-        points = np.frombuffer(encoded, dtype=np.uint32)
+        points = code_points_of(text)
         offsets = np.array([0, len(points)], dtype=np.int64)
         _, rows, similarities, _ = self._search(points, offsets, threshold)
         if limit is None:

@@ -29,7 +29,7 @@ import xxhash
 
 from app.core import _candidate_kernels as candidate_kernels
 from app.core import _passage_kernels as kernels
-from app.core.fingerprint import UNICODE_SIZE, char_classes
+from app.core.fingerprint import UNICODE_SIZE, char_classes, code_points_of
 from app.core.hosts import NO_HOST, NO_PAGES, HostPages, host_hits
 from app.core.row_array import RowArray
 from app.core.run_builder import RunBuilder
@@ -109,7 +109,7 @@ def _folding() -> _Folding:
 
 def _code_points(text: str) -> npt.NDArray[np.uint32]:
     """A text's code points (one per ``len``: a lone surrogate too), their folds known."""
-    code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    code_points = code_points_of(text)
     if not text.isascii():  # ASCII's folds are known from the start
         _folding().learn(code_points)
     return code_points
