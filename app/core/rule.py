@@ -199,7 +199,8 @@ def similarity_of(
 
 class MinHashDecision(Protocol):
     """Decides the MinHash bit of scored pairs anew (app/core/verify.py: ExactMinHash,
-    the exact Jaccard where the texts are at hand)."""
+    the exact Jaccard where the texts are at hand); gives back the very ``methods``
+    array where it decided no pair, a new one otherwise."""
 
     def decide(
         self,
@@ -235,10 +236,12 @@ def score(
     similarity = similarity_of(num_perm, agree, distances, exact_similarity)
     pairs = Pairs(positions, rows, methods, similarity, distances, ages)
     if minhash is not None and agree is not None and len(pairs):
-        methods, similarity = minhash.decide(
+        decided, similarity = minhash.decide(
             positions, rows, methods, agree, similarity, exact_similarity
         )
-        pairs = Pairs(positions, rows, methods, similarity, distances, ages).select(methods != 0)
+        if decided is not methods:  # some pair was decided anew (most searches: none)
+            pairs = Pairs(positions, rows, decided, similarity, distances, ages)
+            pairs = pairs.select(decided != 0)
     if min_similarity is not None:
         pairs = pairs.select(pairs.similarity >= min_similarity)
     return pairs.sorted()
