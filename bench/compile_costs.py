@@ -1,19 +1,27 @@
 """What each numba kernel costs to compile: ``neardup warm-up`` run into an empty cache.
 
     python -m bench.compile_costs [--top 25]
+    python -m bench.compile_costs --walls 3
+
 
 Sets ``NUMBA_CACHE_DIR`` to a fresh directory (so nothing is loaded from a cache), times
 every ``Dispatcher.compile`` the warm-up triggers and prints, per kernel, the seconds
 with its callees (a caller's first call types and compiles its callees inside its own),
 the seconds of its own (callees' compiles subtracted) and the type signatures it was
-compiled for. The warm-up's wall time is printed last. One process, one CPU: numba
-compiles one kernel at a time.
+compiled for. The warm-up's wall time is printed last (without its helper process, so that
+every compile is timed here). numba compiles one kernel at a time.
+
+``--walls N``: instead, ``neardup warm-up`` itself (a fresh process) into an empty cache,
+alone (``compile_kernels(helper=False)``) and with its helper process, N times each,
+interleaved; the wall seconds of each and their medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +32,11 @@ from typing import Any
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25, help="kernels listed, costliest first")
+    parser.add_argument("--walls", type=int, metavar="N", help="instead: alone against helped")
     arguments = parser.parse_args()
+    if arguments.walls:
+        print(_walls(arguments.walls))
+        return
     with tempfile.TemporaryDirectory(prefix="neardup-compile-costs-") as cache:
         os.environ["NUMBA_CACHE_DIR"] = cache
         inclusive, own, signatures, wall = _timed_warm_up()
@@ -38,6 +50,29 @@ def main() -> None:
         print(f"| {len(rest)} others | | {sum(own[name] for name in rest):.2f} | |")
     total = sum(own.values())
     print(f"\nown compile time, all kernels: {total:.1f} s; warm-up wall time {wall:.1f} s")
+
+
+def _walls(runs: int) -> str:
+    """The warm-up's wall time into an empty cache, alone and helped, ``runs`` each."""
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    code = (
+        "import sys; from app.warmup import compile_kernels; compile_kernels(sys.argv[1] == 'True')"
+    )
+    for _ in range(runs):
+        for helper in (False, True):
+            with tempfile.TemporaryDirectory(prefix="neardup-compile-walls-") as cache:
+                started = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-c", code, str(helper)],
+                    env=dict(os.environ, NUMBA_CACHE_DIR=cache),
+                    check=True,
+                )
+                walls[helper].append(time.perf_counter() - started)
+    lines = ["| warm-up into an empty cache | wall s, each run | median |", "| --- | --- | --: |"]
+    for helper, label in ((False, "alone"), (True, "with its helper process")):
+        each = ", ".join(f"{wall:.1f}" for wall in walls[helper])
+        lines.append(f"| {label} | {each} | {statistics.median(walls[helper]):.1f} |")
+    return "\n".join(lines)
 
 
 def _timed_warm_up() -> tuple[dict[str, float], dict[str, float], dict[str, int], float]:
@@ -69,7 +104,7 @@ def _timed_warm_up() -> tuple[dict[str, float], dict[str, float], dict[str, int]
     Dispatcher.compile = timed  # type: ignore[method-assign]
     from app.warmup import compile_kernels
 
-    wall = compile_kernels()
+    wall = compile_kernels(helper=False)  # every compile in this process, to be timed
     return inclusive, own, signatures, wall
 
 
