@@ -175,8 +175,15 @@ def combined(parts: Sequence[Part]) -> tuple[Rows, Rows, npt.NDArray[np.uint8], 
         return empty, empty, np.zeros(0, dtype=np.uint8), np.zeros(0)
     positions = np.concatenate([p for p, _, _, _ in parts]).astype(np.int64)
     rows = np.concatenate([r for _, r, _, _ in parts]).astype(np.int64)
-    bits = np.concatenate([np.full(len(r), bit, np.uint8) for _, r, bit, _ in parts])
-    known = np.concatenate([np.full(len(r), np.nan) if s is None else s for _, r, _, s in parts])
+    lengths = [len(r) for _, r, _, _ in parts]
+    # One repeat and one fill, not an array a part: a search's parts hold a few pairs.
+    bits = np.repeat(np.array([bit for _, _, bit, _ in parts], dtype=np.uint8), lengths)
+    known = np.full(len(rows), np.nan)
+    at = 0
+    for (_, _, _, similarity), length in zip(parts, lengths, strict=True):
+        if similarity is not None:
+            known[at : at + length] = similarity
+        at += length
     return merge_methods(positions, rows, bits, known)
 
 
