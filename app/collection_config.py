@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -325,9 +326,7 @@ class CollectionConfig:
 
     @property
     def fingerprint_params(self) -> FingerprintParams:
-        return FingerprintParams(
-            unit=self.shingle.unit, size=self.shingle.size, num_perm=self.minhash.num_perm
-        )
+        return _fingerprint_params(self.shingle.unit, self.shingle.size, self.minhash.num_perm)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -356,3 +355,10 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+@lru_cache(maxsize=64)
+def _fingerprint_params(unit: ShingleUnit, size: int, num_perm: int) -> FingerprintParams:
+    """One frozen FingerprintParams a setting, made once: every search and insert asks for
+    its collection's, some several times."""
+    return FingerprintParams(unit=unit, size=size, num_perm=num_perm)
