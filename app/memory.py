@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
 
 # Background trims at most this often. malloc_trim holds each arena's lock while it walks
@@ -58,3 +59,43 @@ class PeriodicTrim:
             self._last = now
             self.trims += 1
         return release_free_memory()
+
+
+# Polls of the background merger (one a second) without a write before the heap a burst of
+# writes freed is given back.
+IDLE_TRIM_POLLS = 2
+
+
+class IdleTrim:
+    """release_free_memory once the writes stop: called each poll with a count of writes
+    so far (rows handed out), it trims when the count has stood still for ``quiet_polls``
+    polls after it last moved, once. PeriodicTrim keeps trims rare while writes go on
+    (a trim's stall then lands on searches); at rest a trim stalls nothing, and an
+    ingest's verification and merges leave a quarter to a third of the resident size in
+    freed heap (docs/benchmarks.md, "Shared passages at the defaults on real text").
+    Not thread-safe: one poller. O(1)."""
+
+    def __init__(
+        self, quiet_polls: int = IDLE_TRIM_POLLS, release: Callable[[], bool] = release_free_memory
+    ) -> None:
+        self.quiet_polls = quiet_polls
+        self._release = release
+        self._writes: int | None = None
+        self._quiet = 0
+        self._pending = False
+        self.trims = 0
+
+    def __call__(self, writes: int) -> bool:
+        """One poll, ``writes`` the count now; whether it trimmed."""
+        if writes != self._writes:
+            self._pending = self._writes is not None  # the first poll sets the baseline
+            self._writes, self._quiet = writes, 0
+            return False
+        if not self._pending:
+            return False
+        self._quiet += 1
+        if self._quiet < self.quiet_polls:
+            return False
+        self._pending = False
+        self.trims += 1
+        return self._release()

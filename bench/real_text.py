@@ -27,6 +27,13 @@ Writes bench/results/real_text.md.
 ``neardup serve`` over it): the Reuters stories in batches of 250 into a collection at
 the defaults and one with passages off, batch inserts/s and Redis's used_memory a
 document (bench/results/real_text_redis.md).
+
+``--memory N``: instead, N texts of about 1 KB (a window of two Reuters stories joined,
+so that each story stands in many: a stress of shared passages) in batches of 250 into
+a collection at the defaults and one with passages off, each in a fresh ``neardup
+serve``: inserts/s and the server's RSS growth a document right after the last batch
+and 4 s later, once the merger has given back the heap the burst freed (its idle trim,
+app/memory.py) (bench/results/real_text_memory.md).
 """
 
 from __future__ import annotations
@@ -237,6 +244,42 @@ def redis_report(runs: list[dict[str, float]], documents: int) -> str:
     )
 
 
+def memory_run(documents: int) -> str:
+    """``--memory``: inserts/s and RSS B/doc, right after and settled, at the defaults
+    and with passages off."""
+    loaded = load_reuters()
+    assert loaded is not None
+    rng = random.Random(3)
+    stories = [reuters_text(s) for s in loaded if len((s.get("body") or "").split()) >= 20]
+    texts = []
+    for number in range(documents):
+        joined = "\n\n".join(rng.sample(stories, 2))
+        start = rng.randrange(0, max(1, len(joined) - 1000))
+        texts.append(f"{number} {joined[start : start + 1000]}")
+    lines = [
+        f"{documents:,} texts of {sum(map(len, texts)) // documents:,} characters on average",
+        "",
+        "| setting | inserts/s | RSS B/doc right after | RSS B/doc 4 s later |",
+        "| --- | --: | --: | --: |",
+    ]
+    for setting, body in SETTINGS.items():
+        with (
+            neardup(synchronous="NORMAL") as server,
+            httpx.Client(base_url=server.url, timeout=600, trust_env=False) as client,
+        ):
+            assert client.put("/v1/collections/c", json=body).status_code == 201
+            before = rss_bytes(server.pid)
+            rate = insert_batches(client, "c", texts)
+            after = rss_bytes(server.pid)
+            time.sleep(4)  # the merger's idle trim: two quiet polls of a second
+            settled = rss_bytes(server.pid)
+        lines.append(
+            f"| {setting} | {rate:,.0f} | {(after - before) / documents:,.0f} "
+            f"| {(settled - before) / documents:,.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def report(
     runs: list[dict[str, float]], arguments: argparse.Namespace, sizes: dict[str, int]
 ) -> str:
@@ -289,7 +332,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5, help="each wrk run")
     parser.add_argument("--pin", action="store_true")
     parser.add_argument("--redis", action="store_true", help="the Redis backend's inserts")
+    parser.add_argument("--memory", type=int, metavar="N", help="instead: RSS at N 1 KB texts")
     arguments = parser.parse_args()
+    if arguments.memory:
+        if load_reuters() is None:
+            print("bench.real_text: ../shared/data/reuters21578 is absent: nothing measured")
+            sys.exit(0)
+        text = memory_run(arguments.memory)
+        print(text)
+        print(f"written to {write_result('real_text_memory.md', text)}")
+        return
     texts = corpora(arguments.documents, 7)
     if texts is None:
         print("bench.real_text: ../shared/data/reuters21578 is absent: nothing measured")

@@ -109,6 +109,12 @@ class Collection:
         return len(self._rows)
 
     @property
+    def rows_taken(self) -> int:
+        """Row numbers handed out so far (every insert and replacement takes one; none is
+        given back): what moves while the collection is written. O(1), no lock."""
+        return self._rows.next_row
+
+    @property
     def config(self) -> CollectionConfig:
         return self._parts.config
 

@@ -18,7 +18,7 @@ from app.core.saved import SavedStateError
 from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, SortedTable
 from app.errors import TooManyCollections, UnknownCollection
 from app.kernel_tables import ready_char_classes
-from app.memory import PeriodicTrim
+from app.memory import IdleTrim, PeriodicTrim
 from app.service.budget import DocumentBudget
 from app.service.protocols import CollectionFigures, ServiceFigures
 from app.service.times import Clock
@@ -137,6 +137,7 @@ class Registry:
         self._wake_evictions = threading.Event()
         self._stopping = threading.Event()
         self._trim = PeriodicTrim()
+        self._idle_trim = IdleTrim()
         self._merger: threading.Thread | None = None
         self._evictor: threading.Thread | None = None
         self._observer: BackgroundObserver = Unobserved()
@@ -358,6 +359,8 @@ class Registry:
                         # (now and then: see PeriodicTrim).
                         self._trim()
             self.save_segments()
+            # And all a burst of writes freed, once it is over.
+            self._idle_trim(sum(c.rows_taken for c in list(self._collections.values())))
 
     def close(self, *, save_segments: bool = True) -> None:
         """Stop the background threads, write the segments of collections with rows
