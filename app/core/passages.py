@@ -181,7 +181,7 @@ def _bounds(texts: Sequence[Sized]) -> npt.NDArray[np.int64]:
     """Where each text (or array of keys) starts in their concatenation, and the total:
     one longer than ``texts``."""
     # Summed in Python: numpy's cumsum costs more than the sum of a search's one or few
-    # texts (bench/passages.py --search-profile).
+    # texts (python -m bench.passages --service).
     return np.array(list(itertools.accumulate(map(len, texts), initial=0)), dtype=np.int64)
 
 
