@@ -2,6 +2,7 @@
 
     python -m bench.compile_costs [--top 25]
     python -m bench.compile_costs --walls 3
+    python -m bench.compile_costs --first-start 2
 
 
 Sets ``NUMBA_CACHE_DIR`` to a fresh directory (so nothing is loaded from a cache), times
@@ -14,6 +15,12 @@ every compile is timed here). numba compiles one kernel at a time.
 ``--walls N``: instead, ``neardup warm-up`` itself (a fresh process) into an empty cache,
 alone (``compile_kernels(helper=False)``) and with its helper process, N times each,
 interleaved; the wall seconds of each and their medians.
+
+``--first-start N``: what a new user waits for, N times: a fresh clone of HEAD (its own
+``.venv``; pip's download cache is the machine's), ``make run`` on a free port, until
+``/readyz`` answers 200; then a second ``make run`` of the same clone. Make's own lines
+are stamped with the seconds since the start, so the venv, the install and the warm-up
+can be told apart.
 """
 
 from __future__ import annotations
@@ -33,7 +40,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=25, help="kernels listed, costliest first")
     parser.add_argument("--walls", type=int, metavar="N", help="instead: alone against helped")
+    parser.add_argument("--first-start", type=int, metavar="N", help="instead: make run, fresh")
     arguments = parser.parse_args()
+    if arguments.first_start:
+        print(_first_starts(arguments.first_start))
+        return
     if arguments.walls:
         print(_walls(arguments.walls))
         return
@@ -73,6 +84,72 @@ def _walls(runs: int) -> str:
         each = ", ".join(f"{wall:.1f}" for wall in walls[helper])
         lines.append(f"| {label} | {each} | {statistics.median(walls[helper]):.1f} |")
     return "\n".join(lines)
+
+
+def _first_starts(runs: int) -> str:
+    """``make run`` of a fresh clone to its first /readyz 200, then of the same clone
+    again, ``runs`` times; a table of the seconds."""
+    repository = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    firsts: list[float] = []
+    seconds: list[float] = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="neardup-first-start-") as scratch:
+            clone = os.path.join(scratch, "neardup")
+            subprocess.run(["git", "clone", "-q", repository, clone], check=True)
+            firsts.append(_make_run(clone))
+            seconds.append(_make_run(clone))
+    lines = ["| `make run` | seconds to /readyz 200, each run | median |", "| --- | --- | --: |"]
+    for label, values in (("fresh clone", firsts), ("again, same clone", seconds)):
+        each = ", ".join(f"{value:.1f}" for value in values)
+        lines.append(f"| {label} | {each} | {statistics.median(values):.1f} |")
+    return "\n".join(lines)
+
+
+def _make_run(clone: str) -> float:
+    """Seconds from ``make run`` in ``clone`` to /readyz 200 (make's lines printed, each
+    stamped with its second); the service is stopped after."""
+    import socket
+    import threading
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(os.environ, NEARDUP_PORT=str(port), NEARDUP_DATA_DIR=os.path.join(clone, "data"))
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONPATH", None)
+    started = time.perf_counter()
+    make = subprocess.Popen(
+        ["make", "-C", clone, "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+    def stamp() -> None:
+        assert make.stdout is not None
+        for line in make.stdout:
+            print(f"{time.perf_counter() - started:7.1f} {line.rstrip()}", file=sys.stderr)
+
+    threading.Thread(target=stamp, daemon=True).start()
+    try:
+        while True:
+            if make.poll() is not None:
+                raise RuntimeError(f"make run exited with {make.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - started
+            except OSError:
+                pass
+            time.sleep(0.05)
+    finally:
+        os.killpg(make.pid, 15)
+        make.wait()
 
 
 def _timed_warm_up() -> tuple[dict[str, float], dict[str, float], dict[str, int], float]:
