@@ -124,8 +124,10 @@ class PassagesConfig:
                 f"passages.min_tokens is k ({self.k}) to {passages.MAX_MINIMUM}, "
                 f"not {self.min_tokens}"
             )
-        if self.max_rows < 1:
-            raise ValueError(f"passages.max_rows is at least 1, not {self.max_rows}")
+        if not 1 <= self.max_rows <= passages.MAX_MAX_ROWS:
+            raise ValueError(
+                f"passages.max_rows is 1 to {passages.MAX_MAX_ROWS}, not {self.max_rows}"
+            )
 
     def fingerprints(self, texts: Sequence[str]) -> list[npt.NDArray[np.uint64]]:
         """Each text's winnowed fingerprints with these settings, in one compiled call:

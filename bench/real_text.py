@@ -244,18 +244,18 @@ def redis_report(runs: list[dict[str, float]], documents: int) -> str:
     )
 
 
-def memory_run(documents: int) -> str:
+def memory_run(documents: int, chars: int = 1000) -> str:
     """``--memory``: inserts/s and RSS B/doc, right after and settled, at the defaults
-    and with passages off."""
+    and with passages off; each text a window of ``chars`` characters of stories joined."""
     loaded = load_reuters()
     assert loaded is not None
     rng = random.Random(3)
     stories = [reuters_text(s) for s in loaded if len((s.get("body") or "").split()) >= 20]
     texts = []
     for number in range(documents):
-        joined = "\n\n".join(rng.sample(stories, 2))
-        start = rng.randrange(0, max(1, len(joined) - 1000))
-        texts.append(f"{number} {joined[start : start + 1000]}")
+        joined = "\n\n".join(rng.sample(stories, 2 + chars // 1500))
+        start = rng.randrange(0, max(1, len(joined) - chars))
+        texts.append(f"{number} {joined[start : start + chars]}")
     lines = [
         f"{documents:,} texts of {sum(map(len, texts)) // documents:,} characters on average",
         "",
@@ -333,14 +333,20 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true")
     parser.add_argument("--redis", action="store_true", help="the Redis backend's inserts")
     parser.add_argument("--memory", type=int, metavar="N", help="instead: RSS at N 1 KB texts")
+    parser.add_argument("--chars", type=int, default=1000, help="--memory: characters a text")
     arguments = parser.parse_args()
     if arguments.memory:
         if load_reuters() is None:
             print("bench.real_text: ../shared/data/reuters21578 is absent: nothing measured")
             sys.exit(0)
-        text = memory_run(arguments.memory)
+        text = memory_run(arguments.memory, arguments.chars)
         print(text)
-        print(f"written to {write_result('real_text_memory.md', text)}")
+        name = (
+            "real_text_memory.md"
+            if arguments.chars == 1000
+            else f"real_text_memory_{arguments.chars}.md"
+        )
+        print(f"written to {write_result(name, text)}")
         return
     texts = corpora(arguments.documents, 7)
     if texts is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
+import numpy as np
+
 MASK = (1 << 64) - 1
 MULTIPLIER = 0x100000001B3
 
@@ -172,6 +174,14 @@ def whole_document_matches(matches: list[dict[str, Any]]) -> list[dict[str, Any]
 UNCERTAIN = 0.15
 
 
+def agreeing(a: Any, b: Any) -> Any:
+    """Positions (the last axis) where two MinHash signatures agree, as the README's rule
+    counts them: in the low 16 bits of each value (b-bit minwise hashing)."""
+    return np.count_nonzero(
+        (np.asarray(a, dtype=np.int64) % 65536) == (np.asarray(b, dtype=np.int64) % 65536), axis=-1
+    )
+
+
 def banded(a: list[int], b: list[int], bands: int = 16, rows: int = 8) -> bool:
     """Whether two signatures agree on a whole band (an LSH candidate)."""
     return any(a[i * rows : (i + 1) * rows] == b[i * rows : (i + 1) * rows] for i in range(bands))
@@ -188,7 +198,7 @@ def minhash_verdict(
     """(MinHash matches the pair, the similarity it reports) by the README's rule: a band
     in common, then the estimate, or near the threshold with the texts kept the exact
     Jaccard of the shingle sets."""
-    agree = sum(x == y for x, y in zip(signature_a, signature_b, strict=True))
+    agree = sum(x % 65536 == y % 65536 for x, y in zip(signature_a, signature_b, strict=True))
     estimate = agree / len(signature_a)
     candidate = banded(signature_a, signature_b) and estimate >= threshold - UNCERTAIN - 1e-9
     if candidate and texts_kept and estimate < threshold + UNCERTAIN:

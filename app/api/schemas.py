@@ -239,6 +239,7 @@ class PassageSettings(Input):
     max_rows: int = Field(
         passages.DEFAULT_MAX_ROWS,
         ge=1,
+        le=passages.MAX_MAX_ROWS,
         description="A fingerprint held by more documents than this (boilerplate) finds nothing.",
     )
 

@@ -48,10 +48,11 @@ def _equal_lane(keys: np.ndarray, a: int, b: int, lanes: int) -> bool:
 
 @njit(cache=True, nogil=True, inline="always")
 def _agree(signatures: np.ndarray, a: int, b: int) -> int:
-    """Positions where signatures a and b hold the same value."""
+    """Positions where signatures a and b hold the same value, in its kept low bits
+    (app/core/lsh.py, ``agreements``)."""
     agree = 0
     for v in range(signatures.shape[1]):
-        if signatures[a, v] == signatures[b, v]:
+        if np.uint16(signatures[a, v]) == np.uint16(signatures[b, v]):
             agree += 1
     return agree
 

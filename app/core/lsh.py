@@ -14,6 +14,13 @@ negative is a duplicate let through. At t = 0.8, K = 128 this gives b = 16, r = 
 at exactly 0.8 is a candidate with probability 0.95 (0.74 with the 12 x 10 of weights
 0.2 / 0.8, which lost 5 of the 14 misses of an earlier Reuters replay). The K - b r
 values that no band uses still count in verification: the estimate uses all K values.
+
+Verification compares the low 16 bits of each value (b-bit minwise hashing: Li and König,
+WWW 2010), here, in the batch job and over Redis alike (``agreements``): two values that
+differ agree in them once in 65,536, which raises an estimate by 1/K that rarely (the
+pairs near the threshold are decided by the texts' exact Jaccard where they are kept), and
+the index keeps half the bytes, 256 a 128-value signature. The band keys are made of the
+whole values, so that a band's key says what it said before.
 """
 
 from __future__ import annotations
@@ -33,6 +40,21 @@ FALSE_POSITIVE_WEIGHT = 0.05
 FALSE_NEGATIVE_WEIGHT = 0.95
 _GRID = np.linspace(0.0, 1.0, 2001)
 _PAIRS_AT_ONCE = 256  # (b, r) pairs per numpy call: 256 x 2,001 doubles, 4 MB a temporary
+KEPT_BITS = 16  # of each signature value, compared in verification
+
+
+def kept_values(signatures: npt.ArrayLike) -> npt.NDArray[np.uint16]:
+    """The low KEPT_BITS bits of each signature value (a view where they are all there is)."""
+    kept: npt.NDArray[np.uint16] = np.asarray(signatures).astype(np.uint16, copy=False)
+    return kept
+
+
+def agreements(first: npt.ArrayLike, second: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Per row of two (m, K) signature arrays (whole or kept values), the positions whose
+    kept values are equal: the MinHash estimate's numerator. O(m K)."""
+    equal = kept_values(first) == kept_values(second)
+    counts: npt.NDArray[np.int64] = np.count_nonzero(equal, axis=-1).astype(np.int64, copy=False)
+    return counts
 
 
 def candidate_probability(
@@ -92,14 +114,22 @@ class LSHIndex(TableIndex):
     """
 
     def __init__(
-        self, threshold: float = 0.8, num_perm: int = 128, bands: tuple[int, int] | None = None
+        self,
+        threshold: float = 0.8,
+        num_perm: int = 128,
+        bands: tuple[int, int] | None = None,
+        whole_values: bool = False,
     ) -> None:
+        """``whole_values``: keep each signature's 32-bit values, not only the bits that
+        verification compares: for a collection that keeps no texts, whose search by a
+        stored document's id takes that document's band keys from them."""
         self.threshold = threshold
         self.num_perm = num_perm
         self.bands, self.rows_per_band = bands or optimal_bands(threshold, num_perm)
         if self.bands * self.rows_per_band > num_perm:
             raise ValueError("bands x rows per band must not exceed num_perm")
-        self._signatures = RowArray(np.uint32, (num_perm,))
+        self.whole_values = whole_values
+        self._signatures = RowArray(np.uint32 if whole_values else np.uint16, (num_perm,))
         super().__init__(lanes=self.bands, values=self._signatures)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
@@ -135,12 +165,16 @@ class LSHIndex(TableIndex):
         # The signature is written before the row enters a table: a reader that finds
         # the row can always verify it.
         if not adopted:
-            self._signatures.array[rows] = signatures
+            kept = signatures if self.whole_values else kept_values(signatures)
+            self._signatures.array[rows] = kept
         self._table.insert(self.band_keys(signatures), rows)
 
-    def signatures(self, rows: npt.NDArray[np.integer]) -> MinHashes:
-        """The stored signatures of rows (deleted ones included)."""
-        stored: MinHashes = self._signatures.array[np.asarray(rows, dtype=np.int64)]
+    def signatures(self, rows: npt.NDArray[np.integer]) -> npt.NDArray[np.unsignedinteger]:
+        """The stored signatures of rows (deleted ones included): their kept values, or
+        the whole ones with ``whole_values``."""
+        stored: npt.NDArray[np.unsignedinteger] = self._signatures.array[
+            np.asarray(rows, dtype=np.int64)
+        ]
         return stored
 
     def search(
@@ -166,6 +200,7 @@ class LSHIndex(TableIndex):
         stored = self._signatures.array  # read after the snapshot: holds all its rows
         ends, rows, scores = kernels.lsh_search(
             signatures,
+            kept_values(signatures),
             self.bands,
             self.rows_per_band,
             stored,
@@ -176,9 +211,12 @@ class LSHIndex(TableIndex):
         return ends, rows, scores
 
     def _check(self) -> None:
-        """Assert table invariants and that every live row's band key matches its
-        signature (a deleted row's signature may be given back: zeros)."""
+        """Assert table invariants and, where the whole values are kept, that every live
+        row's band key matches its signature (a deleted row's signature may be given
+        back: zeros)."""
         self._check_rows()
+        if not self.whole_values:
+            return
         state = self._table.snapshot()
         deleted = self._rows.deleted.array
         for run in (state.main, state.middle, state.buffer):

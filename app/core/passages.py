@@ -44,6 +44,9 @@ DEFAULT_WINDOW = 8  # k-grams a winnowing window: every shared run of 12 tokens 
 # 12 keeps 95%, 8 lets 0.5% of unrelated answers through.
 DEFAULT_MINIMUM = 10
 DEFAULT_MAX_ROWS = 64  # rows a fingerprint may seed before it counts as boilerplate
+# Its largest setting: the row counts it is compared with are 32-bit integers (a larger
+# one made a collection that Redis could not create: a 500).
+MAX_MAX_ROWS = (1 << 31) - 1
 MAX_K = 16
 MAX_WINDOW = 64
 MAX_MINIMUM = 1000

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from app.core._index_kernels import merge_found
 from app.core.fingerprint import Fingerprints
+from app.core.lsh import agreements
 from app.core.types import Rows
 
 Method = Literal["exact", "simhash", "minhash", "ngram", "passage"]
@@ -227,7 +228,7 @@ def score(
     rows: Rows,
     methods: npt.NDArray[np.uint8],
     simhashes: npt.NDArray[np.uint64],
-    signatures: npt.NDArray[np.uint32],
+    signatures: npt.NDArray[np.unsignedinteger],
     ages: Rows,
     exact_similarity: Floats,
     min_similarity: float | None = None,
@@ -239,7 +240,7 @@ def score(
     dropped. O(pairs x num_perm) for the signatures' agreement, O(pairs log pairs) to
     sort."""
     distances = np.bitwise_count(simhashes ^ queries.simhash[positions]).astype(np.int64)
-    agree = np.count_nonzero(signatures == queries.minhash[positions], axis=1) if num_perm else None
+    agree = agreements(signatures, queries.minhash[positions]) if num_perm else None
     similarity = similarity_of(num_perm, agree, distances, exact_similarity)
     pairs = Pairs(positions, rows, methods, similarity, distances, ages)
     if minhash is not None and agree is not None and len(pairs):

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from app.collection_config import CollectionConfig
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
-from app.core.lsh import LSHIndex, min_matches
+from app.core.lsh import LSHIndex, agreements, kept_values, min_matches
 from app.core.ngram import NgramIndex
 from app.core.rule import (
     EXACT,
@@ -222,13 +222,17 @@ class MinHashMatcher(TableMatcher):
 
     index: LSHIndex
 
-    def __init__(self, threshold: float, num_perm: int, exact: bool = False) -> None:
+    def __init__(
+        self, threshold: float, num_perm: int, exact: bool = False, whole_values: bool = True
+    ) -> None:
+        """``whole_values``: the index keeps each signature's whole values, which a
+        collection without texts needs to search by a stored document (LSHIndex)."""
         self.threshold = threshold
         self.num_perm = num_perm
         # Verified exactly where the texts are kept: candidates from a lower estimate,
         # decided when scored (app/core/verify.py).
         self.exact = exact
-        self.index = LSHIndex(threshold, num_perm)
+        self.index = LSHIndex(threshold, num_perm, whole_values=whole_values)
 
     def bar(self, query: Query) -> float:
         """The MinHash threshold of a search: its min_similarity, else the collection's."""
@@ -251,7 +255,8 @@ class MinHashMatcher(TableMatcher):
             # band keys: a pair below the estimate is out whatever bands it shares, and
             # no pair reaches it when all pairs together agree less often.
             later, earlier = all_pairs(len(signatures))
-            equal = signatures[later] == signatures[earlier]
+            kept = kept_values(signatures)
+            equal = kept[later] == kept[earlier]
             if np.count_nonzero(equal) < needed:
                 return Found.none()
             verified = np.flatnonzero(np.count_nonzero(equal, axis=1) >= needed)
@@ -262,9 +267,8 @@ class MinHashMatcher(TableMatcher):
             banded = (keys[later] == keys[earlier]).any(axis=1)
             return Found(later[banded], earlier[banded])
         later, earlier = equal_pairs(self.index.band_keys(signatures))
-        agree = np.count_nonzero(signatures[later] == signatures[earlier], axis=1)
-        verified = agree >= needed
-        return Found(later[verified], earlier[verified])
+        passing = agreements(signatures[later], signatures[earlier]) >= needed
+        return Found(later[passing], earlier[passing])
 
 
 class NgramMatcher(_KeptMatcher):
@@ -358,7 +362,14 @@ def build_indexes(config: CollectionConfig) -> list[DocumentIndex]:
     indexes: list[DocumentIndex] = []
     if config.minhash.enabled:
         minhash = config.minhash
-        indexes.append(MinHashMatcher(minhash.threshold, minhash.num_perm, config.verifies_exactly))
+        indexes.append(
+            MinHashMatcher(
+                minhash.threshold,
+                minhash.num_perm,
+                config.verifies_exactly,
+                whole_values=not config.keeps_text,
+            )
+        )
     indexes.append(ExactMatcher())
     if config.simhash.enabled:
         indexes.append(SimHashMatcher(config.simhash.max_distance))

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from app.core.fingerprint import FingerprintParams, fingerprint
 from tests.conftest import LIMITS, Backend
 from tests.core.test_verify import VOCABULARY, edited, reference_jaccard
+from tests.reference import agreeing
 
 PARAMS = FingerprintParams(unit="word", size=5)
 
@@ -32,7 +33,7 @@ def planted() -> dict[str, tuple[str, str]]:
         words = [rng.choice(VOCABULARY) for _ in range(120)]
         earlier, later = " ".join(words), edited(rng, words, rng.randint(2, 4))
         prints = fingerprint([earlier, later], PARAMS)
-        estimate = np.count_nonzero(prints.minhash[0] == prints.minhash[1]) / 128
+        estimate = agreeing(prints.minhash[0], prints.minhash[1]) / 128
         distance = int(np.bitwise_count(prints.simhash[0] ^ prints.simhash[1]))
         exact = reference_jaccard(earlier, later)
         if distance <= 3 or not 0.7 <= estimate < 0.9:

@@ -215,3 +215,17 @@ def test_a_batch_answers_as_its_documents_one_by_one(client: TestClient) -> None
     assert [m["id"] for m in by_id["s2"]["contained_in"]] == ["r1"]
     assert [m["id"] for m in by_id["s3"]["contained_in"]] == ["r2"]
     assert by_id["s1-again"]["duplicate_of"] == "s1"
+
+
+@pytest.mark.parametrize("max_rows", [0, 2**31, 10**26])
+def test_a_document_frequency_cap_out_of_range_is_refused(
+    client: TestClient, max_rows: int
+) -> None:
+    """passages.max_rows is 1 to 2^31 - 1 (the row counts it caps are 32-bit): a value
+    outside is a 422 with the contract's body on both backends, and nothing is made."""
+    answer = client.put("/v1/collections/capped", json={"passages": {"max_rows": max_rows}})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "invalid_body"
+    assert client.get("/v1/collections/capped").status_code == 404
+    made = client.put("/v1/collections/capped", json={"passages": {"max_rows": 2**31 - 1}})
+    assert made.status_code == 201, made.text

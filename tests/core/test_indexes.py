@@ -15,7 +15,9 @@ from app.core._shared_kernels import uniform_order
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
+from app.core.saved import SavedStateError
 from app.core.sorted_table import LANE_BY_LANE_ENTRIES, TAIL_CAPACITY, Run, SortedTable
+from tests.reference import agreeing
 
 SEEDS = [0, 1, 2]
 
@@ -398,7 +400,7 @@ def brute_force_lsh(
     used = index.bands * index.rows_per_band
     shape = (len(live), index.bands, index.rows_per_band)
     band_equal = (matrix[:, :used].reshape(shape) == query[:used].reshape(shape[1:])).all(axis=2)
-    agree = np.count_nonzero(matrix == query, axis=1)
+    agree = agreeing(matrix, query)
     keep = band_equal.any(axis=1) & (agree >= min_matches(threshold, index.num_perm))
     return sorted(
         (row, count / index.num_perm)
@@ -506,7 +508,7 @@ def test_lsh_batch_search_equals_single_searches_in_every_lane() -> None:
             batch = list(zip(rows[start:end].tolist(), scores[start:end].tolist(), strict=True))
             single = list(zip(*(part.tolist() for part in index.search(query, bar)), strict=True))
             assert batch == single
-            agree = np.count_nonzero(values == query, axis=1)
+            agree = agreeing(values, query)
             shares_band = (banded == query[:used].reshape(shape)).all(axis=2).any(axis=1)
             keep = np.flatnonzero(alive & shares_band & (agree >= min_matches(bar, num_perm)))
             best_first = sorted(zip((-agree[keep]).tolist(), keep.tolist(), strict=True))
@@ -764,3 +766,37 @@ def test_large_main_runs_are_searched_through_their_directory() -> None:
         rows, scores = lsh.search(query)
         found = sorted(zip(rows.tolist(), scores.tolist(), strict=True))
         assert found == brute_force_lsh(signature_of, set(), query, lsh, 0.5)
+
+
+def test_lsh_verification_compares_the_low_16_bits_of_each_value() -> None:
+    """Two signatures equal in a band agree at a position when their values' low 16 bits
+    are equal (the rule of app/core/lsh.py), whether the index keeps those bits only (the
+    default, 2 bytes a value) or the whole values; each kind of index refuses the
+    other's saved values."""
+    rng = np.random.default_rng(7)
+    num_perm = 32
+    stored = rng.integers(0, 2**32, size=(3, num_perm), dtype=np.uint32)
+    query = stored[0].copy()
+    # Positions 8 on of stored row 0 differ from the query in their high bits only: the
+    # rule counts them as agreeing; rows 1 and 2 agree with it in the first band only.
+    stored[0, 8:] ^= np.uint32(0xABCD0000)
+    stored[1, :8] = query[:8]
+    stored[2, :8] = query[:8]
+    stored[2, 8:20] = query[8:20] ^ np.uint32(0x00010000)  # high bits: agree
+    kinds = [LSHIndex(0.5, num_perm, bands=(4, 8)), LSHIndex(0.5, num_perm, (4, 8), True)]
+    for index in kinds:
+        index.insert(stored, np.arange(3))
+        rows, scores = index.search(query, 0.25)
+        expected = sorted(
+            ((row, agreeing(stored[row], query) / num_perm) for row in range(3)),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
+        assert list(zip(rows.tolist(), scores.tolist(), strict=True)) == expected
+        assert expected[0] == (0, 1.0) and expected[1] == (2, 20 / num_perm)
+    short, whole = kinds
+    assert short.signatures(np.arange(3)).dtype == np.uint16
+    assert (whole.signatures(np.arange(3)) == stored).all()
+    assert short.memory_bytes() < whole.memory_bytes()
+    for whole_values, other in ((False, whole), (True, short)):
+        with pytest.raises(SavedStateError):
+            LSHIndex(0.5, num_perm, (4, 8), whole_values).adopt_saved(other.saved_arrays())

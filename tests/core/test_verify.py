@@ -20,6 +20,7 @@ from app.core.verify import (
     set_jaccard,
     shingle_set,
 )
+from tests.reference import agreeing
 
 PARAMS = FingerprintParams(unit="word", size=5)
 VOCABULARY = [f"w{i}" for i in range(3000)]
@@ -78,7 +79,7 @@ def test_decide_follows_the_exact_jaccard_near_the_threshold(seed: int) -> None:
     kept = [text if text is not None else queries[i] for i, text in enumerate(stored)]
     prints = fingerprint(queries + kept, PARAMS)
     count = len(queries)
-    agree = np.count_nonzero(prints.minhash[:count] == prints.minhash[count:], axis=1)
+    agree = agreeing(prints.minhash[:count], prints.minhash[count:])
     estimate = agree / 128
     bar = 0.8
     looked_at = np.flatnonzero(agree >= min_matches(bar - UNCERTAIN, 128))

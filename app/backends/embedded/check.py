@@ -2,10 +2,11 @@
 
 A segment passes when its files verify (manifest, sizes, checksums, format, settings),
 when the fingerprints it holds of the live documents it covers are those SQLite holds
-(SimHash, the exact hash, the MinHash signature), and when a collection started from it
-passes every index's ``_check`` (each table's keys are those its rows' fingerprints
-make, runs sorted, directories right, row books consistent). Costs what a start costs,
-plus one read of every fingerprint and the checks' O(entries) work.
+(SimHash, the exact hash, the MinHash signature's bits the index keeps), and when a
+collection started from it passes every index's ``_check`` (each table's keys are those
+its rows' fingerprints make, runs sorted, directories right, row books consistent).
+Costs what a start costs, plus one read of every fingerprint and the checks' O(entries)
+work.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from app.backends.embedded.collection import Collection
 from app.backends.embedded.saving import covered_by
 from app.backends.embedded.states import GONE
 from app.collection_config import CollectionConfig
+from app.core.lsh import kept_values
 from app.storage.base import DocumentBatch
 from app.storage.segments import Segment, SegmentDamaged
 from app.storage.sqlite import SQLiteStore
@@ -69,6 +71,8 @@ def _fingerprint_mismatch(segment: Segment, documents: DocumentBatch) -> str | N
         if len(saved) < (int(covered[-1]) + 1 if len(covered) else 0):
             return f"{saved_name} holds {len(saved)} rows, fewer than it covers"
         stored = getattr(documents, stored_name)[: len(covered)]
+        if stored_name == "minhash" and saved.dtype == np.uint16:  # the kept bits only
+            stored = kept_values(stored)
         differ = np.flatnonzero((saved[covered] != stored).reshape(len(covered), -1).any(axis=1))
         if len(differ):
             return f"{stored_name} of row {int(covered[differ[0]])} differs from the database's"

@@ -78,18 +78,27 @@ class Matcher:
         return self._config.fingerprints(list(texts))
 
     def stored(self, rows: Rows, simhashes: npt.NDArray[np.uint64]) -> Fingerprints:
-        """The fingerprints of indexed rows (``simhashes``: theirs)."""
+        """The fingerprints of indexed rows (``simhashes``: theirs). Where the MinHash
+        index keeps only the bits verification compares, the signatures come from the
+        rows' texts, fingerprinted again (such a collection keeps them): a search needs
+        the whole values for its band keys. O(rows), plus that fingerprinting."""
         shorts = self._ngram.stored_texts(rows) if self._ngram is not None else None
         verifies = self._config.verifies_exactly
         texts = self._texts_of(rows.tolist()) if verifies else None
-        return Fingerprints(
-            simhashes, self._signatures(rows), self._exact.hashes(rows), shorts, texts
-        )
+        if self.lsh is not None and not self.lsh.whole_values:
+            if texts is None:
+                texts = self._texts_of(rows.tolist())
+            signatures = self._config.fingerprints([text or "" for text in texts])[0].minhash
+            if not verifies:
+                texts = None
+        else:
+            signatures = self._signatures(rows)
+        return Fingerprints(simhashes, signatures, self._exact.hashes(rows), shorts, texts)
 
     def _text_of(self, row: int) -> str | None:
         return self._texts_of([row])[0]
 
-    def _signatures(self, rows: Rows) -> npt.NDArray[np.uint32]:
+    def _signatures(self, rows: Rows) -> npt.NDArray[np.unsignedinteger]:
         if self.lsh is not None:
             return self.lsh.signatures(rows)
         return np.zeros((len(rows), 0), dtype=np.uint32)

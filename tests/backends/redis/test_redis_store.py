@@ -34,6 +34,7 @@ from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, min_matches
 from tests.redis_servers import RedisClusterServers, RedisServer
+from tests.reference import agreeing
 
 NUM_PERM = 32  # few values, so that a threshold of 0.75 is crossed often
 THRESHOLD = 0.75
@@ -122,7 +123,7 @@ def brute_force(
         equal = stored_sig == sig[q]
         by_band = equal[:, : bands * width].reshape(len(rows), bands, width)
         shares_band = by_band.all(axis=2).any(axis=1)
-        agree = equal.sum(axis=1)
+        agree = agreeing(stored_sig, sig[q])
         verified = shares_band & (agree >= bar)
         near = distances <= distance
         same = (stored_ex == ex[q]).all(axis=1)

@@ -19,7 +19,7 @@ from app.backends.redis.store.lookups import LookupTables, RangeLookups
 from app.backends.redis.store.rows import FEW_ROWS, RowData, RowReads
 from app.backends.redis.store.steps import Batch, Steps, run
 from app.backends.redis.store.wire import Command, Wire, key_of, pack
-from app.core.lsh import min_matches
+from app.core.lsh import agreements, min_matches
 from app.core.types import ExactHashes, MinHashes, Rows, SimHashes
 
 Floats: TypeAlias = npt.NDArray[np.float64]
@@ -156,7 +156,7 @@ class StoreSearch:
         if len(lsh):
             assert minhash is not None
             stored = data.signatures[data.index(lsh.rows)]
-            agree = np.count_nonzero(stored == minhash[lsh.positions], axis=1)
+            agree = agreements(stored, minhash[lsh.positions])
             verified = agree >= min_matches(bar, layout.num_perm)
             scores = agree[verified] / layout.num_perm
             lsh = _best_first(lsh.positions[verified], lsh.rows[verified], scores)
