@@ -165,8 +165,10 @@ class LSHIndex(TableIndex):
         # The signature is written before the row enters a table: a reader that finds
         # the row can always verify it.
         if not adopted:
-            kept = signatures if self.whole_values else kept_values(signatures)
-            self._signatures.array[rows] = kept
+            # Into 16-bit values, the assignment's cast keeps each value's low bits (as
+            # kept_values does) without a copy of them all: a restart's rebuild writes
+            # every row at once.
+            self._signatures.array[rows] = signatures
         self._table.insert(self.band_keys(signatures), rows)
 
     def signatures(self, rows: npt.NDArray[np.integer]) -> npt.NDArray[np.unsignedinteger]:
