@@ -4,8 +4,9 @@
    worker processes fingerprint them (the service's ``fingerprint_nonempty``, the same
    settings) while the main process reads the next ones. Per document the main process
    keeps its SimHash (8 bytes), exact hash (16), band keys (8 per band) and id; the
-   MinHash signatures (4 bytes x num_perm) go to a file that is memory-mapped for
-   verification, so that memory does not grow with the texts or the signatures.
+   MinHash signatures' kept bits (2 bytes x num_perm, what verification compares:
+   app/core/lsh.py) go to a file that is memory-mapped for verification, so that memory
+   does not grow with the texts or the signatures.
 2. **Identical documents** (equal exact hashes, so the same normalised text) are grouped
    by one sort; each group is matched once, through its first document.
 3. **Batch mode** (Manku et al. 2007, section 3.1.1): one sort of each SimHash
@@ -66,6 +67,7 @@ from app.batch.rules import (
     pair_line,
 )
 from app.collection_config import CollectionConfig
+from app.core.lsh import kept_values
 
 Rows = npt.NDArray[np.int64]
 DEFAULT_CHUNK_SIZE = 4096
@@ -100,8 +102,8 @@ class ChunkFingerprints:
     kept: Rows  # positions in the chunk
     simhash: npt.NDArray[np.uint64]
     exact: npt.NDArray[np.uint64]
-    band_keys: npt.NDArray[np.uint64]
-    signatures: npt.NDArray[np.uint32]
+    band_keys: npt.NDArray[np.uint64]  # of the whole signature values
+    signatures: npt.NDArray[np.uint16]  # their kept bits
     shorts: list[tuple[int, str]]  # (row in the chunk's kept, normalised short text)
 
 
@@ -120,7 +122,7 @@ def fingerprint_chunk(texts: list[str], config: CollectionConfig, html: bool) ->
         simhash=fingerprints.simhash,
         exact=fingerprints.exact,
         band_keys=rule.band_keys(signatures),
-        signatures=np.ascontiguousarray(signatures),
+        signatures=np.ascontiguousarray(kept_values(signatures)),
         shorts=[(row, text) for row, text in enumerate(shorts) if text is not None],
     )
 
@@ -144,7 +146,7 @@ class Corpus:
     simhash: npt.NDArray[np.uint64]
     exact: npt.NDArray[np.uint64]
     band_keys: npt.NDArray[np.uint64]
-    signatures: npt.NDArray[np.uint32]  # memory-mapped
+    signatures: npt.NDArray[np.uint16]  # memory-mapped
     shorts: dict[int, str]  # row -> normalised text of the short ones
     split_counts: list[int]  # documents of each split
     times: Rows | None = None  # microseconds, by position (with a timestamp field only)
@@ -201,7 +203,7 @@ def fingerprint_corpus(
     shorts: dict[int, str] = {}
     split_counts: list[int] = []
     time_parts: list[Rows] = []
-    signature_path = scratch / "signatures.u32"
+    signature_path = scratch / "signatures.u16"
     rows = 0
     executor: Executor | None = None
     if workers > 1:
@@ -222,7 +224,7 @@ def fingerprint_corpus(
                         result.simhash,
                         result.exact,
                         result.band_keys,
-                        np.zeros((0, 0), np.uint32),
+                        np.zeros((0, 0), np.uint16),
                         [],
                     )
                 )
@@ -256,11 +258,11 @@ def fingerprint_corpus(
         if executor is not None:
             executor.shutdown(cancel_futures=True)
     width = rule.num_perm
-    signatures: npt.NDArray[np.uint32]
+    signatures: npt.NDArray[np.uint16]
     if rows and width:
-        signatures = np.memmap(signature_path, dtype=np.uint32, mode="r", shape=(rows, width))
+        signatures = np.memmap(signature_path, dtype=np.uint16, mode="r", shape=(rows, width))
     else:
-        signatures = np.zeros((rows, width), dtype=np.uint32)
+        signatures = np.zeros((rows, width), dtype=np.uint16)
     bands = rule.bands
     times: Rows | None = None
     if options.fields.timestamp_field is not None:

@@ -26,7 +26,7 @@ _NO_SIMHASH = np.zeros(0, np.uint64)
 _NO_BANDS = np.zeros((0, 0), np.uint64)
 # Read-only, as the engine's signatures are (a memory map, local.py): a SimHash table
 # and a band call table_pairs with one type, compiled once.
-_NO_SIGNATURES = np.zeros((0, 0), np.uint32)
+_NO_SIGNATURES = np.zeros((0, 0), np.uint16)
 _NO_SIGNATURES.setflags(write=False)
 _NO_ROWS = np.zeros(0, np.int64)
 
@@ -58,7 +58,7 @@ def band_pairs(
     rule: MatchRule,
     band_keys: npt.NDArray[np.uint64],
     band: int,
-    signatures: npt.NDArray[np.uint32],
+    signatures: npt.NDArray[np.uint16],
     signature_row: Rows,
 ) -> tuple[Rows, Rows]:
     """Verified pairs whose first band in common is ``band``."""

@@ -80,6 +80,7 @@ from app.batch.rules import (
 )
 from app.batch.spark_pairs import Print, candidate_pairs, connected_components
 from app.collection_config import CollectionConfig
+from app.core.lsh import agreements
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -201,9 +202,9 @@ def _verify_partition(
         simhash_b = np.array([s[1][0] for s in second], dtype=np.uint64)
         width = rule.num_perm
         if width:
-            sig_a = np.frombuffer(b"".join(f[1][3] for f in first), np.uint32).reshape(-1, width)
-            sig_b = np.frombuffer(b"".join(s[1][3] for s in second), np.uint32).reshape(-1, width)
-            agree = np.count_nonzero(sig_a == sig_b, axis=1).astype(np.int64)
+            sig_a = np.frombuffer(b"".join(f[1][3] for f in first), np.uint16).reshape(-1, width)
+            sig_b = np.frombuffer(b"".join(s[1][3] for s in second), np.uint16).reshape(-1, width)
+            agree = agreements(sig_a, sig_b)
             bands = rule.bands
             keys_a = np.frombuffer(b"".join(f[1][4] for f in first), np.uint64).reshape(-1, bands)
             keys_b = np.frombuffer(b"".join(s[1][4] for s in second), np.uint64).reshape(-1, bands)
