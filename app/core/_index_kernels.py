@@ -244,7 +244,6 @@ def _live_rows(
 @njit(cache=True, nogil=True)
 def lsh_search(
     query_signatures: np.ndarray,
-    query_kept: np.ndarray,
     bands: int,
     rows_per_band: int,
     signatures: np.ndarray,
@@ -253,8 +252,8 @@ def lsh_search(
     deleted: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Live rows sharing a band with each query whose signatures agree in at least
-    ``min_matches`` of K positions (``query_kept``: the queries' kept values, compared
-    with the stored values' low bits; app/core/lsh.py). Returns (query_ends, rows, scores
+    ``min_matches`` of K positions, compared in their low 16 bits (app/core/lsh.py).
+    Returns (query_ends, rows, scores
     = agreeing positions / K), each query's rows best first, ties by row.
 
     Per group of queries: band keys; main bounds from the directory and a guess by
@@ -357,7 +356,8 @@ def lsh_search(
                 row = candidates[c]
                 agree = 0
                 for position in range(num_perm):
-                    if np.uint16(signatures[row, position]) == query_kept[query, position]:
+                    stored_value = np.uint16(signatures[row, position])
+                    if stored_value == np.uint16(query_signatures[query, position]):
                         agree += 1
                 if agree >= min_matches:
                     if count == rows.shape[0]:

@@ -152,9 +152,11 @@ class LSHIndex(TableIndex):
         signatures = self._as_signatures(signatures)
         rows = self._rows.claim(rows)
         # A restart's signatures, rows 0 .. n - 1 loaded into a reservation: held as they
-        # are (app/storage/sqlite.py loads them so), not copied (512 bytes a document).
+        # are (app/storage/sqlite.py loads them so), not copied (512 bytes a document),
+        # where the index keeps the whole values.
         adopted = (
-            self._signatures.size == 0
+            self.whole_values
+            and self._signatures.size == 0
             and len(rows) > 0
             and int(rows[0]) == 0
             and bool((np.diff(rows) == 1).all())
@@ -202,7 +204,6 @@ class LSHIndex(TableIndex):
         stored = self._signatures.array  # read after the snapshot: holds all its rows
         ends, rows, scores = kernels.lsh_search(
             signatures,
-            kept_values(signatures),
             self.bands,
             self.rows_per_band,
             stored,

@@ -84,16 +84,15 @@ class Matcher:
         the whole values for its band keys. O(rows), plus that fingerprinting."""
         shorts = self._ngram.stored_texts(rows) if self._ngram is not None else None
         verifies = self._config.verifies_exactly
-        texts = self._texts_of(rows.tolist()) if verifies else None
-        if self.lsh is not None and not self.lsh.whole_values:
-            if texts is None:
-                texts = self._texts_of(rows.tolist())
+        again = self.lsh is not None and not self.lsh.whole_values
+        texts = self._texts_of(rows.tolist()) if verifies or again else None
+        if again and texts is not None:
             signatures = self._config.fingerprints([text or "" for text in texts])[0].minhash
-            if not verifies:
-                texts = None
         else:
             signatures = self._signatures(rows)
-        return Fingerprints(simhashes, signatures, self._exact.hashes(rows), shorts, texts)
+        return Fingerprints(
+            simhashes, signatures, self._exact.hashes(rows), shorts, texts if verifies else None
+        )
 
     def _text_of(self, row: int) -> str | None:
         return self._texts_of([row])[0]
