@@ -34,6 +34,7 @@ from app.collection_config import (
     ShingleConfig,
     SimHashConfig,
 )
+from app.core._gram_kernels import at_least, at_most, prefix_length
 from app.core.hosts import HOST_PAGES
 from app.core.ngram import ORDER_FIRST_ROWS, gram_sets
 from app.core.page import read_page
@@ -160,7 +161,11 @@ def _dedup(scratch: Path) -> None:
             drop_contained=passages,
         )
         local.run([str(corpus)], config, options)
-    gram_sets(["quake hits tokyo", "东京地震"], 3, 2)  # the Redis store's n-gram sets
+    # The Redis store's n-gram sets, and the bounds it calls from Python on its floats.
+    gram_sets(["quake hits tokyo", "东京地震"], 3, 2)
+    prefix_length(14, 0.7, 2)
+    at_least(0.7 * 14)
+    at_most(14 / 0.7)
 
 
 def _exercise(collection: Collection, prefix: str) -> None:

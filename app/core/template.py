@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core import _template_kernels
+from app.core.fingerprint import code_points_of
 
 # The number words and Chinese numerals, one list for these readers and the kernels.
 NUMBER_WORDS: Final = _template_kernels.NUMBER_WORDS
@@ -141,7 +142,7 @@ def figures_keys(
 
 def figures_key(text: str) -> int:
     """``figures_keys`` of one text."""
-    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    points = code_points_of(text)  # writable: a read-only array is another compile
     return int(figures_keys(points, np.array([0, len(points)], dtype=np.int64))[0])
 
 
