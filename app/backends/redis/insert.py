@@ -14,10 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from app.backends.redis.clusters import oldest_members
+from app.backends.redis.context import CollectionContext
 from app.backends.redis.passage_reads import passage_steps
 from app.backends.redis.passages import CANDIDATES
 from app.backends.redis.records import Held, Record, digest
-from app.backends.redis.resolved import InsertHost, Resolved
+from app.backends.redis.resolved import Resolved
 from app.backends.redis.retention import NO_RETENTION, time_member
 from app.backends.redis.store.steps import run
 from app.backends.redis.store.store import NewDocuments, RedisStore, Status, Written
@@ -35,7 +36,7 @@ from app.service.types import InsertOptions, InsertResult, NewDocument, Query, R
 
 
 def insert_documents(
-    collection: InsertHost,
+    collection: CollectionContext,
     resolved: Resolved,
     store: RedisStore,
     documents: Sequence[NewDocument],
@@ -60,7 +61,7 @@ class Insertion:
     passage_candidates = CANDIDATES
 
     def __init__(
-        self, collection: InsertHost, resolved: Resolved, store: RedisStore, call: Call
+        self, collection: CollectionContext, resolved: Resolved, store: RedisStore, call: Call
     ) -> None:
         self.collection = collection
         self.resolved = resolved

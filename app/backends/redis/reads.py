@@ -15,10 +15,11 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from app.backends.redis.context import CollectionContext
 from app.backends.redis.failures import storage_errors
 from app.backends.redis.passage_reads import passage_steps
 from app.backends.redis.records import Held
-from app.backends.redis.resolved import Backend, ReadHost, Resolved
+from app.backends.redis.resolved import Backend, Resolved
 from app.backends.redis.retention import NO_RETENTION, Mark
 from app.backends.redis.store.rows import RowData
 from app.backends.redis.store.steps import Steps, run, run_async
@@ -38,9 +39,9 @@ T = TypeVar("T")
 
 
 class Reads:
-    """The reads of one RedisCollection (its handle: no data of its own)."""
+    """The reads of one RedisCollection, over its CollectionContext (no data of its own)."""
 
-    def __init__(self, collection: ReadHost, backend: Backend) -> None:
+    def __init__(self, collection: CollectionContext, backend: Backend) -> None:
         self.collection = collection
         self.name = collection.name
         self.backend = backend

@@ -1,7 +1,6 @@
-"""A Redis collection as stored now (Resolved), what a collection asks of its registry
-(Backend), and what an insert and a read ask of their collection (InsertHost, ReadHost):
-the types RedisCollection, Insertion and Reads share, so that none imports another's
-module for them."""
+"""A Redis collection as stored now (Resolved) and what a collection asks of its registry
+(Backend): the types RedisCollection, CollectionContext, Insertion and Reads share, so
+that none imports another's module for them."""
 
 from __future__ import annotations
 
@@ -10,21 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from app.backends.redis.failures import Failures
 from app.backends.redis.ngram import RedisNgram
 from app.backends.redis.passages import RedisPassages
-from app.backends.redis.records import Held, Record
-from app.backends.redis.retention import Mark
+from app.backends.redis.records import Record
 from app.backends.redis.store.grams import GramTable
 from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
-from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
-from app.core.fingerprint import Fingerprints
-from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, Pairs
+from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
 from app.core.types import Rows
 from app.service.indexes import (
     DocumentIndex,
@@ -34,7 +29,6 @@ from app.service.indexes import (
     SimHashMatcher,
 )
 from app.service.times import Clock
-from app.service.types import Query
 
 
 @dataclass(frozen=True)
@@ -169,54 +163,3 @@ class Backend(Protocol):
 
     def store(self, resolved: Resolved) -> RedisStore:
         """This thread's store of the collection."""
-
-
-class ReadHost(Protocol):
-    """What a collection's reads (redis_reads.Reads) ask of it."""
-
-    @property
-    def name(self) -> str: ...
-
-    def opened(self) -> tuple[Resolved, RedisStore]: ...
-
-    def cutoff(self, resolved: Resolved) -> int | None: ...
-
-    def fingerprint_nonempty_of(
-        self, resolved: Resolved, texts: Sequence[str]
-    ) -> tuple[Fingerprints, npt.NDArray[np.int64]]: ...
-
-    def match_store_steps(
-        self,
-        resolved: Resolved,
-        store: RedisStore,
-        fingerprints: Fingerprints,
-        query: Query,
-        exclude: Rows | None = None,
-        also: Sequence[Command] = (),
-        stamps: Rows | None = None,
-        mark: Mark = ...,
-        read_mark: bool = False,
-    ) -> Steps[tuple[Pairs, Held, list[Any]]]: ...
-
-
-class InsertHost(ReadHost, Protocol):
-    """What an insert (app/backends/redis/insert.py) asks of its collection beyond a read's."""
-
-    def clock_us(self) -> int: ...
-
-    def match_within(
-        self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
-    ) -> Pairs: ...
-
-    def expire(self, resolved: Resolved, store: RedisStore) -> Mark: ...
-
-    def expire_command(self, resolved: Resolved) -> tuple[Command, int | None] | None: ...
-
-    @staticmethod
-    def expired(reply: Any, cutoff: int | None) -> Mark: ...
-
-    def evict(self, resolved: Resolved, store: RedisStore, members: list[bytes]) -> int: ...
-
-    def budget(self) -> int | None: ...
-
-    def held_everywhere(self) -> int: ...
