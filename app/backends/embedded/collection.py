@@ -282,7 +282,7 @@ class Collection:
 
     def flush(self) -> None:
         """Wait until every eviction and insert queued so far is durable (tests)."""
-        for future in (self._last_eviction, self._writes.last_commit):
+        for future in (self._last_eviction, self._writes.commits.last):
             if future is not None:
                 future.exception()
 
@@ -349,7 +349,7 @@ class Collection:
 
         def take() -> Taken:
             with self._write_lock:
-                commits = self._writes.unsettled()
+                commits = self._writes.commits.unsettled()
                 if self._last_eviction is not None:
                     commits.append(self._last_eviction)
                 mark = self._store.removal_mark()

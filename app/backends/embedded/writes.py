@@ -41,6 +41,35 @@ MERGE_CHECK_DOCUMENTS = 64
 EVICTION_CHUNK = 1024
 
 
+class Commits:
+    """The group commits one collection's inserts queue, in queue order (they complete
+    in that order): the newest, what a retry's answer waits for, and those not known
+    durable yet, or failed and not undone, which a segment taken meanwhile must not
+    count on. Under the collection's write lock."""
+
+    def __init__(self) -> None:
+        self.last: Commit | None = None
+        self._inflight: list[Commit] = []
+
+    def queued(self, commit: Commit) -> None:
+        """A group commit an insert queued."""
+        self.last = commit
+        if len(self._inflight) >= _INFLIGHT_PRUNE:  # without segments, none asks
+            self.unsettled()
+        self._inflight.append(commit)
+
+    def undone(self, commit: Commit) -> None:
+        """A failed commit whose documents are out again."""
+        if commit in self._inflight:
+            self._inflight.remove(commit)
+
+    def unsettled(self) -> list[Commit]:
+        """The commits queued that are not known durable yet, or that failed and whose
+        documents are not out again. O(commits since the last call)."""
+        self._inflight = [c for c in self._inflight if not c.done() or c.exception() is not None]
+        return list(self._inflight)
+
+
 class Writes:
     """Inserts into one collection. ``lock`` is the collection's write lock."""
 
@@ -55,11 +84,7 @@ class Writes:
         self._write_lock = lock
         self._wake_merger = wake_merger
         self._wake_evictor = wake_evictor
-        # The newest group commit queued by an insert (commits complete in queue order).
-        self.last_commit: Commit | None = None
-        # Commits queued and not yet known durable, or failed and not undone yet: a
-        # segment taken meanwhile holds rows the database may never have.
-        self._inflight: list[Commit] = []
+        self.commits = Commits()
         self._unchecked_documents = 0  # inserted since the last needs_merge()
         self.single_inserts = SingleInserts(self._insert_many_async, serial=True)
 
@@ -127,7 +152,7 @@ class Writes:
         call = insert.prepare(
             documents, options, parts.matcher.fingerprint_nonempty, parts.visibility.now
         )
-        return EmbeddedInsert(parts, self, call)
+        return EmbeddedInsert(parts, self.commits, call)
 
     def _apply_locked(self, insertion: EmbeddedInsert) -> None:
         with self._write_lock:
@@ -137,27 +162,13 @@ class Writes:
         """Under the write lock: the pipeline (insert.apply)."""
         insert.apply(insertion.call, insertion)
 
-    def committed(self, commit: Commit) -> None:
-        """A group commit queued by an insert (under the write lock)."""
-        self.last_commit = commit
-        if len(self._inflight) >= _INFLIGHT_PRUNE:  # without segments, none asks
-            self.unsettled()
-        self._inflight.append(commit)
-
     def _undo(self, insertion: EmbeddedInsert) -> None:
         """Its commit failed: take its documents out again."""
         if insertion.batch is not None:
             with self._write_lock:
                 self._parts.remove(insertion.batch.rows.tolist())
-                if insertion.committed in self._inflight:
-                    self._inflight.remove(insertion.committed)
-
-    def unsettled(self) -> list[Commit]:
-        """The commits queued that are not known durable yet, or that failed and whose
-        documents are not out again (under the write lock). O(commits since the last
-        call)."""
-        self._inflight = [c for c in self._inflight if not c.done() or c.exception() is not None]
-        return list(self._inflight)
+                if insertion.committed is not None:
+                    self.commits.undone(insertion.committed)
 
     def _settled(self, insertion: EmbeddedInsert) -> list[InsertResult | Refused]:
         """The answers, once every commit they depend on is done (waits for the commit
@@ -193,10 +204,10 @@ class EmbeddedInsert:
 
     passage_candidates = CANDIDATES
 
-    def __init__(self, parts: Parts, writes: Writes, call: Call) -> None:
+    def __init__(self, parts: Parts, commits: Commits, call: Call) -> None:
         self._parts = parts
         self._rows = parts.rows
-        self._writes = writes
+        self._commits = commits
         self.call = call
         self._now = 0
         self._granted = 0
@@ -318,7 +329,7 @@ class EmbeddedInsert:
         if call.retried:
             # A retry answers only once what it found is committed (its first attempt
             # may still wait for its commit): the newest queued commit covers it.
-            self.retry_commit = self._writes.last_commit
+            self.retry_commit = self._commits.last
 
     def _batch(self, call: Call, pending: Pending) -> DocumentBatch:
         """The stored documents as the store and the indexes take them. O(documents)."""
@@ -380,4 +391,4 @@ class EmbeddedInsert:
                     self._rows.texts.until(committed)
             assert committed is not None  # begin_add_documents raised otherwise
             self.committed = committed
-            self._writes.committed(committed)
+            self._commits.queued(committed)

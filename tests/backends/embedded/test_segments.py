@@ -472,7 +472,7 @@ def test_commits_known_durable_are_not_kept_without_segments(tmp_path: Path) -> 
     collection = registry.get("default")
     for number in range(700):
         collection.insert([NewDocument(f"document number {number} of a few words", f"n{number}")])
-    assert len(collection._writes._inflight) <= 256
+    assert len(collection._writes.commits._inflight) <= 256
     registry.close(save_segments=False)
 
 
