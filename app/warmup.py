@@ -25,20 +25,24 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 from app.backends.embedded.collection import Collection
 from app.backends.embedded.registry import Registry, warm_up
 from app.collection_config import (
     CollectionConfig,
     MinHashConfig,
+    NgramConfig,
     PassagesConfig,
     ShingleConfig,
     SimHashConfig,
 )
 from app.core._gram_kernels import at_least, at_most, prefix_length
 from app.core.hosts import HOST_PAGES
-from app.core.ngram import ORDER_FIRST_ROWS, gram_sets
+from app.core.ngram import ORDER_FIRST_ROWS, NgramIndex, gram_sets
 from app.core.page import read_page
 from app.service import InsertOptions, NewDocument, Query
+from app.service.indexes import NgramMatcher
 from app.storage.sqlite import SQLiteStore
 
 log = logging.getLogger("neardup")
@@ -86,9 +90,11 @@ def compile_kernels(helper: bool = True) -> float:
     started = time.perf_counter()
     second = _start_helper() if helper and (os.cpu_count() or 1) > 1 else None
     try:
-        warm_up()
         with tempfile.TemporaryDirectory(prefix="neardup-warm-up-") as scratch:
             database = Path(scratch) / "warm-up.db"
+            if second is not None:  # the kernels the helper does not start with, first
+                warm_up(short_texts=False)
+            warm_up()
             _collections(database, CONFIGS.items())
             # A restart: the start-up rebuild from what SQLite gives back, then requests.
             registry = Registry(SQLiteStore(database, "NORMAL"))
@@ -106,11 +112,46 @@ def compile_kernels(helper: bool = True) -> float:
 
 
 def warm_from_the_end() -> None:
-    """The helper's walk: the batch job's kernels, then the collection kinds in reverse
-    order (``compile_kernels`` starts with the first kind)."""
+    """The helper's walk: the n-gram index's kernels (short texts alone), the batch
+    job's, then the collection kinds in reverse order; ``compile_kernels`` starts with
+    long texts alone (no n-gram index), then the first kind."""
+    _short_texts_index()
     with tempfile.TemporaryDirectory(prefix="neardup-warm-up-helper-") as scratch:
         _dedup(Path(scratch))
         _collections(Path(scratch) / "warm-up.db", reversed(list(CONFIGS.items())))
+
+
+def _short_texts_index() -> None:
+    """The n-gram index as a default collection's NgramMatcher uses it (the costliest
+    kernels, some 40% of the compile: the helper's first walk, while this process starts
+    with everything else): a first batch that learns the order, single inserts, batch
+    searches with and without the template rule, a batch's own pairs, a delete and the
+    merge that rebuilds the order."""
+    settings = NgramConfig()
+    matcher = NgramMatcher(
+        settings.threshold, settings.size, settings.cjk_size, settings.same_numbers
+    )
+    index = matcher.index
+    texts = [f"short {i} w{i % 97}" for i in range(SHORT_ROWS)]
+    index.insert(texts, np.arange(SHORT_ROWS))
+    queries = ["short 5 w5", "东京地震 5 人", "quake hits tokyo"]
+    for row, text in enumerate(queries, SHORT_ROWS):
+        index.insert([text], [row])
+    for same_numbers in (True, False):
+        index.search_many(queries, settings.threshold, same_numbers=same_numbers)
+    batch = NgramIndex(
+        settings.threshold,
+        settings.size,
+        learn_order=False,
+        cjk_size=settings.cjk_size,
+        same_numbers=settings.same_numbers,
+    )
+    batch.insert(queries, np.arange(len(queries)))
+    batch.search_many(queries, settings.threshold)
+    index.delete([0])
+    index.merge()
+    index.search_many(queries, settings.threshold)
+    index.text(SHORT_ROWS)
 
 
 def _start_helper() -> subprocess.Popen[bytes] | None:

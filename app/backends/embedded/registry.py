@@ -13,7 +13,7 @@ import numpy as np
 
 from app.backends.embedded.collection import EVICTION_CHUNK, Collection
 from app.backends.embedded.saving import covered_by
-from app.collection_config import CollectionConfig, PassagesConfig, ShingleConfig
+from app.collection_config import CollectionConfig, NgramConfig, PassagesConfig, ShingleConfig
 from app.core.saved import SavedStateError
 from app.core.sorted_table import MIN_DIRECTORY_ENTRIES, TAIL_CAPACITY, SortedTable
 from app.errors import TooManyCollections, UnknownCollection
@@ -52,15 +52,18 @@ EVICTIONS_PER_TRIM = 50_000
 _WARM_PASSAGE = " ".join(f"passage{i % 37}w{i}" for i in range(120))
 
 
-def warm_up() -> None:
+def warm_up(short_texts: bool = True) -> None:
     """Run every compiled kernel once (numba loads or compiles them on first use), the
     tables they use read where they were kept (and kept where they were not): inserts
     alone and in batches of documents sharing a passage, searches, a merge and a large
-    run's directory, so that the first requests after /readyz load nothing."""
+    run's directory, so that the first requests after /readyz load nothing. Without
+    ``short_texts``, no n-gram index (``neardup warm-up`` leaves it to its helper)."""
     ready_char_classes()
     for unit in ("char", "word"):
         config = CollectionConfig(
-            shingle=ShingleConfig(unit=unit), passages=PassagesConfig(enabled=unit == "word")
+            shingle=ShingleConfig(unit=unit),
+            passages=PassagesConfig(enabled=unit == "word"),
+            ngram=NgramConfig(enabled=short_texts),
         )
         store = MemoryStore()
         store.create_collection("warm-up", config.to_dict())
