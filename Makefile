@@ -16,7 +16,7 @@ $(BIN)/python:
 
 # numba compiles each kernel on its first call and caches it on disk (app/core/__pycache__,
 # app/batch/__pycache__ for neardup dedup's; keyed on the source's contents): the install
-# compiles them all (`neardup warm-up`, about 60 s on 2 cores), so that a start or the first dedup only
+# compiles them all (`neardup warm-up`, about 35 s on 2 cores), so that a start or the first dedup only
 # loads them; $(VENV)/.kernels compiles again after a change.
 KERNEL_SOURCES := $(wildcard app/core/*.py) $(wildcard app/batch/*.py) app/warmup.py
 
