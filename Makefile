@@ -102,9 +102,14 @@ test-deploy: $(VENV)/.installed-test deploy
 # servers it starts included), and halves on a 2-core machine (20 to 9.5 minutes).
 # The kernels are compiled before pytest's two workers start: two processes compiling the
 # same kernel into numba's cache at once can leave an index naming the other's code.
+# A kernel compiled while the tests ran is a path app/warmup.py does not walk: a first
+# request that takes it waits for the compile (and two workers write one cache): named.
 test: lint browser redis deploy $(VENV)/.kernels
 	$(COMPILE)
 	$(BIN)/pytest -q -n 2 --dist loadfile
+	@late=$$(find app -name '*.nbi' -newer $(VENV)/.kernels); if [ -n "$$late" ]; then \
+		echo "make: kernels compiled during the tests, not by neardup warm-up:"; \
+		echo "$$late"; fi
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m bench.fingerprints
