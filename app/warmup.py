@@ -80,13 +80,12 @@ def compile_kernels(helper: bool = True) -> float:
     """Run every kernel the service calls, on the types it calls them with; the seconds
     it took (numba loads what its cache holds, compiles and caches the rest).
 
-    With ``helper`` and a second CPU, a second process walks the same paths from the
-    other end meanwhile (the batch job's first, then the collection kinds in reverse):
-    each process loads what the other has cached by the time it gets there, and the
-    cache takes their saves one at a time (app/core/kernel_cache.py). This process
-    still walks every path, so the cache is complete whatever the helper did. On 2 CPUs
-    it takes some 0.7 of the time alone (docs/benchmarks.md, "What the kernels cost to
-    compile")."""
+    With ``helper`` and a second CPU, a second process compiles meanwhile, starting
+    apart: it with the n-gram index (``warm_from_the_end``), this one with collections
+    without short texts. Each loads what the other has cached by the time it gets there,
+    and the cache takes their saves one at a time (app/core/kernel_cache.py). This
+    process still walks every path, so the cache is complete whatever the helper did
+    (docs/benchmarks.md, "What the kernels cost to compile", has the seconds)."""
     started = time.perf_counter()
     second = _start_helper() if helper and (os.cpu_count() or 1) > 1 else None
     try:
@@ -112,9 +111,9 @@ def compile_kernels(helper: bool = True) -> float:
 
 
 def warm_from_the_end() -> None:
-    """The helper's walk: the n-gram index's kernels (short texts alone), the batch
+    """The helper's walk: the n-gram index's kernels (``_short_texts_index``), the batch
     job's, then the collection kinds in reverse order; ``compile_kernels`` starts with
-    long texts alone (no n-gram index), then the first kind."""
+    collections without short texts (``warm_up(short_texts=False)``)."""
     _short_texts_index()
     with tempfile.TemporaryDirectory(prefix="neardup-warm-up-helper-") as scratch:
         _dedup(Path(scratch))
@@ -128,10 +127,9 @@ def _short_texts_index() -> None:
     searches with and without the template rule, a batch's own pairs, a delete and the
     merge that rebuilds the order."""
     settings = NgramConfig()
-    matcher = NgramMatcher(
+    index = NgramMatcher(
         settings.threshold, settings.size, settings.cjk_size, settings.same_numbers
-    )
-    index = matcher.index
+    ).index
     texts = [f"short {i} w{i % 97}" for i in range(SHORT_ROWS)]
     index.insert(texts, np.arange(SHORT_ROWS))
     queries = ["short 5 w5", "东京地震 5 人", "quake hits tokyo"]

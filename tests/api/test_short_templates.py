@@ -30,6 +30,7 @@ from app.core._template_kernels import (
     figure_counts,
     figure_kinds,
 )
+from app.core.fingerprint import code_points_of
 from app.core.ngram import code_points
 from app.core.template import (
     CHINESE_DIGITS,
@@ -361,8 +362,10 @@ def test_the_compiled_one_edit_check_agrees_with_the_plain_one() -> None:
         points, offsets = code_points([stored for _, stored in pairs])
         data, starts, chars, widths, _ = gram_kernels.pack_texts(points, offsets, False)
         for at, (query, stored) in enumerate(pairs):
-            asked = np.frombuffer(query.encode("utf-32-le"), dtype=np.uint32)
+            # The types the search kernel passes (writable code points, int64s): other
+            # types would be compiled anew for the test alone.
+            asked = code_points_of(query)
             compiled = ngram_kernels.within_one_edit(
-                asked, 0, len(asked), data, starts[at], widths[at], chars[at]
+                asked, 0, len(asked), data, int(starts[at]), int(widths[at]), int(chars[at])
             )
             assert compiled == within_one_edit(query, stored), (query, stored)
