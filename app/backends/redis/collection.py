@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from app.backends.redis.check import check_collection
 from app.backends.redis.context import CollectionContext
@@ -65,8 +65,6 @@ from app.service.types import (
 
 # A delete reads the document, then removes it if it is still the one read.
 DELETE_ATTEMPTS = 3
-
-T = TypeVar("T")
 
 
 class RedisCollection:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,14 +48,7 @@ from app.core.rule import (
 from app.core.types import Rows
 from app.core.verify import ExactMinHash, candidate_threshold, search_bar
 from app.service.times import now_us
-from app.service.types import (
-    Query,
-)
-
-# A delete reads the document, then removes it if it is still the one read.
-DELETE_ATTEMPTS = 3
-
-T = TypeVar("T")
+from app.service.types import Query
 
 
 class CollectionContext:
