@@ -91,8 +91,6 @@ class HammingIndex(TableIndex):
     def permute(self, fingerprints: SimHashes) -> npt.NDArray[np.uint64]:
         """(m, tables) permuted keys of each fingerprint."""
         values = np.ascontiguousarray(fingerprints, dtype=np.uint64).reshape(-1)
-        if not values.flags.writeable:  # read back from Redis: one copy, not another compile
-            values = values.copy()
         permuted: npt.NDArray[np.uint64] = kernels.permute_blocks(
             values, self._shifts, self._widths
         )

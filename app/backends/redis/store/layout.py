@@ -270,8 +270,10 @@ class Layout:
 
     def parse_blobs(self, blobs: list[bytes]) -> tuple[npt.NDArray[np.void], MinHashes]:
         """(fixed fields, signatures) of ``s`` values: the fields by name (FIXED's), read
-        in place, and the signatures as a copy."""
-        packed = np.frombuffer(b"".join(blobs), dtype=self._blob_dtype)
+        in place, and the signatures as a copy. Writable (joined into a bytearray, the
+        one copy a join makes anyway): a kernel given a read-only field (one row's
+        SimHash is a contiguous view) would be compiled again for it."""
+        packed = np.frombuffer(bytearray().join(blobs), dtype=self._blob_dtype)
         return packed, packed["signature"].astype(np.uint32)
 
     @cached_property
