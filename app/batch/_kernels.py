@@ -58,22 +58,14 @@ def _agree(signatures: np.ndarray, a: int, b: int) -> int:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _first_met(
-    a: int,
-    b: int,
-    table: int,
-    simhash: np.ndarray,
-    masks: np.ndarray,
-    max_distance: int,
-    band_keys: np.ndarray,
-    signatures: np.ndarray,
-    signature_row: np.ndarray,
-    min_matches: int,
-) -> bool:
-    """Whether rows a and b, equal in ``table``, pair there: with ``simhash`` (a SimHash
-    table), within ``max_distance`` bits and not sharing the leading blocks of an
-    earlier table (``masks``); else (a band), equal in no earlier band and with at least
-    ``min_matches`` equal signature values (row r's is ``signatures[signature_row[r]]``)."""
+def _first_met(a: int, b: int, table: int, pair_test: tuple) -> bool:  # type: ignore[type-arg]
+    """Whether rows a and b, equal in ``table``, pair there. ``pair_test`` is (simhash,
+    masks, max_distance, band_keys, signatures, signature_row, min_matches): with a
+    ``simhash`` (a SimHash table), within ``max_distance`` bits and not sharing the
+    leading blocks of an earlier table (``masks``); else (a band), equal in no earlier
+    band and with at least ``min_matches`` equal signature values (row r's is
+    ``signatures[signature_row[r]]``)."""
+    simhash, masks, max_distance, band_keys, signatures, signature_row, min_matches = pair_test
     if simhash.shape[0] > 0:
         x = simhash[a] ^ simhash[b]
         if popcount64(x) > max_distance:
@@ -94,33 +86,24 @@ def table_pairs(
     sorted_keys: np.ndarray,
     order: np.ndarray,
     table: int,
-    simhash: np.ndarray,
-    masks: np.ndarray,
-    max_distance: int,
-    band_keys: np.ndarray,
-    signatures: np.ndarray,
-    signature_row: np.ndarray,
-    min_matches: int,
+    pair_test: tuple,  # type: ignore[type-arg]
     out_a: np.ndarray,
     out_b: np.ndarray,
     fill: bool,
 ) -> int:
     """Pairs (a < b) of one table, SimHash permutation table or MinHash band: equal keys
     (``sorted_keys`` ascending, ``order`` their rows: a SimHash table's ``simhash &
-    masks[table]``, a band's keys) that pass ``_first_met``. A SimHash table passes empty
-    band arrays, a band an empty ``simhash``. O(sum of the runs' squares)."""
+    masks[table]``, a band's keys) that pass ``_first_met`` with ``pair_test``. A SimHash
+    table's test has empty band arrays, a band's an empty ``simhash``. O(sum of the runs'
+    squares)."""
     count = 0
     start = 0
     while start < sorted_keys.shape[0]:
         end = _run_end(sorted_keys, start)
         for i in range(start, end):
-            a = order[i]
             for j in range(i + 1, end):
-                b = order[j]
-                if _first_met(
-                    a, b, table, simhash, masks, max_distance, band_keys, signatures,
-                    signature_row, min_matches,
-                ):  # fmt: skip
+                a, b = order[i], order[j]
+                if _first_met(a, b, table, pair_test):
                     count = _emit(out_a, out_b, count, a, b, fill)
         start = end
     return count

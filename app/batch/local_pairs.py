@@ -31,15 +31,17 @@ _NO_SIGNATURES.setflags(write=False)
 _NO_ROWS = np.zeros(0, np.int64)
 
 
-def _table_pairs(keys: npt.NDArray[np.uint64], *arguments: Any) -> tuple[Rows, Rows]:
+def _table_pairs(
+    keys: npt.NDArray[np.uint64], table: int, pair_test: tuple[Any, ...]
+) -> tuple[Rows, Rows]:
     """``table_pairs`` counted, then filled."""
     order = np.argsort(keys, kind="stable").astype(np.int64)
     ordered = keys[order]
     empty = np.zeros(0, np.int64)
     pairs: Callable[..., int] = kernels.table_pairs
-    count = pairs(ordered, order, *arguments, empty, empty, False)
+    count = pairs(ordered, order, table, pair_test, empty, empty, False)
     a, b = np.empty(count, np.int64), np.empty(count, np.int64)
-    pairs(ordered, order, *arguments, a, b, True)
+    pairs(ordered, order, table, pair_test, a, b, True)
     return a, b
 
 
@@ -49,9 +51,10 @@ def simhash_pairs(
     """Pairs within k bits whose first table in common is ``table``."""
     masks = rule.table_masks
     return _table_pairs(
-        simhash & masks[table], table, simhash, masks, rule.max_distance,
-        _NO_BANDS, _NO_SIGNATURES, _NO_ROWS, 0,
-    )  # fmt: skip
+        simhash & masks[table],
+        table,
+        (simhash, masks, rule.max_distance, _NO_BANDS, _NO_SIGNATURES, _NO_ROWS, 0),
+    )
 
 
 def band_pairs(
@@ -63,9 +66,10 @@ def band_pairs(
 ) -> tuple[Rows, Rows]:
     """Verified pairs whose first band in common is ``band``."""
     return _table_pairs(
-        np.ascontiguousarray(band_keys[:, band]), band, _NO_SIMHASH, _NO_SIMHASH, 0,
-        band_keys, signatures, signature_row, rule.min_matches,
-    )  # fmt: skip
+        np.ascontiguousarray(band_keys[:, band]),
+        band,
+        (_NO_SIMHASH, _NO_SIMHASH, 0, band_keys, signatures, signature_row, rule.min_matches),
+    )
 
 
 def ngram_pairs(

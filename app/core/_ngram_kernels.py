@@ -134,20 +134,10 @@ def _fields(key: np.uint64) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _admit(
-    key: np.uint64,
-    row: np.int64,
-    position: int,
-    query_size: int,
-    low_size: int,
-    high_size: int,
-    overlaps: np.ndarray,
-    threshold: float,
-    slack: int,
-    sizes: np.ndarray,
-    deleted: np.ndarray,
-) -> bool:
-    """Length and positional filters on one index entry met at query token ``position``.
+def _admit(key: np.uint64, row: np.int64, position: int, bounds: tuple) -> bool:  # type: ignore[type-arg]
+    """Length and positional filters on one index entry met at query token ``position``;
+    ``bounds`` is the query's (query_size, low_size, high_size, overlaps, threshold,
+    slack, sizes).
 
     If x and y have Jaccard >= t, their m-th shared token in the global order sits at
     position i of x and j of y with i <= |x| - o + m - 1 and j <= |y| - o + m - 1, where
@@ -156,6 +146,7 @@ def _admit(
     ``overlaps[s]`` is the minimum overlap with a set of size s < FIELD_MAX. Tombstones
     are checked later, once per candidate rather than once per entry.
     """
+    query_size, low_size, high_size, overlaps, threshold, slack, sizes = bounds
     set_size, stored_position = _fields(key)  # a capped position only loosens the test
     if set_size == FIELD_MAX:  # capped: the real size is in the per-row array
         set_size = int(sizes[row])
@@ -176,14 +167,7 @@ def _scan(
     e: int,
     high: np.uint64,
     position: int,
-    query_size: int,
-    low_size: int,
-    high_size: int,
-    overlaps: np.ndarray,
-    threshold: float,
-    slack: int,
-    sizes: np.ndarray,
-    deleted: np.ndarray,
+    bounds: tuple,  # type: ignore[type-arg]
     candidates: np.ndarray,
     found: int,
 ) -> tuple:  # type: ignore[type-arg]
@@ -191,14 +175,12 @@ def _scan(
     ``high`` that pass ``_admit``; returns (candidates, found). Entries of one set size
     are sorted by position, so at the first past the positional bound the scan jumps to
     the next size."""
+    overlaps, slack = bounds[3], bounds[5]
     end = keys.shape[0]
     while e < end and keys[e] <= high:
         key = keys[e]
         row = np.int64(run_rows[e])
-        if _admit(
-            key, row, position, query_size, low_size, high_size, overlaps, threshold, slack,
-            sizes, deleted,
-        ):  # fmt: skip
+        if _admit(key, row, position, bounds):
             if found == candidates.shape[0]:
                 candidates = grow(candidates, found + 1)
             candidates[found] = row
@@ -477,6 +459,7 @@ def ngram_search(
         for set_size in range(low_size, top + 1):
             overlaps[set_size] = min_overlap(threshold, n, set_size)
         capped = high_size >= FIELD_MAX  # sets of FIELD_MAX or more tokens are admissible
+        bounds = (n, low_size, high_size, overlaps, threshold, slack, sizes)
         probes = prefix_length(n, threshold, shared)
         tokens = grow(tokens, probes)
         main_starts = grow(main_starts, probes)
@@ -534,10 +517,7 @@ def ngram_search(
                     if tokens[position] != token:
                         continue
                     row = np.int64(tail_rows[e])
-                    if _admit(
-                        key, row, position, n, low_size, high_size, overlaps, threshold,
-                        slack, sizes, deleted,
-                    ):  # fmt: skip
+                    if _admit(key, row, position, bounds):
                         candidates = grow(candidates, found + 1)
                         candidates[found] = row
                         found += 1
@@ -583,9 +563,8 @@ def ngram_search(
                         )  # fmt: skip
                     else:
                         candidates, found = _scan(
-                            lane, row_lane, e, high, position, n, low_size, high_size,
-                            overlaps, threshold, slack, sizes, deleted, candidates, as_int(found),
-                        )  # fmt: skip
+                            lane, row_lane, e, high, position, bounds, candidates, as_int(found)
+                        )
         if first_seen_end < 0:
             first_seen_end = found
         counts, found = _counted(

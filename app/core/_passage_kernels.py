@@ -298,23 +298,18 @@ def _by_diagonal(seed_query: np.ndarray, seed_stored: np.ndarray, n: int, m: int
 @njit(cache=True, nogil=True)
 def runs_against(
     query: np.ndarray,
-    table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     stored: np.ndarray,
-    k: int,
-    minimum: int,
-    per_kgram: int,
-    taken: np.ndarray,
-    grams: np.ndarray,
-    slots: np.ndarray,
-    seed_query: np.ndarray,
-    seed_stored: np.ndarray,
+    walk: tuple[int, int, int],
+    scratch: tuple,  # type: ignore[type-arg]
 ) -> np.ndarray:
-    """``passage_runs`` of a query (its token hashes and ``gram_table`` of its k-grams)
-    against one stored text's token hashes. Scratch: ``taken`` (zero, one per slot; zero
-    again on return), ``grams`` and ``slots`` (as long as ``stored``), ``seed_query`` and
-    ``seed_stored`` (``per_kgram`` times the query's k-grams). Every stored k-gram is
+    """``passage_runs`` of a query (its token hashes) against one stored text's token
+    hashes; ``walk`` is (k, minimum, per_kgram), ``scratch`` is ``_scratch``'s (the
+    query's ``gram_table``; ``taken``, zero, one per slot and zero again on return;
+    ``grams`` and ``slots``, as long as ``stored`` at least; ``seed_query`` and
+    ``seed_stored``, ``per_kgram`` times the query's k-grams). Every stored k-gram is
     looked up once in the table: O(m + seeds log seeds + run lengths)."""
-    slot_hash, first, count, positions = table
+    k, minimum, per_kgram = walk
+    (slot_hash, first, count, positions), taken, grams, slots, seed_query, seed_stored = scratch
     n, m = query.shape[0] - k + 1, stored.shape[0] - k + 1
     if n <= 0 or m <= 0:
         return np.empty((0, 4), dtype=np.int64)
@@ -349,49 +344,23 @@ def runs_against(
 
 
 @njit(cache=True, nogil=True)
-def passage_runs(
-    query: np.ndarray, stored: np.ndarray, k: int, minimum: int, per_kgram: int
-) -> np.ndarray:
+def passage_runs(query: np.ndarray, stored: np.ndarray, walk: tuple[int, int, int]) -> np.ndarray:
     """``equal_runs`` of two token hash arrays, seeded by every k-gram they share (at
-    most ``per_kgram`` occurrences of one in ``stored``, its first): rows (query start,
-    query end, stored start, stored end), sorted by query start. O(n + m + seeds log
-    seeds + runs)."""
-    n = query.shape[0] - k + 1
-    if n <= 0 or stored.shape[0] < k:
+    most ``per_kgram`` occurrences of one in ``stored``, its first; ``walk`` is (k,
+    minimum, per_kgram)): rows (query start, query end, stored start, stored end), sorted
+    by query start. O(n + m + seeds log seeds + runs)."""
+    if query.shape[0] < walk[0] or stored.shape[0] < walk[0]:
         return np.empty((0, 4), dtype=np.int64)
-    query_grams = np.empty(n, dtype=np.uint64)
-    kgram_hashes(query, k, query_grams)
-    table = gram_table(query_grams)
-    return runs_against(
-        query,
-        table,
-        stored,
-        k,
-        minimum,
-        per_kgram,
-        np.zeros(table[0].shape[0], dtype=np.int64),
-        np.empty(stored.shape[0], dtype=np.uint64),
-        np.empty(stored.shape[0], dtype=np.int64),
-        np.empty(n * per_kgram, dtype=np.int64),
-        np.empty(n * per_kgram, dtype=np.int64),
-    )
+    bounds = np.array([0, stored.shape[0]], dtype=np.int64)
+    return runs_against(query, stored, walk, _scratch(query, bounds, walk))
 
 
 @njit(cache=True, nogil=True)
-def _scratch(
-    query: np.ndarray, bounds: np.ndarray, k: int, per_kgram: int
-) -> tuple[
-    tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-]:
+def _scratch(query: np.ndarray, bounds: np.ndarray, walk: tuple[int, int, int]) -> tuple:  # type: ignore[type-arg]
     """What verifying a query (at least k tokens) against several stored texts (text i
-    of ``[bounds[i], bounds[i + 1])``) needs once: the gram_table of its k-grams, and
-    ``runs_against``'s scratch (taken; grams and slots as long as the longest text;
-    seeds). O(n + texts)."""
+    of ``[bounds[i], bounds[i + 1])``) needs once: ``runs_against``'s scratch, the
+    gram_table of the query's k-grams first. O(n + texts)."""
+    k, _, per_kgram = walk
     n = query.shape[0] - k + 1
     query_grams = np.empty(n, dtype=np.uint64)
     kgram_hashes(query, k, query_grams)
@@ -411,39 +380,29 @@ def _scratch(
 
 @njit(cache=True, nogil=True)
 def passage_runs_many(
-    query: np.ndarray,
-    query_starts: np.ndarray,
-    query_ends: np.ndarray,
-    stored: np.ndarray,
-    stored_starts: np.ndarray,
-    stored_ends: np.ndarray,
+    query: tuple,  # type: ignore[type-arg]
+    stored: tuple,  # type: ignore[type-arg]
     bounds: np.ndarray,
-    k: int,
-    minimum: int,
-    per_kgram: int,
+    walk: tuple[int, int, int],
 ) -> np.ndarray:
     """``passage_runs`` of one query against several stored texts in one call (a search's
-    candidates): text i's tokens are ``[bounds[i], bounds[i + 1])`` of ``stored`` (hashes),
-    ``stored_starts`` and ``stored_ends`` (code points in that text). The query's k-grams
-    are hashed and tabled once. Rows (text, query start, query end, stored start, stored
-    end, tokens), offsets in code points, by text, then query start. O(n + M + seeds
-    log seeds + runs) for M stored tokens in all."""
-    texts = bounds.shape[0] - 1
+    candidates), each (hashes, starts, ends) of its tokens (starts and ends in code
+    points of the text): text i's tokens are ``[bounds[i], bounds[i + 1])`` of
+    ``stored``'s. The query's k-grams are hashed and tabled once. Rows (text, query
+    start, query end, stored start, stored end, tokens), offsets in code points, by text,
+    then query start. O(n + M + seeds log seeds + runs) for M stored tokens in all."""
+    hashes, starts, ends = stored
     out = np.empty((16, 6), dtype=np.int64)
     rows = 0
-    if query.shape[0] < k:
+    if query[0].shape[0] < walk[0]:
         return out[:0]
-    table, taken, grams, slots, seed_query, seed_stored = _scratch(query, bounds, k, per_kgram)
-    for text in range(texts):
+    scratch = _scratch(query[0], bounds, walk)
+    for text in range(bounds.shape[0] - 1):
         low, high = bounds[text], bounds[text + 1]
-        runs = runs_against(
-            query, table, stored[low:high], k, minimum, per_kgram, taken, grams,
-            slots, seed_query, seed_stored,
-        )  # fmt: skip
+        runs = runs_against(query[0], hashes[low:high], walk, scratch)
         out, rows = _put_runs(
-            out, as_int(rows), text, runs, query_starts, query_ends, stored_starts[low:high],
-            stored_ends[low:high],
-        )  # fmt: skip
+            out, as_int(rows), text, runs, query, (starts[low:high], ends[low:high])
+        )
     return out[:rows]
 
 
@@ -453,13 +412,14 @@ def _put_runs(
     rows: int,
     text: int,
     runs: np.ndarray,
-    query_starts: np.ndarray,
-    query_ends: np.ndarray,
-    stored_starts: np.ndarray,
-    stored_ends: np.ndarray,
+    query: tuple,  # type: ignore[type-arg]
+    stored_spans: tuple,  # type: ignore[type-arg]
 ) -> tuple[np.ndarray, int]:
     """Token runs of one stored text appended to ``out`` (grown when full) as rows (text,
-    query start, query end, stored start, stored end, tokens) in code points."""
+    query start, query end, stored start, stored end, tokens) in code points: ``query``
+    is its (hashes, starts, ends), ``stored_spans`` the text's (starts, ends)."""
+    _, query_starts, query_ends = query
+    stored_starts, stored_ends = stored_spans
     if rows + runs.shape[0] > out.shape[0]:
         grown = np.empty((max(2 * out.shape[0], rows + runs.shape[0]), 6), dtype=np.int64)
         grown[:rows] = out[:rows]
@@ -476,40 +436,33 @@ def _put_runs(
 
 @njit(cache=True, nogil=True)
 def passage_runs_texts(
-    query: np.ndarray,
-    query_starts: np.ndarray,
-    query_ends: np.ndarray,
+    query: tuple,  # type: ignore[type-arg]
     code_points: np.ndarray,
     bounds: np.ndarray,
-    classes: np.ndarray,
-    folded: np.ndarray,
-    k: int,
-    minimum: int,
-    per_kgram: int,
+    tokenizer: tuple,  # type: ignore[type-arg]
+    walk: tuple[int, int, int],
 ) -> np.ndarray:
     """``passage_runs_many`` against stored texts as code points (text i: ``[bounds[i],
-    bounds[i + 1])``), each tokenised into one scratch as long as the longest and
-    verified at once: no stored text's tokens are kept (a search's candidates).
-    O(n + total length + seeds log seeds + runs)."""
-    texts = bounds.shape[0] - 1
+    bounds[i + 1])``), each tokenised (``tokenizer`` is ``token_spans``' classes and
+    folded) into one scratch as long as the longest and verified at once: no stored
+    text's tokens are kept (a search's candidates). O(n + total length + seeds log seeds
+    + runs)."""
+    classes, folded = tokenizer
     out = np.empty((16, 6), dtype=np.int64)
     rows = 0
-    if query.shape[0] < k:
+    if query[0].shape[0] < walk[0]:
         return out[:0]
-    table, taken, grams, slots, seed_query, seed_stored = _scratch(query, bounds, k, per_kgram)
-    longest = grams.shape[0]
+    scratch = _scratch(query[0], bounds, walk)
+    longest = scratch[2].shape[0]
     starts = np.empty(longest, dtype=np.int64)
     ends = np.empty(longest, dtype=np.int64)
     hashes = np.empty(longest, dtype=np.uint64)
-    for text in range(texts):
+    for text in range(bounds.shape[0] - 1):
         count = token_spans(
             code_points[bounds[text] : bounds[text + 1]], classes, folded, starts, ends, hashes
         )
-        runs = runs_against(
-            query, table, hashes[:count], k, minimum, per_kgram, taken, grams, slots,
-            seed_query, seed_stored,
-        )  # fmt: skip
-        out, rows = _put_runs(out, as_int(rows), text, runs, query_starts, query_ends, starts, ends)
+        runs = runs_against(query[0], hashes[:count], walk, scratch)
+        out, rows = _put_runs(out, as_int(rows), text, runs, query, (starts, ends))
     return out[:rows]
 
 

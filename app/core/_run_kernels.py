@@ -218,27 +218,27 @@ def kept_entries(first_rows: np.ndarray, second_rows: np.ndarray, dropped: np.nd
 
 @njit(cache=True, nogil=True)
 def merge_sorted_lanes(
-    first_keys: np.ndarray,
-    first_rows: np.ndarray,
-    second_keys: np.ndarray,
-    second_rows: np.ndarray,
+    first: tuple,  # type: ignore[type-arg]
+    second: tuple,  # type: ignore[type-arg]
     dropped: np.ndarray,
-    out_keys: np.ndarray,
-    out_rows: np.ndarray,
+    out: tuple,  # type: ignore[type-arg]
 ) -> None:
-    """Merge two runs lane by lane into ``out_keys`` and ``out_rows`` ((lanes,
+    """Merge two runs, (keys, rows) each, lane by lane into ``out`` ((lanes,
     kept_entries) each: the caller allocates them, so that numpy's large arrays are
     backed by huge pages), leaving out rows marked in ``dropped``. O(L (n + m))."""
+    first_keys, first_rows = first
+    second_keys, second_rows = second
+    out_keys, out_rows = out
     if dropped.shape[0] == 0:
         if first_keys.shape[1] >= _BLOCK_RATIO * second_keys.shape[1]:
-            _merge_blocks(first_keys, first_rows, second_keys, second_rows, out_keys, out_rows)
+            _merge_blocks(first, second, out)
         else:
-            _merge_branchless(first_keys, first_rows, second_keys, second_rows, out_keys, out_rows)
+            _merge_branchless(first, second, out)
         return
     lanes = first_keys.shape[0]
     n, m = first_keys.shape[1], second_keys.shape[1]
     for lane in range(lanes):
-        i = j = out = 0
+        i = j = at = 0
         while i < n or j < m:
             take_first = j >= m or (i < n and first_keys[lane, i] <= second_keys[lane, j])
             if take_first:
@@ -248,9 +248,9 @@ def merge_sorted_lanes(
                 key, row = second_keys[lane, j], second_rows[lane, j]
                 j += 1
             if not is_deleted(row, dropped):
-                out_keys[lane, out] = key
-                out_rows[lane, out] = row
-                out += 1
+                out_keys[lane, at] = key
+                out_rows[lane, at] = row
+                at += 1
 
 
 _LAST_KEY = _U64(0xFFFFFFFFFFFFFFFF)
@@ -262,64 +262,52 @@ _BLOCK_RATIO = 64
 
 
 @njit(cache=True, nogil=True)
-def _merge_branchless(
-    first_keys: np.ndarray,
-    first_rows: np.ndarray,
-    second_keys: np.ndarray,
-    second_rows: np.ndarray,
-    out_keys: np.ndarray,
-    out_rows: np.ndarray,
-) -> None:
+def _merge_branchless(first: tuple, second: tuple, out: tuple) -> None:  # type: ignore[type-arg]
     """``merge_sorted_lanes`` with nothing dropped, one entry a step (equal keys: the
     first run's go first). O(L (n + m))."""
+    (first_keys, first_rows), (second_keys, second_rows), (out_keys, out_rows) = first, second, out
     lanes, n, m = first_keys.shape[0], first_keys.shape[1], second_keys.shape[1]
     for lane in range(lanes):
         keys, rows = first_keys[lane], first_rows[lane]
         other_keys, other_rows = second_keys[lane], second_rows[lane]
         merged_keys, merged_rows = out_keys[lane], out_rows[lane]
-        i = j = out = 0
+        i = j = at = 0
         while i < n and j < m:
             key, other = keys[i], other_keys[j]
             take_other = other < key
-            merged_keys[out] = other if take_other else key
-            merged_rows[out] = other_rows[j] if take_other else rows[i]
+            merged_keys[at] = other if take_other else key
+            merged_rows[at] = other_rows[j] if take_other else rows[i]
             j += take_other
             i += not take_other
-            out += 1
-        merged_keys[out : out + n - i] = keys[i:]
-        merged_rows[out : out + n - i] = rows[i:]
-        out += n - i
-        merged_keys[out:] = other_keys[j:]
-        merged_rows[out:] = other_rows[j:]
+            at += 1
+        merged_keys[at : at + n - i] = keys[i:]
+        merged_rows[at : at + n - i] = rows[i:]
+        at += n - i
+        merged_keys[at:] = other_keys[j:]
+        merged_rows[at:] = other_rows[j:]
 
 
 @njit(cache=True, nogil=True)
-def _merge_blocks(
-    first_keys: np.ndarray,
-    first_rows: np.ndarray,
-    second_keys: np.ndarray,
-    second_rows: np.ndarray,
-    out_keys: np.ndarray,
-    out_rows: np.ndarray,
-) -> None:
+def _merge_blocks(first: tuple, second: tuple, out: tuple) -> None:  # type: ignore[type-arg]
     """``merge_sorted_lanes`` with nothing dropped: for each entry of the second run, the
     entries of the first up to it (equal keys first) are found by galloping and copied
     as one block, so merging a small run into a large one is a few block copies, not a
     branch an entry. O(L (n + m log(n / m)))."""
+    (first_keys, first_rows), (second_keys, second_rows), (out_keys, out_rows) = first, second, out
     lanes, n, m = first_keys.shape[0], first_keys.shape[1], second_keys.shape[1]
     for lane in range(lanes):
         keys, rows = first_keys[lane], first_rows[lane]
         merged_keys, merged_rows = out_keys[lane], out_rows[lane]
-        i = out = 0
+        i = at = 0
         for j in range(m):
             key = second_keys[lane, j]
             # Past the first run's keys <= key (equal keys: the first run's go first).
             end = gallop(keys, i, n, i, key + _U64(1)) if key < _LAST_KEY else n
-            merged_keys[out : out + end - i] = keys[i:end]
-            merged_rows[out : out + end - i] = rows[i:end]
-            out += end - i
+            merged_keys[at : at + end - i] = keys[i:end]
+            merged_rows[at : at + end - i] = rows[i:end]
+            at += end - i
             i = end
-            merged_keys[out], merged_rows[out] = key, second_rows[lane, j]
-            out += 1
-        merged_keys[out:] = keys[i:]
-        merged_rows[out:] = rows[i:]
+            merged_keys[at], merged_rows[at] = key, second_rows[lane, j]
+            at += 1
+        merged_keys[at:] = keys[i:]
+        merged_rows[at:] = rows[i:]

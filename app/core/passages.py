@@ -67,6 +67,12 @@ class Tokens:
     def __len__(self) -> int:
         return len(self.hashes)
 
+    def kernel_arrays(
+        self,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(hashes, starts, ends): the tokens as the verification kernels take them."""
+        return self.hashes, self.starts, self.ends
+
 
 @dataclass(frozen=True, slots=True)
 class Passage:
@@ -209,7 +215,7 @@ def shared_passages(
     least ``minimum`` tokens long (``minimum`` >= k), in query order. Each k-gram hash
     found in both is verified token by token: a hash collision makes no passage.
     O((n + m) log m + seeds + run lengths)."""
-    runs = kernels.passage_runs(query.hashes, stored.hashes, k, minimum, SEEDS_PER_KGRAM)
+    runs = kernels.passage_runs(query.hashes, stored.hashes, (k, minimum, SEEDS_PER_KGRAM))
     return [
         Passage(
             int(query.starts[q_start]),
@@ -229,8 +235,8 @@ def shared_passages_many(
     the query's k-grams are hashed and tabled once, each stored k-gram looked up once.
     O(n + M + seeds log seeds + run lengths) for M stored tokens in all."""
     rows = kernels.passage_runs_many(
-        query.hashes, query.starts, query.ends, stored.hashes, stored.starts, stored.ends,
-        stored.bounds, k, minimum, SEEDS_PER_KGRAM,
+        query.kernel_arrays(), (stored.hashes, stored.starts, stored.ends), stored.bounds,
+        (k, minimum, SEEDS_PER_KGRAM),
     )  # fmt: skip
     return _passages_by_text(rows, len(stored))
 
@@ -257,8 +263,8 @@ def shared_passages_texts(
     code_points = _code_points("".join(texts))
     bounds = _bounds(texts)
     rows = kernels.passage_runs_texts(
-        query.hashes, query.starts, query.ends, code_points, bounds, char_classes(),
-        _folding().table, k, minimum, SEEDS_PER_KGRAM,
+        query.kernel_arrays(), code_points, bounds, (char_classes(), _folding().table),
+        (k, minimum, SEEDS_PER_KGRAM),
     )  # fmt: skip
     return _passages_by_text(rows, len(texts))
 

@@ -225,7 +225,7 @@ def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = 
     keys = np.empty((lanes, size), dtype=np.uint64)
     rows = np.empty((lanes, size), dtype=np.int32)
     run_kernels.merge_sorted_lanes(
-        first.keys, first.rows, second.keys, second.rows, drop, keys, rows
+        (first.keys, first.rows), (second.keys, second.rows), drop, (keys, rows)
     )
     if (
         dropped is None
