@@ -78,7 +78,7 @@ def _first_met(a: int, b: int, table: int, pair_test: tuple) -> bool:  # type: i
         return not met_before
     if _equal_lane(band_keys, a, b, table):
         return False
-    return _agree(signatures, signature_row[a], signature_row[b]) >= min_matches
+    return bool(_agree(signatures, signature_row[a], signature_row[b]) >= min_matches)
 
 
 @njit(cache=True, nogil=True)

@@ -173,12 +173,12 @@ def string_code(data: np.ndarray, start: int, width: int, first: int, length: in
 
 
 @njit(cache=True, nogil=True)
-def _script_codes(
-    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
-) -> int:
+def _script_codes(text: tuple, grams: tuple, out: np.ndarray) -> int:  # type: ignore[type-arg]
     """``gram_codes`` with two q: the gram starting at a character has ``cjk_size``
     characters if that character ``is_cjk``, else ``size``; a start whose gram would run
     past the end has none; a text with no gram has one, itself. O(chars q)."""
+    data, start, width, chars = text
+    size, cjk_size = grams
     count = 0
     for first in range(chars):
         length = cjk_size if is_cjk(char_at(data, start, width, first)) else size
@@ -192,20 +192,20 @@ def _script_codes(
 
 
 @njit(cache=True, nogil=True)
-def _short_code(data: np.ndarray, start: int, width: int, chars: int, size: int) -> np.uint64:
+def _short_code(text: tuple, size: int) -> np.uint64:  # type: ignore[type-arg]
     """The code of a whole text shorter than ``size`` (its only q-gram)."""
+    data, start, width, chars = text
     if size <= MAX_PACKED_SIZE:  # below 3 characters: packed with its length and flag
         return string_code(data, start, width, 0, chars)
     return fmix64(_poly(data, start, width, 0, chars)) | _U64(_SHORT_FLAG)
 
 
 @njit(cache=True, nogil=True)
-def _rolling_codes(
-    data: np.ndarray, start: int, width: int, chars: int, q: int, tag: np.uint64, out: np.ndarray
-) -> int:
+def _rolling_codes(text: tuple, q: int, tag: np.uint64, out: np.ndarray) -> int:  # type: ignore[type-arg]
     """The packed codes (q <= 3) of every q-gram of a text of at least q characters, each
     ORed with ``tag``, into ``out``: a window rolled one character a gram, O(chars)."""
-    count = chars - q + 1
+    data, start, width, chars = text
+    count = as_int(chars - q + 1)
     mask = (_U64(1) << _U64(CHAR_BITS * q)) - _U64(1)
     code = _packed(data, start, width, 0, q - 1)
     for g in range(count):
@@ -215,54 +215,53 @@ def _rolling_codes(
 
 
 @njit(cache=True, nogil=True)
-def _two_q_codes(
-    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
-) -> int:
+def _two_q_codes(text: tuple, grams: tuple, out: np.ndarray) -> int:  # type: ignore[type-arg]
     """``_script_codes``; for a text of one script (every character CJK, or none: most
     texts), the same codes from a rolling window over its characters, 2-3 times faster."""
+    data, start, width, chars = text
+    size, cjk_size = grams
     cjk = 0
     for k in range(chars):
         cjk += is_cjk(char_at(data, start, width, k))
     if 0 < cjk < chars:
-        return _script_codes(data, start, width, chars, size, cjk_size, out)
+        return _script_codes(text, grams, out)
     q = cjk_size if cjk == chars else size
     if chars < q or q > MAX_PACKED_SIZE:
         # A whole short text, or hashed grams: string_code is O(q) a gram anyway.
-        return _script_codes(data, start, width, chars, size, cjk_size, out)
+        return _script_codes(text, grams, out)
     tag = _U64(0) if q == MAX_PACKED_SIZE else _U64(_SHORT_FLAG) | (_U64(q) << _U64(56))
-    return _rolling_codes(data, start, width, chars, q, tag, out)
+    return _rolling_codes(text, q, tag, out)
 
 
 @njit(cache=True, nogil=True)
-def gram_codes(
-    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
-) -> int:
-    """Codes of every q-gram of one text, in text order (with repeats) into ``out``;
-    returns their number. O(chars) for q <= 3, O(chars q) above. With ``cjk_size`` other
-    than ``size``, the q of a gram is that of its first character's script
+def gram_codes(text: tuple, grams: tuple, out: np.ndarray) -> int:  # type: ignore[type-arg]
+    """Codes of every q-gram of one packed ``text`` (data, start, width, chars), in text
+    order (with repeats) into ``out``; returns their number. ``grams`` is (size,
+    cjk_size). O(chars) for q <= 3, O(chars q) above. With ``cjk_size`` other than
+    ``size``, the q of a gram is that of its first character's script
     (``_script_codes``)."""
+    data, start, width, chars = text
+    size, cjk_size = grams
     if chars == 0:
         return 0
     if cjk_size != size:
-        return _two_q_codes(data, start, width, chars, size, cjk_size, out)
+        return _two_q_codes(text, grams, out)
     if chars < size:
-        out[0] = _short_code(data, start, width, chars, size)
+        out[0] = _short_code(text, size)
         return 1
     if size <= MAX_PACKED_SIZE:
-        return _rolling_codes(data, start, width, chars, size, _U64(0), out)
-    count = chars - size + 1
+        return _rolling_codes(text, size, _U64(0), out)
+    count = as_int(chars - size + 1)
     for g in range(count):
         out[g] = string_code(data, start, width, g, size)  # hashed: q > 3
     return count
 
 
 @njit(cache=True, nogil=True)
-def distinct_codes(
-    data: np.ndarray, start: int, width: int, chars: int, size: int, cjk_size: int, out: np.ndarray
-) -> int:
+def distinct_codes(text: tuple, grams: tuple, out: np.ndarray) -> int:  # type: ignore[type-arg]
     """The distinct q-gram codes of one text, ascending, into ``out``; returns how many.
     O(g log g) for g q-grams."""
-    count = gram_codes(data, start, width, chars, size, cjk_size, out)
+    count = gram_codes(text, grams, out)
     if count <= 1:
         return count
     out[:count].sort()
@@ -388,22 +387,19 @@ def _sort_tokens(keys: np.ndarray, codes: np.ndarray, count: int) -> None:
 
 @njit(cache=True, nogil=True)
 def ordered_set(
-    data: np.ndarray,
-    start: int,
-    width: int,
-    chars: int,
-    size: int,
-    cjk_size: int,
-    table_codes: np.ndarray,
-    table_classes: np.ndarray,
+    text: tuple,  # type: ignore[type-arg]
+    grams: tuple,  # type: ignore[type-arg]
+    order: tuple,  # type: ignore[type-arg]
     codes: np.ndarray,
     keys: np.ndarray,
 ) -> int:
-    """The distinct q-gram codes of one text in the global token order, into ``codes``,
-    with their order keys in ``keys``; returns how many. The order: rarer frequency class
-    first, then ``fmix64(code)`` (ties, which need equal top 48 bits, by the code). One
-    in-place sort, no allocation: O(g log g) for g q-grams."""
-    count = gram_codes(data, start, width, chars, size, cjk_size, codes)
+    """The distinct q-gram codes of one text in the global token order (``order``, the
+    table's codes and classes), into ``codes``, with their order keys in ``keys``;
+    returns how many. The order: rarer frequency class first, then ``fmix64(code)``
+    (ties, which need equal top 48 bits, by the code). One in-place sort, no allocation:
+    O(g log g) for g q-grams."""
+    table_codes, table_classes = order
+    count = gram_codes(text, grams, codes)
     for g in range(count):
         cls = order_class(codes[g], table_codes, table_classes)
         keys[g] = (_U64(cls) << _U64(ORDER_CLASS_SHIFT)) | (
@@ -485,37 +481,40 @@ def unpack_text(data: np.ndarray, start: int, width: int, chars: int) -> np.ndar
 
 
 @njit(cache=True, nogil=True)
-def _most_grams(chars: np.ndarray, rows: np.ndarray, size: int, cjk_size: int) -> tuple[int, int]:
+def _most_grams(chars: np.ndarray, rows: np.ndarray, grams: tuple) -> tuple[int, int]:  # type: ignore[type-arg]
     """(the most q-grams of one of the texts ``rows``, at least 1; their total): the
     sizes of the scratch and output arrays."""
+    size, cjk_size = grams
     longest = 1
     total = 0
     for i in range(rows.shape[0]):
-        grams = gram_count(chars[rows[i]], size, cjk_size)
-        longest = max(longest, grams)
-        total += grams
+        count = gram_count(chars[rows[i]], size, cjk_size)
+        longest = max(longest, count)
+        total += count
     return longest, total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def text_at(texts: tuple, row: int) -> tuple:  # type: ignore[type-arg]
+    """The packed text (data, start, width, chars) of stored ``row`` of ``texts``
+    (PackedTexts' kernel_arrays: data, starts, chars, widths)."""
+    data, starts, chars, widths = texts
+    return data, starts[row], as_int(widths[row]), as_int(chars[row])
 
 
 @njit(cache=True, nogil=True)
 def set_postings(
-    data: np.ndarray,
-    starts: np.ndarray,
-    chars: np.ndarray,
-    widths: np.ndarray,
+    texts: tuple,  # type: ignore[type-arg]
     rows: np.ndarray,
-    size: int,
-    cjk_size: int,
-    threshold: float,
-    shared: int,
-    table_codes: np.ndarray,
-    table_classes: np.ndarray,
+    grams: tuple,  # type: ignore[type-arg]
+    prefix: tuple,  # type: ignore[type-arg]
+    order: tuple,  # type: ignore[type-arg]
 ) -> tuple:  # type: ignore[type-arg]
-    """(keys, entry_rows, set_sizes) for stored texts ``rows`` (their packed text at
-    ``starts[row]``...): one entry per token of each set's prefix for ``threshold`` and
-    ``shared``.
-    O(g log g) per text of g q-grams."""
-    longest, total = _most_grams(chars, rows, size, cjk_size)
+    """(keys, entry_rows, set_sizes) for stored ``texts`` ``rows`` in ``order``: one entry
+    per token of each set's prefix for ``prefix`` (threshold, shared). O(g log g) per
+    text of g q-grams."""
+    threshold, shared = prefix
+    longest, total = _most_grams(texts[2], rows, grams)
     codes = np.empty(longest, dtype=np.uint64)
     order_keys = np.empty(longest, dtype=np.uint64)
     keys = np.empty(total, dtype=np.uint64)
@@ -524,10 +523,7 @@ def set_postings(
     count = 0
     for i in range(rows.shape[0]):
         row = rows[i]
-        n = ordered_set(
-            data, starts[row], as_int(widths[row]), as_int(chars[row]), size, cjk_size, table_codes,
-            table_classes, codes, order_keys,
-        )  # fmt: skip
+        n = ordered_set(text_at(texts, row), grams, order, codes, order_keys)
         set_sizes[i] = n
         for position in range(prefix_length(n, threshold, shared)):
             keys[count] = entry_key(order_keys[position], n, position)
@@ -537,26 +533,16 @@ def set_postings(
 
 
 @njit(cache=True, nogil=True)
-def code_sets(
-    data: np.ndarray,
-    starts: np.ndarray,
-    chars: np.ndarray,
-    widths: np.ndarray,
-    rows: np.ndarray,
-    size: int,
-    cjk_size: int,
-) -> tuple:  # type: ignore[type-arg]
-    """(codes, ends): the distinct q-gram codes of each stored text ``rows[i]``, ascending,
-    at codes[ends[i-1]:ends[i]]."""
-    longest, total = _most_grams(chars, rows, size, cjk_size)
+def code_sets(texts: tuple, rows: np.ndarray, grams: tuple) -> tuple:  # type: ignore[type-arg]
+    """(codes, ends): the distinct q-gram codes of each stored text ``rows[i]`` of
+    ``texts``, ascending, at codes[ends[i-1]:ends[i]]."""
+    longest, total = _most_grams(texts[2], rows, grams)
     scratch = np.empty(longest, dtype=np.uint64)
     codes = np.empty(total, dtype=np.uint64)
     ends = np.empty(rows.shape[0], dtype=np.int64)
     count = 0
     for i in range(rows.shape[0]):
-        row = rows[i]
-        width, length = as_int(widths[row]), as_int(chars[row])
-        n = distinct_codes(data, starts[row], width, length, size, cjk_size, scratch)
+        n = distinct_codes(text_at(texts, rows[i]), grams, scratch)
         codes[count : count + n] = scratch[:n]
         count += n
         ends[i] = count

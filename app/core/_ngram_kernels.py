@@ -22,6 +22,7 @@ from app.core._gram_kernels import (
     min_overlap,
     ordered_set,
     prefix_length,
+    text_at,
     token_bits,
 )
 from app.core._kernels import fmix64
@@ -251,12 +252,8 @@ def _past(group: np.uint64, bound: int) -> np.uint64:
 
 @njit(cache=True, nogil=True)
 def _shared_tokens(
-    data: np.ndarray,
-    start: int,
-    width: int,
-    chars: int,
-    size: int,
-    cjk_size: int,
+    text: tuple,  # type: ignore[type-arg]
+    grams: tuple,  # type: ignore[type-arg]
     needed: int,
     set_codes: np.ndarray,
     set_used: np.ndarray,
@@ -268,11 +265,11 @@ def _shared_tokens(
     a slot's stamp saying which candidate last counted it, so a repeated q-gram counts
     once); stops early, returning a number below ``needed``, once ``needed`` is out of
     reach. O(g) for g q-grams (q <= 3)."""
-    grams = gram_codes(data, start, width, chars, size, cjk_size, scratch)
+    count = gram_codes(text, grams, scratch)
     mask = _U64(set_codes.shape[0] - 1)
     shared = 0
-    for g in range(grams):
-        if shared + grams - g < needed:
+    for g in range(count):
+        if shared + count - g < needed:
             return shared
         code = scratch[g]
         slot = fmix64(code) & mask
@@ -287,13 +284,14 @@ def _shared_tokens(
 
 
 @njit(cache=True, nogil=True)
-def within_one_edit(
-    query: np.ndarray, first: int, end: int, data: np.ndarray, start: int, width: int, chars: int
-) -> bool:
-    """Whether query[first:end] and the stored text are at most one edit apart: one
-    character substituted, inserted or deleted, or two adjacent ones swapped, as
-    ``template.within_one_edit`` says (tests/core/test_ngram_index.py compares them).
+def within_one_edit(query_span: tuple, text: tuple) -> bool:  # type: ignore[type-arg]
+    """Whether the query's code points ``query[first:end]`` (``query_span`` is (query,
+    first, end)) and the packed stored ``text`` are at most one edit apart: one character
+    substituted, inserted or deleted, or two adjacent ones swapped, as
+    ``template.within_one_edit`` says (tests/api/test_short_templates.py compares them).
     O(length)."""
+    query, first, end = query_span
+    data, start, width, chars = text
     length = end - first
     if abs(length - chars) > 1:
         return False
@@ -323,13 +321,8 @@ def within_one_edit(
 
 @njit(cache=True, nogil=True)
 def _same_figures(
-    query: np.ndarray,
-    first: int,
-    end: int,
-    data: np.ndarray,
-    starts: np.ndarray,
-    widths: np.ndarray,
-    chars: np.ndarray,
+    query_span: tuple,  # type: ignore[type-arg]
+    texts: tuple,  # type: ignore[type-arg]
     figure_keys: np.ndarray,
     rows: np.ndarray,
     similarities: np.ndarray,
@@ -343,13 +336,13 @@ def _same_figures(
     the new count. The query's key is made once, O(its length); a match whose key
     differs costs one comparison of the two texts."""
     counts[:] = 0
-    count_figures(query, first, end, counts)
+    count_figures(query_span[0], query_span[1], query_span[2], counts)
     query_key = key_of(counts)
     kept = start
     for at in range(start, count):
         row = rows[at]
         if disagree(query_key, figure_keys[row]) and not within_one_edit(
-            query, first, end, data, starts[row], as_int(widths[row]), as_int(chars[row])
+            query_span, text_at(texts, row)
         ):
             continue
         rows[kept] = row
@@ -362,16 +355,10 @@ def _same_figures(
 def ngram_search(
     query_data: np.ndarray,
     query_offsets: np.ndarray,
-    size: int,
-    cjk_size: int,
-    threshold: float,
-    shared: int,
-    table_codes: np.ndarray,
-    table_classes: np.ndarray,
-    data: np.ndarray,
-    starts: np.ndarray,
-    chars: np.ndarray,
-    widths: np.ndarray,
+    grams: tuple,  # type: ignore[type-arg]
+    prefix: tuple,  # type: ignore[type-arg]
+    order: tuple,  # type: ignore[type-arg]
+    texts: tuple,  # type: ignore[type-arg]
     sizes: np.ndarray,
     runs: tuple,  # type: ignore[type-arg]  # SortedTable's kernel_arrays()
     deleted: np.ndarray,
@@ -379,6 +366,8 @@ def ngram_search(
 ) -> tuple:  # type: ignore[type-arg]
     """Every live stored set with Jaccard >= threshold to each query, with that Jaccard.
 
+    ``grams`` is (size, cjk_size), ``prefix`` (threshold, shared), ``order`` the token
+    order's (table_codes, table_classes), ``texts`` PackedTexts' kernel_arrays().
     Returns (query_ends, rows, similarities, candidates): query i's matches at
     [query_ends[i-1], query_ends[i]), best first, ties by row; candidates[i] the distinct
     rows verified for it. With the rows' ``figure_keys`` (an empty array: not asked), the
@@ -393,6 +382,9 @@ def ngram_search(
         main_keys, main_rows, main_directory, middle_keys, middle_rows, _middle_directory,
         buffer_keys, buffer_rows, _buffer_directory, tail_keys, tail_rows, tail_count,
     ) = runs  # fmt: skip
+    size, cjk_size = grams
+    threshold, shared = prefix
+    data, starts, chars, widths = texts
     # Queries are code points (4 bytes each), query i at [offsets[i], offsets[i + 1]).
     queries = query_offsets.shape[0] - 1
     longest = 1
@@ -434,11 +426,13 @@ def ngram_search(
     main_lane, middle_lane, buffer_lane = main_keys[0], middle_keys[0], buffer_keys[0]
     main_row_lane, middle_row_lane, buffer_row_lane = main_rows[0], middle_rows[0], buffer_rows[0]
     for qi in range(queries):
-        n = ordered_set(
-            query_data, 4 * query_offsets[qi], as_int(4), query_offsets[qi + 1] - query_offsets[qi],
-            size, cjk_size,
-            table_codes, table_classes, codes, order_keys,
-        )  # fmt: skip
+        query_text = (
+            query_data,
+            4 * query_offsets[qi],
+            as_int(4),
+            query_offsets[qi + 1] - query_offsets[qi],
+        )
+        n = ordered_set(query_text, grams, order, codes, order_keys)
         if n == 0:
             query_ends[qi] = count
             continue
@@ -601,9 +595,8 @@ def ngram_search(
             scratch = grow(scratch, gram_count(chars[row], size, cjk_size))
             stamp += 1
             overlap = _shared_tokens(
-                data, starts[row], as_int(widths[row]), as_int(chars[row]), size, cjk_size, needed,
-                set_codes, set_used, set_stamp, stamp, scratch,
-            )  # fmt: skip
+                text_at(texts, row), grams, needed, set_codes, set_used, set_stamp, stamp, scratch
+            )
             if overlap < needed:
                 continue
             similarity = overlap / (n + set_size - overlap)
@@ -618,8 +611,8 @@ def ngram_search(
                 set_used[slots[g]] = False
         if figure_keys.shape[0] > 0 and count > start:
             count = _same_figures(
-                query_points, query_offsets[qi], query_offsets[qi + 1], data, starts, widths,
-                chars, figure_keys, rows, similarities, start, count, figure_counts,
+                (query_points, query_offsets[qi], query_offsets[qi + 1]), texts, figure_keys, rows,
+                similarities, start, count, figure_counts,
             )  # fmt: skip
         best_first(rows, similarities, as_int(start), count)
         query_ends[qi] = count

@@ -282,13 +282,9 @@ def gram_sets(
         return []
     data, starts, chars, widths, _ = gram_kernels.pack_texts(*code_points(texts), False)
     codes, ends = gram_kernels.code_sets(
-        data,
-        starts,
-        chars,
-        widths,
+        (data, starts, chars, widths),
         np.arange(len(texts), dtype=np.int64),
-        size,
-        size if cjk_size is None else cjk_size,
+        (size, size if cjk_size is None else cjk_size),
     )
     return np.split(codes, ends[:-1])
 
@@ -405,14 +401,11 @@ class NgramIndex:
         rows' set sizes."""
         postings = gram_kernels.set_postings
         result: tuple[npt.NDArray[np.uint64], Rows, npt.NDArray[np.int32]] = postings(
-            *self._texts.kernel_arrays(),
+            self._texts.kernel_arrays(),
             rows,
-            self.size,
-            self.cjk_size,
-            self.threshold,
-            self.prefix_matches,
-            order.table_codes,
-            order.table_classes,
+            (self.size, self.cjk_size),
+            (self.threshold, self.prefix_matches),
+            (order.table_codes, order.table_classes),
         )
         return result
 
@@ -493,23 +486,14 @@ class NgramIndex:
             offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         state = self._state
         snapshot = state.table.snapshot()
-        # Read after the snapshot: these hold every row it holds. (Unpacked here: mypy
-        # follows one starred tuple in a kernel's call, not two.)
-        data, starts, chars, widths = self._texts.kernel_arrays()
         checked = self.same_numbers and same_numbers
         result: tuple[Rows, Rows, Similarities, Rows] = kernels.ngram_search(
             points.view(np.uint8),
             offsets,
-            self.size,
-            self.cjk_size,
-            bar,
-            self.prefix_matches,
-            state.order.table_codes,
-            state.order.table_classes,
-            data,
-            starts,
-            chars,
-            widths,
+            (self.size, self.cjk_size),
+            (bar, self.prefix_matches),
+            (state.order.table_codes, state.order.table_classes),
+            self._texts.kernel_arrays(),  # read after the snapshot: every row it holds
             self._texts.sizes.array,
             snapshot.kernel_arrays(),
             self._rows.deleted.array,
@@ -573,10 +557,7 @@ class NgramIndex:
         if len(rows) > ORDER_SAMPLE_ROWS:
             rows = rows[np.linspace(0, len(rows) - 1, ORDER_SAMPLE_ROWS).astype(np.int64)]
         codes, _ = gram_kernels.code_sets(
-            *self._texts.kernel_arrays(),
-            rows,
-            self.size,
-            self.cjk_size,
+            self._texts.kernel_arrays(), rows, (self.size, self.cjk_size)
         )
         return QgramOrder.from_sets(codes, learned_rows)
 

@@ -366,6 +366,6 @@ def test_the_compiled_one_edit_check_agrees_with_the_plain_one() -> None:
             # types would be compiled anew for the test alone.
             asked = code_points_of(query)
             compiled = ngram_kernels.within_one_edit(
-                asked, 0, len(asked), data, int(starts[at]), int(widths[at]), int(chars[at])
+                (asked, 0, len(asked)), (data, int(starts[at]), int(widths[at]), int(chars[at]))
             )
             assert compiled == within_one_edit(query, stored), (query, stored)

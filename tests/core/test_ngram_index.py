@@ -413,11 +413,11 @@ def test_one_script_texts_get_the_same_codes_by_the_rolling_path(
     # Writable, as the service's packed texts are: a read-only array is another compile.
     points = code_points_of(text).view(np.uint8)
     fast, general = np.zeros(32, np.uint64), np.zeros(32, np.uint64)
-    count = kernels.gram_codes(points, 0, 4, len(text), size, cjk_size, fast)
+    count = kernels.gram_codes((points, 0, 4, len(text)), (size, cjk_size), fast)
     if not text:
         assert count == 0
         return
-    expected = kernels._script_codes(points, 0, 4, len(text), size, cjk_size, general)
+    expected = kernels._script_codes((points, 0, 4, len(text)), (size, cjk_size), general)
     assert fast[:count].tolist() == general[:expected].tolist()
 
 
