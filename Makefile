@@ -104,9 +104,10 @@ test-deploy: $(VENV)/.installed-test deploy
 # same kernel into numba's cache at once can leave an index naming the other's code.
 # A kernel compiled while the tests ran is a path app/warmup.py does not walk: a first
 # request that takes it waits for the compile (and two workers write one cache): named.
-# Not the tests' own kernels (figure_counts, figure_kinds; tests/api/test_startup.py's
-# NOT_SERVICE_KERNELS), nor is_cjk, which compiling them saves again.
-TESTS_OWN_KERNELS := -e figure_counts- -e figure_kinds- -e is_cjk-
+# Not the tests' own kernels (figure_counts, in tests/api/test_startup.py's
+# NOT_SERVICE_KERNELS; figure_kind, which a test calls from Python on every code point),
+# nor is_cjk, which compiling them saves again.
+TESTS_OWN_KERNELS := -e figure_counts- -e figure_kind- -e is_cjk-
 test: lint browser redis deploy $(VENV)/.kernels
 	$(COMPILE)
 	$(BIN)/pytest -q -n 2 --dist loadfile

@@ -160,67 +160,31 @@ def components(count: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def expand_pairs(
-    pair_a: np.ndarray,
-    pair_b: np.ndarray,
-    group_start: np.ndarray,
-    members: np.ndarray,
-    out_x: np.ndarray,
-    out_y: np.ndarray,
-    out_pair: np.ndarray,
-    within_x: np.ndarray,
-    within_y: np.ndarray,
-    within_group: np.ndarray,
-) -> None:
-    """Document pairs of representative pairs and of groups of identical documents.
-
-    Group g's members (positions, ascending) are ``members[group_start[g]:group_start[g+1]]``.
-    Every member of a's group pairs with every member of b's (x < y, ``out_pair`` the
-    index of the representative pair); every two members of one group pair too
-    (``within_*``, the group). The output arrays are sized by the caller.
-    """
-    at = 0
-    for i in range(pair_a.shape[0]):
-        for p in range(group_start[pair_a[i]], group_start[pair_a[i] + 1]):
-            for q in range(group_start[pair_b[i]], group_start[pair_b[i] + 1]):
-                x = members[p]
-                y = members[q]
-                out_x[at] = min(x, y)
-                out_y[at] = max(x, y)
-                out_pair[at] = i
-                at += 1
-    at = 0
-    for g in range(group_start.shape[0] - 1):
-        for p in range(group_start[g], group_start[g + 1]):
-            for q in range(p + 1, group_start[g + 1]):
-                within_x[at] = members[p]
-                within_y[at] = members[q]
-                within_group[at] = g
-                at += 1
-
-
-@njit(cache=True, nogil=True)
-def expand_pairs_in_window(
-    pair_a: np.ndarray,
-    pair_b: np.ndarray,
-    group_start: np.ndarray,
-    members: np.ndarray,
+    pairs: tuple,  # type: ignore[type-arg]
+    groups: tuple,  # type: ignore[type-arg]
     times: np.ndarray,
     window: int,
-    out_x: np.ndarray,
-    out_y: np.ndarray,
-    out_pair: np.ndarray,
-    within_x: np.ndarray,
-    within_y: np.ndarray,
-    within_group: np.ndarray,
+    across: tuple,  # type: ignore[type-arg]
+    within: tuple,  # type: ignore[type-arg]
     fill: bool,
 ) -> tuple[int, int]:
-    """``expand_pairs`` for the members whose times are at most ``window`` apart.
+    """Document pairs of representative ``pairs`` (a, b) and of ``groups`` (group_start,
+    members) of identical documents, for the members whose ``times`` are at most
+    ``window`` apart (all of them: equal times).
 
-    Each group's members are sorted by time (``times[p]`` is member p's), so for member
-    p of a's group the members of b's group in its window are a range that only moves
-    forward as p does. Returns (pairs across groups, pairs within groups); writes them
-    with ``fill`` (the output arrays sized by a first call without).
+    Group g's members (positions) are ``members[group_start[g]:group_start[g+1]]``,
+    sorted by time (``times[p]`` is member p's; by position among equal times). Every
+    member of a's group pairs with the members of b's in its window: ``across`` gets (x,
+    y, the index of the representative pair), x < y. Every two members of one group in
+    the window pair too: ``within`` gets (x, y, the group). For member p of a's group the
+    members of b's group in its window are a range that only moves forward as p does.
+    Returns (pairs across groups, pairs within groups); writes them with ``fill`` (the
+    output arrays sized by a first call without, or by the group sizes).
     """
+    pair_a, pair_b = pairs
+    group_start, members = groups
+    out_x, out_y, out_pair = across
+    within_x, within_y, within_group = within
     at = 0
     for i in range(pair_a.shape[0]):
         end = group_start[pair_b[i] + 1]
@@ -243,7 +207,7 @@ def expand_pairs_in_window(
                 out_y[at] = max(x, y)
                 out_pair[at] = i
                 at += 1
-    across = at
+    pairs_across = at
     at = 0
     for g in range(group_start.shape[0] - 1):
         end = group_start[g + 1]
@@ -256,4 +220,4 @@ def expand_pairs_in_window(
                     within_group[at] = g
                 at += 1
                 q += 1
-    return across, at
+    return pairs_across, at

@@ -460,7 +460,11 @@ def expand(rule: MatchRule, corpus: Corpus, groups: Groups, pairs: Pairs) -> Res
     within = int((sizes * (sizes - 1) // 2).sum())
     x, y, source = (np.empty(across, np.int64) for _ in range(3))
     wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
-    kernels.expand_pairs(pairs.a, pairs.b, groups.start, members, x, y, source, wx, wy, wgroup)
+    same_time = np.zeros(len(members), np.int64)  # every pair of the groups: one window
+    kernels.expand_pairs(
+        (pairs.a, pairs.b), (groups.start, members), same_time, 0, (x, y, source), (wx, wy, wgroup),
+        True,
+    )  # fmt: skip
     joined = _joined_pairs(rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup))
     root = kernels.components(len(groups.rep), pairs.a, pairs.b)
     cluster = np.arange(corpus.documents, dtype=np.int64)
@@ -485,13 +489,12 @@ def _expand_in_window(
     by_time = np.lexsort((members, member_times, group_of_member))
     members, member_times = members[by_time], member_times[by_time]
     empty = np.zeros(0, np.int64)
-    arguments = (pairs.a, pairs.b, groups.start, members, member_times, window)
-    across, within = kernels.expand_pairs_in_window(
-        *arguments, empty, empty, empty, empty, empty, empty, False
-    )
+    arguments = ((pairs.a, pairs.b), (groups.start, members), member_times, window)
+    nothing = (empty, empty, empty)
+    across, within = kernels.expand_pairs(*arguments, nothing, nothing, False)
     x, y, source = (np.empty(across, np.int64) for _ in range(3))
     wx, wy, wgroup = (np.empty(within, np.int64) for _ in range(3))
-    kernels.expand_pairs_in_window(*arguments, x, y, source, wx, wy, wgroup, True)
+    kernels.expand_pairs(*arguments, (x, y, source), (wx, wy, wgroup), True)
     joined = _joined_pairs(rule, corpus, groups, pairs, (x, y, source), (wx, wy, wgroup))
     # Positions are in input order, so each component is named by its first document.
     cluster = kernels.components(corpus.documents, joined.a, joined.b)

@@ -153,18 +153,20 @@ def winnow(hashes: np.ndarray, window: int, positions: np.ndarray) -> int:
 def equal_runs(
     query: np.ndarray,
     stored: np.ndarray,
-    seed_query: np.ndarray,
-    seed_stored: np.ndarray,
-    k: int,
-    minimum: int,
+    seeds: tuple,  # type: ignore[type-arg]
+    walk: tuple[int, int, int],
     out: np.ndarray,
 ) -> int:
-    """The maximal runs of equal tokens through each seed (a k-gram starting at
-    ``seed_query[i]`` in ``query`` and ``seed_stored[i]`` in ``stored``, verified token by
-    token), at least ``minimum`` tokens long, each once: rows of ``out`` are (query
-    start, query end, stored start, stored end), token indexes, end exclusive; returns
-    the count. Seeds must come sorted by diagonal (stored - query), then query start: a
-    seed inside the run found last on its diagonal is skipped. O(seeds + run lengths)."""
+    """The maximal runs of equal tokens through each seed (``seeds`` is (seed_query,
+    seed_stored): a k-gram starting at ``seed_query[i]`` in ``query`` and
+    ``seed_stored[i]`` in ``stored``, verified token by token), at least ``minimum``
+    tokens long (``walk`` is (k, minimum, per_kgram)), each once: rows of ``out`` are
+    (query start, query end, stored start, stored end), token indexes, end exclusive;
+    returns the count. Seeds must come sorted by diagonal (stored - query), then query
+    start: a seed inside the run found last on its diagonal is skipped. O(seeds + run
+    lengths)."""
+    seed_query, seed_stored = seeds
+    k, minimum, _ = walk
     count = 0
     last_diagonal = np.int64(-(1 << 62))
     last_end = np.int64(-1)
@@ -308,7 +310,7 @@ def runs_against(
     ``grams`` and ``slots``, as long as ``stored`` at least; ``seed_query`` and
     ``seed_stored``, ``per_kgram`` times the query's k-grams). Every stored k-gram is
     looked up once in the table: O(m + seeds log seeds + run lengths)."""
-    k, minimum, per_kgram = walk
+    k, _, per_kgram = walk
     (slot_hash, first, count, positions), taken, grams, slots, seed_query, seed_stored = scratch
     n, m = query.shape[0] - k + 1, stored.shape[0] - k + 1
     if n <= 0 or m <= 0:
@@ -337,7 +339,7 @@ def runs_against(
     by_diagonal = _by_diagonal(seed_query[:seeds], seed_stored[:seeds], n, m)
     runs = np.empty((seeds, 4), dtype=np.int64)
     found = equal_runs(
-        query, stored, seed_query[by_diagonal], seed_stored[by_diagonal], k, minimum, runs
+        query, stored, (seed_query[by_diagonal], seed_stored[by_diagonal]), walk, runs
     )
     runs = runs[:found]
     return runs[np.argsort(runs[:, 0] * (m + k + 1) + runs[:, 2], kind="mergesort")]

@@ -151,15 +151,6 @@ def figure_kind(point: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def figure_kinds(points: np.ndarray) -> np.ndarray:
-    """``figure_kind`` of each code point (for the tests)."""
-    kinds = np.empty(points.shape[0], dtype=np.int64)
-    for at in range(points.shape[0]):
-        kinds[at] = figure_kind(points[at])
-    return kinds
-
-
-@njit(cache=True, nogil=True)
 def _add_digits(value: int, counts: np.ndarray) -> None:
     """Count the decimal digits of a non-negative value (0 has one digit, 0)."""
     if value == 0:

@@ -110,7 +110,6 @@ KERNEL_MODULES = (
 NOT_SERVICE_KERNELS = {
     "core._kernels.classic_minhash",
     "core._template_kernels.figure_counts",
-    "core._template_kernels.figure_kinds",
 }
 _COMPILED_AFTER_WARM_UP = """
 import json, sys
