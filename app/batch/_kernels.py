@@ -111,10 +111,7 @@ def table_pairs(
 
 @njit(cache=True, nogil=True)
 def agreement(
-    a: np.ndarray,
-    b: np.ndarray,
-    signatures: np.ndarray,
-    signature_row: np.ndarray,
+    a: np.ndarray, b: np.ndarray, signatures: np.ndarray, signature_row: np.ndarray
 ) -> np.ndarray:
     """Equal values of the signatures of each pair (a[i], b[i])."""
     out = np.zeros(a.shape[0], dtype=np.int64)

@@ -200,11 +200,7 @@ def one_permutation_minhash(
 
 @njit(cache=True, nogil=True)
 def classic_minhash(
-    hashes: np.ndarray,
-    count: int,
-    multipliers: np.ndarray,
-    increments: np.ndarray,
-    out: np.ndarray,
+    hashes: np.ndarray, count: int, multipliers: np.ndarray, increments: np.ndarray, out: np.ndarray
 ) -> None:
     """Classic K-permutation MinHash: value k is min over shingles of (a_k h + b_k) >> 32."""
     num_perm = out.shape[0]
