@@ -30,7 +30,7 @@ from app.backends.embedded.collection import Collection
 from app.collection_config import CollectionConfig, MinHashConfig
 from app.core import verify
 from app.core.lsh import min_matches
-from app.core.rule import MINHASH
+from app.core.methods import MINHASH
 from app.service import NewDocument
 from app.storage import MemoryStore
 from devkit.corpus import english_like_texts, mutate_words

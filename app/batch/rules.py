@@ -40,9 +40,10 @@ from app.collection_config import CollectionConfig, NgramConfig
 from app.core import _gram_kernels as gram_kernels
 from app.core.hamming import block_layout
 from app.core.lsh import LSHIndex, min_matches
+from app.core.methods import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
 from app.core.ngram import CJK_RANGES
 from app.core.page import read_page
-from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH, similarity_of
+from app.core.rule import similarity_of
 from app.core.template import differing_numbers
 from app.core.types import MinHashes, SimHashes
 from app.core.verify import ExactMinHash, ShingleSets, candidate_threshold, unsure_pairs

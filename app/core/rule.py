@@ -18,7 +18,6 @@ import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -26,22 +25,8 @@ import numpy.typing as npt
 from app.core._index_kernels import merge_found
 from app.core.fingerprint import Fingerprints
 from app.core.lsh import agreements
-from app.core.types import Rows
-
-Method = Literal["exact", "simhash", "minhash", "ngram", "passage"]
-Floats = npt.NDArray[np.float64]
-METHOD_ORDER: tuple[Method, ...] = ("exact", "simhash", "minhash", "ngram", "passage")
-# "passage" is not a near-duplicate method: a shared passage is a relation between two
-# documents (app/service/passages.py), named among a match's methods when there is one.
-EXACT, SIMHASH, MINHASH, NGRAM, PASSAGE = 1, 2, 4, 8, 16
-METHOD_BITS = (EXACT, SIMHASH, MINHASH, NGRAM, PASSAGE)
-BIT_OF_METHOD: dict[Method, int] = dict(zip(METHOD_ORDER, METHOD_BITS, strict=True))
-# Method bits -> the methods named in a Match, in the contract's order.
-METHODS_OF_BITS: tuple[tuple[Method, ...], ...] = tuple(
-    tuple(method for bit, method in zip(METHOD_BITS, METHOD_ORDER, strict=True) if bits & bit)
-    for bits in range(32)
-)
-
+from app.core.types import Floats, Rows
+from app.core.verify import ExactMinHash
 
 # Batches up to this size find their pairs by comparing every pair: below it that beats
 # sorting keys (single inserts gathered by a loop turn are batches of a few documents).
@@ -205,22 +190,6 @@ def similarity_of(
     return rounded
 
 
-class MinHashDecision(Protocol):
-    """Decides the MinHash bit of scored pairs anew (app/core/verify.py: ExactMinHash,
-    the exact Jaccard where the texts are at hand); gives back the very ``methods``
-    array where it decided no pair, a new one otherwise."""
-
-    def decide(
-        self,
-        positions: Rows,
-        rows: Rows,
-        methods: npt.NDArray[np.uint8],
-        agree: Rows,
-        similarity: Floats,
-        ngram_similarity: Floats,
-    ) -> tuple[npt.NDArray[np.uint8], Floats]: ...
-
-
 def score(
     num_perm: int,
     queries: Fingerprints,
@@ -232,7 +201,7 @@ def score(
     ages: Rows,
     exact_similarity: Floats,
     min_similarity: float | None = None,
-    minhash: MinHashDecision | None = None,
+    minhash: ExactMinHash | None = None,
 ) -> Pairs:
     """The pairs (query ``positions``, matched ``rows`` with their ``simhashes``,
     ``signatures`` and ``ages``) scored and sorted, those under ``min_similarity`` left
@@ -273,7 +242,7 @@ def pairs_within_batch(
     window: int | None,
     since: int | None,
     until: int | None,
-    minhash: MinHashDecision | None = None,
+    minhash: ExactMinHash | None = None,
 ) -> Pairs:
     """Pairs (later position, earlier position) of one batch that match by what each
     method found within it (``parts``), the earlier document within since / until and

@@ -13,6 +13,7 @@ MinHashes: TypeAlias = npt.NDArray[np.uint32]
 ExactHashes: TypeAlias = npt.NDArray[np.uint64]
 Keys: TypeAlias = npt.NDArray[np.uint64]
 Rows: TypeAlias = npt.NDArray[np.int64]
+Floats: TypeAlias = npt.NDArray[np.float64]
 
 
 class Backlog(NamedTuple):

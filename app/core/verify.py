@@ -33,11 +33,10 @@ import numpy.typing as npt
 from app.core.fingerprint import FingerprintParams, shingle_hashes
 from app.core.fingerprint import _normalize_ascii as normalize_ascii
 from app.core.lsh import min_matches
-from app.core.rule import MINHASH
+from app.core.methods import MINHASH
 from app.core.text import normalize
-from app.core.types import Rows
+from app.core.types import Floats, Rows
 
-Floats = npt.NDArray[np.float64]
 ShingleSet = npt.NDArray[np.uint64]
 # Half the width of the band of estimates around the threshold where the exact Jaccard
 # decides: 4.2 standard deviations of a 128-value estimate at J = 0.8.

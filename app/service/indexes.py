@@ -23,18 +23,9 @@ from app.collection_config import CollectionConfig
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, agreements, kept_values, min_matches
+from app.core.methods import EXACT, MINHASH, NGRAM, SIMHASH, Method
 from app.core.ngram import NgramIndex
-from app.core.rule import (
-    EXACT,
-    MINHASH,
-    NGRAM,
-    SIMHASH,
-    SMALL_BATCH,
-    Method,
-    all_pairs,
-    equal_pairs,
-    positions_of,
-)
+from app.core.rule import SMALL_BATCH, all_pairs, equal_pairs, positions_of
 from app.core.saved import SavedArrays
 from app.core.table_index import TableIndex
 from app.core.types import Backlog, ExactHashes, MinHashes, Rows, SimHashes

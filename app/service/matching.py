@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.core.rule import METHODS_OF_BITS, Pairs
+from app.core.methods import METHODS_OF_BITS
+from app.core.rule import Pairs
 from app.errors import InvalidParameter
 from app.service.types import Match, Query, check_range
 

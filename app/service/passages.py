@@ -28,6 +28,7 @@ from app.collection_config import PassagesConfig
 from app.core import _candidate_kernels as candidate_kernels
 from app.core import _passage_kernels as kernels
 from app.core.hosts import NO_HOST, NO_PAGES, HostPages, without_chrome
+from app.core.methods import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.core.passages import (
     Passage,
     TokenRuns,
@@ -40,7 +41,6 @@ from app.core.passages import (
     tokenize,
     tokens_and_fingerprints,
 )
-from app.core.rule import BIT_OF_METHOD, METHODS_OF_BITS, PASSAGE
 from app.core.types import Rows
 from app.service.types import Match, PassageMatch, Query, SharedPassage
 

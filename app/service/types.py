@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from app.core.hosts import NO_HOST, host_key
-from app.core.rule import Method
+from app.core.methods import Method
 from app.errors import InvalidParameter, NeardupError
 
 OnDuplicate = Literal["insert", "skip"]

@@ -10,7 +10,7 @@ import pytest
 
 from app.core.fingerprint import FingerprintParams, fingerprint, shingle_hashes
 from app.core.lsh import min_matches
-from app.core.rule import EXACT, MINHASH, SIMHASH
+from app.core.methods import EXACT, MINHASH, SIMHASH
 from app.core.text import normalize
 from app.core.verify import (
     UNCERTAIN,

@@ -14,8 +14,9 @@ from app.backends.embedded.passages import PassageSearch
 from app.backends.embedded.visibility import Visibility
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
+from app.core.methods import METHODS_OF_BITS
 from app.core.row_array import RowArray
-from app.core.rule import METHODS_OF_BITS, Pairs, Part, combined, pairs_within_batch, score
+from app.core.rule import Pairs, Part, combined, pairs_within_batch, score
 from app.core.saved import SavedArrays, nested, part
 from app.core.types import Backlog, Rows
 from app.errors import InvalidDocument

@@ -33,18 +33,8 @@ from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.core.fingerprint import Fingerprints
-from app.core.rule import (
-    EXACT,
-    MINHASH,
-    NGRAM,
-    SIMHASH,
-    Pairs,
-    Part,
-    combined,
-    in_time,
-    pairs_within_batch,
-    score,
-)
+from app.core.methods import EXACT, MINHASH, NGRAM, SIMHASH
+from app.core.rule import Pairs, Part, combined, in_time, pairs_within_batch, score
 from app.core.types import Rows
 from app.core.verify import ExactMinHash, candidate_threshold, search_bar
 from app.service.times import now_us

@@ -27,7 +27,8 @@ from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.core.fingerprint import Fingerprints
 from app.core.hosts import NO_HOST
-from app.core.rule import METHODS_OF_BITS, Pairs
+from app.core.methods import METHODS_OF_BITS
+from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InvalidDocument, InvalidParameter, UnknownCollection, UnknownDocument
 from app.service.matching import check_query

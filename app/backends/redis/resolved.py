@@ -19,7 +19,7 @@ from app.backends.redis.store.layout import DEFAULT_SHARD_BITS, Layout
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.collection_config import CollectionConfig
-from app.core.rule import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
+from app.core.methods import EXACT, METHODS_OF_BITS, MINHASH, NGRAM, SIMHASH
 from app.core.types import Rows
 from app.service.indexes import (
     DocumentIndex,
