@@ -418,20 +418,20 @@ def _equal_run(keys: np.ndarray, start: int, key: np.uint64, most: int) -> int:
 
 @njit(cache=True, nogil=True)
 def _equal_ranges(
-    run_keys: np.ndarray,
-    directory: np.ndarray,
+    run: tuple,  # type: ignore[type-arg]
     lane: int,
-    keys: np.ndarray,
-    order: np.ndarray,
+    sought: tuple,  # type: ignore[type-arg]
     most: int,
     bounds: np.ndarray,
 ) -> None:
     """``bounds[0, step]``, ``bounds[1, step]``: where the entries equal to
-    ``keys[order[step]]`` begin and end in one run's lane (followed no further than
-    ``most``). With a directory: in the key's bucket, whose directory entry and lines
-    were prefetched while earlier keys were looked up; without: galloping from where the
-    last key ended. A loop of its own per run: one loop over all runs ran ~70 ns a key
-    slower, most of it for runs that were empty."""
+    ``keys[order[step]]`` (``sought`` is (keys, order)) begin and end in one ``run``'s
+    (keys, directory) lane (followed no further than ``most``). With a directory: in the
+    key's bucket, whose directory entry and lines were prefetched while earlier keys were
+    looked up; without: galloping from where the last key ended. A loop of its own per
+    run: one loop over all runs was slower, most of it for runs that were empty."""
+    run_keys, directory = run
+    keys, order = sought
     lane_keys = run_keys[lane]
     queries = order.shape[0]
     if lane_keys.shape[0] == 0:
@@ -486,9 +486,9 @@ def equal_rows_many(
     main = np.empty((2, queries), dtype=np.int64)
     middle = np.empty((2, queries), dtype=np.int64)
     buffer = np.empty((2, queries), dtype=np.int64)
-    _equal_ranges(main_keys, main_directory, lane, keys, order, most, main)
-    _equal_ranges(middle_keys, middle_directory, lane, keys, order, most, middle)
-    _equal_ranges(buffer_keys, buffer_directory, lane, keys, order, most, buffer)
+    _equal_ranges((main_keys, main_directory), lane, (keys, order), most, main)
+    _equal_ranges((middle_keys, middle_directory), lane, (keys, order), most, middle)
+    _equal_ranges((buffer_keys, buffer_directory), lane, (keys, order), most, buffer)
     positions = np.empty(64, dtype=np.int64)
     rows = np.empty(64, dtype=np.int64)
     count = 0

@@ -353,8 +353,7 @@ def _same_figures(
 
 @njit(cache=True, nogil=True)
 def ngram_search(
-    query_data: np.ndarray,
-    query_offsets: np.ndarray,
+    query_texts: tuple,  # type: ignore[type-arg]
     grams: tuple,  # type: ignore[type-arg]
     prefix: tuple,  # type: ignore[type-arg]
     order: tuple,  # type: ignore[type-arg]
@@ -366,8 +365,10 @@ def ngram_search(
 ) -> tuple:  # type: ignore[type-arg]
     """Every live stored set with Jaccard >= threshold to each query, with that Jaccard.
 
-    ``grams`` is (size, cjk_size), ``prefix`` (threshold, shared), ``order`` the token
-    order's (table_codes, table_classes), ``texts`` PackedTexts' kernel_arrays().
+    ``query_texts`` is (data, offsets): the queries' code points as bytes, query i's at
+    code points [offsets[i], offsets[i + 1]). ``grams`` is (size, cjk_size), ``prefix``
+    (threshold, shared), ``order`` the token order's (table_codes, table_classes),
+    ``texts`` PackedTexts' kernel_arrays().
     Returns (query_ends, rows, similarities, candidates): query i's matches at
     [query_ends[i-1], query_ends[i]), best first, ties by row; candidates[i] the distinct
     rows verified for it. With the rows' ``figure_keys`` (an empty array: not asked), the
@@ -385,7 +386,7 @@ def ngram_search(
     size, cjk_size = grams
     threshold, shared = prefix
     data, starts, chars, widths = texts
-    # Queries are code points (4 bytes each), query i at [offsets[i], offsets[i + 1]).
+    query_data, query_offsets = query_texts
     queries = query_offsets.shape[0] - 1
     longest = 1
     for qi in range(queries):

@@ -488,8 +488,7 @@ class NgramIndex:
         snapshot = state.table.snapshot()
         checked = self.same_numbers and same_numbers
         result: tuple[Rows, Rows, Similarities, Rows] = kernels.ngram_search(
-            points.view(np.uint8),
-            offsets,
+            (points.view(np.uint8), offsets),
             (self.size, self.cjk_size),
             (bar, self.prefix_matches),
             (state.order.table_codes, state.order.table_classes),
