@@ -217,12 +217,7 @@ def kept_entries(first_rows: np.ndarray, second_rows: np.ndarray, dropped: np.nd
 
 
 @njit(cache=True, nogil=True)
-def merge_sorted_lanes(
-    first: tuple,  # type: ignore[type-arg]
-    second: tuple,  # type: ignore[type-arg]
-    dropped: np.ndarray,
-    out: tuple,  # type: ignore[type-arg]
-) -> None:
+def merge_sorted_lanes(first: tuple, second: tuple, dropped: np.ndarray, out: tuple) -> None:  # type: ignore[type-arg]
     """Merge two runs, (keys, rows) each, lane by lane into ``out`` ((lanes,
     kept_entries) each: the caller allocates them, so that numpy's large arrays are
     backed by huge pages), leaving out rows marked in ``dropped``. O(L (n + m))."""

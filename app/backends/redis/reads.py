@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TypeVar
 
 from app.backends.redis.context import CollectionContext
@@ -48,24 +49,20 @@ class Reads:
         self.backend = backend
 
     def get(self, document_id: str) -> StoredDocument:
-        return self._blocking(lambda resolved, store: self._get_steps(resolved, store, document_id))
+        return self._blocking(partial(self._get_steps, document_id, False))
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
         """``get`` from the event loop (as ``similar_async``); with ``kept_text``, the text
         wherever the collection keeps it (passages keep it without giving it out)."""
-        return await self._on_loop(
-            lambda resolved, store, recheck: self._get_steps(
-                resolved, store, document_id, recheck, kept_text
-            )
-        )
+        return await self._on_loop(partial(self._get_steps, document_id, kept_text))
 
     def _get_steps(
         self,
+        document_id: str,
+        kept_text: bool,
         resolved: Resolved,
         store: RedisStore,
-        document_id: str,
-        recheck: bool = False,
-        kept_text: bool = False,
+        recheck: bool,
     ) -> Steps[StoredDocument]:
         _, _, rows, data, mark = yield from self._lookup_steps(
             resolved, store, document_id, recheck
@@ -82,12 +79,13 @@ class Reads:
             timestamp=iso_time_us(int(held.data.timestamps[at])),
         )
 
-    def _blocking(self, make: Callable[[Resolved, RedisStore], Steps[T]]) -> T:
-        """The steps ``make`` (resolved, store) gives, driven by the blocking wire on the
-        settings read first (``_on_loop``'s counterpart for the callers in a thread)."""
+    def _blocking(self, make: Callable[[Resolved, RedisStore, bool], Steps[T]]) -> T:
+        """The steps ``make`` (resolved, store, recheck: False) gives, driven by the
+        blocking wire on the settings read first (``_on_loop``'s counterpart for the
+        callers in a thread)."""
         with storage_errors(self.backend.failures):
             resolved, store = self.collection.opened()
-            return run(make(resolved, store), store.wire)
+            return run(make(resolved, store, False), store.wire)
 
     async def _on_loop(self, make: Callable[[Resolved, RedisStore, bool], Steps[T]]) -> T:
         """The steps ``make`` (resolved, store, recheck) gives, driven on the event loop:
@@ -247,26 +245,15 @@ class Reads:
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
         """Documents matching a stored one, itself excluded."""
-        return self._blocking(
-            lambda resolved, store: self._similar_steps(resolved, store, document_id, query)
-        )
+        return self._blocking(partial(self._similar_steps, document_id, query))
 
     async def similar_async(self, document_id: str, query: Query) -> list[Match]:
         """``similar`` from the event loop: three round trips (the document's lookup with
         the settings read again, then the search's two)."""
-        return await self._on_loop(
-            lambda resolved, store, recheck: self._similar_steps(
-                resolved, store, document_id, query, recheck
-            )
-        )
+        return await self._on_loop(partial(self._similar_steps, document_id, query))
 
     def _similar_steps(
-        self,
-        resolved: Resolved,
-        store: RedisStore,
-        document_id: str,
-        query: Query,
-        recheck: bool = False,
+        self, document_id: str, query: Query, resolved: Resolved, store: RedisStore, recheck: bool
     ) -> Steps[list[Match]]:
         resolved, store, rows, data, mark = yield from self._lookup_steps(
             resolved, store, document_id, recheck
