@@ -251,8 +251,7 @@ def merge_sorted_lanes(first: tuple, second: tuple, dropped: np.ndarray, out: tu
 _LAST_KEY = _U64(0xFFFFFFFFFFFFFFFF)
 # A run this many times longer than the other is merged by block copies (_merge_blocks);
 # closer in size, the blocks are short and an entry-by-entry merge whose choice is a
-# conditional move, not a branch, is faster (3.3 against 4.4-6.4 ns an entry, 28,000
-# entries into 300,000-600,000; 9 against 13 for 5M into 40M).
+# conditional move, not a branch, is faster (docs/journal.md, issue 26: "Merges").
 _BLOCK_RATIO = 64
 
 
