@@ -41,6 +41,8 @@ from app.core._gram_kernels import at_least, at_most, prefix_length
 from app.core.hosts import HOST_PAGES
 from app.core.ngram import ORDER_FIRST_ROWS, NgramIndex, gram_sets
 from app.core.page import read_page
+from app.core.passages import PassageIndex
+from app.core.sorted_table import MIN_DIRECTORY_ENTRIES
 from app.service import InsertOptions, NewDocument, Query
 from app.service.indexes import NgramMatcher
 from app.storage.sqlite import SQLiteStore
@@ -94,6 +96,7 @@ def compile_kernels(helper: bool = True) -> float:
             if second is not None:  # the kernels the helper does not start with, first
                 warm_up(short_texts=False)
             warm_up()
+            _passage_directories()
             _collections(database, CONFIGS.items())
             # A restart: the start-up rebuild from what SQLite gives back, then requests.
             registry = Registry(SQLiteStore(database, "NORMAL"))
@@ -150,6 +153,20 @@ def _short_texts_index() -> None:
     index.merge()
     index.search_many(queries, settings.threshold)
     index.text(SHORT_ROWS)
+
+
+def _passage_directories() -> None:
+    """A passage table past MIN_DIRECTORY_ENTRIES (its 32-bit keys: no other table has
+    them): its directory built, extended by the next batch, and a merge. A collection
+    gets there after some 2,000 documents, too many for the collections walked here."""
+    rng = np.random.default_rng(0)
+    index = PassageIndex()
+    index.insert_many(
+        [rng.integers(0, 2**63, MIN_DIRECTORY_ENTRIES, dtype=np.uint64)], np.array([0])
+    )
+    index.insert_many([rng.integers(0, 2**63, 300, dtype=np.uint64)], np.array([1]))
+    index.candidates(rng.integers(0, 2**63, 10, dtype=np.uint64))
+    index.merge()
 
 
 def _start_helper() -> subprocess.Popen[bytes] | None:

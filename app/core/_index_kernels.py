@@ -120,7 +120,7 @@ def hamming_search(
     distances = np.empty(64, dtype=np.int64)
     count = 0
     query_ends = np.empty(queries.shape[0], dtype=np.int64)
-    shift = bucket_shift(main_directory) if main_directory.shape[0] > 0 else _U64(64)
+    shift = bucket_shift(main_directory, main_keys) if main_directory.shape[0] > 0 else _U64(64)
     for qi in range(queries.shape[0]):
         start = count
         for t in range(tables):
@@ -279,7 +279,7 @@ def lsh_search(
     matches = np.empty(64, dtype=np.int64)
     count = 0
     query_ends = np.empty(queries, dtype=np.int64)
-    shift = bucket_shift(main_directory) if directed else _U64(64)
+    shift = bucket_shift(main_directory, main_keys) if directed else _U64(64)
     for begin in range(0, queries, group):
         members = min(group, queries - begin)
         pairs = members * bands
@@ -439,7 +439,7 @@ def _equal_ranges(
         return
     if directory.shape[0] > 0:
         lane_directory = directory[lane]
-        shift = bucket_shift(directory)
+        shift = bucket_shift(directory, run_keys)
         for step in range(queries):
             if step + EQUAL_PREFETCH < queries:
                 prefetch(directory, lane, keys[order[step + EQUAL_PREFETCH]] >> shift)

@@ -400,7 +400,7 @@ def ngram_search(
     tokens = np.empty(64, dtype=np.uint64)
     main_starts = np.empty(64, dtype=np.int64)
     main_size = main_keys.shape[1]
-    shift = bucket_shift(main_directory) if main_directory.shape[0] > 0 else _U64(64)
+    shift = bucket_shift(main_directory, main_keys) if main_directory.shape[0] > 0 else _U64(64)
     capacity = 16
     while capacity < 2 * longest:
         capacity *= 2

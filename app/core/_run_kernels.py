@@ -87,14 +87,15 @@ _COUNTED_BUCKET = 64  # buckets of at most this many keys are counted, not halve
 
 
 @njit(cache=True, nogil=True, inline="always")
-def bucket_shift(directory: np.ndarray) -> np.uint64:
-    """The shift that takes a key to its bucket in ``directory`` ((lanes, 2^bits + 1)):
-    64 - bits. A directory's size follows its run's (sorted_table.directory_bits)."""
+def bucket_shift(directory: np.ndarray, keys: np.ndarray) -> np.uint64:
+    """The shift that takes a key of ``keys``' type (64 or 32 bits) to its bucket in
+    ``directory`` ((lanes, 2^bits + 1)): width - bits. A directory's size follows its
+    run's (sorted_table.directory_bits)."""
     buckets = directory.shape[directory.ndim - 1] - 1
     bits = 0
     while (1 << bits) < buckets:
         bits += 1
-    return _U64(64 - bits)
+    return _U64(8 * keys.itemsize - bits)
 
 
 @njit(cache=True, nogil=True)
@@ -104,7 +105,7 @@ def build_directory(keys: np.ndarray, directory: np.ndarray) -> None:
     O(L (n + 2^bits))."""
     lanes, size = keys.shape
     buckets = directory.shape[1] - 1
-    shift = bucket_shift(directory)
+    shift = bucket_shift(directory, keys)
     for lane in range(lanes):
         bucket = 0
         for i in range(size):
@@ -124,7 +125,7 @@ def extended_directory(directory: np.ndarray, added_keys: np.ndarray, extended: 
     keys in the buckets before it, into ``extended`` (its shape). O(L (m + 2^bits)), where
     a rebuild reads every key."""
     lanes, size = directory.shape
-    shift = bucket_shift(directory)
+    shift = bucket_shift(directory, added_keys)
     before = np.empty(size, dtype=np.int64)
     for lane in range(lanes):
         before[:] = 0
@@ -199,7 +200,7 @@ def bucket_guess(
     binary search's chain of misses."""
     bucket = np.int64(key >> shift)
     low, high = directory[lane, bucket], directory[lane, bucket + 1]
-    fraction = (key << (_U64(64) - shift)) >> _U64(32)  # the key's next 32 bits
+    fraction = (_U64(key) << (_U64(64) - shift)) >> _U64(32)  # the key's next 32 bits
     return low + np.int64((fraction * _U64(high - low)) >> _U64(32)), low, high
 
 

@@ -142,11 +142,11 @@ _INSERTION_SORT_MOST = 24
 
 @njit(cache=True, nogil=True)
 def uniform_order(keys: np.ndarray) -> np.ndarray:
-    """The order that sorts ``keys`` when they are spread evenly over uint64 (``fmix64``'s
-    outputs): each goes to one of about n buckets by its top bits, and each bucket is
-    sorted by insertion (a larger one by argsort: keys that are not even cost more, never
-    a wrong order). O(n) expected, where argsort's O(n log n) took most of a batch's
-    lookup."""
+    """The order that sorts ``keys`` when they are spread evenly over their type (uint64:
+    ``fmix64``'s outputs; uint32: their top halves): each goes to one of about n buckets
+    by its top bits, and each bucket is sorted by insertion (a larger one by argsort:
+    keys that are not even cost more, never a wrong order). O(n) expected, where
+    argsort's O(n log n) took most of a batch's lookup."""
     n = keys.shape[0]
     order = np.empty(n, dtype=np.int64)
     if n < 2:
@@ -155,7 +155,7 @@ def uniform_order(keys: np.ndarray) -> np.ndarray:
     bits = 1
     while (1 << bits) < n:
         bits += 1
-    shift = _U64(64 - bits)
+    shift = _U64(8 * keys.itemsize - bits)  # 64- or 32-bit keys
     starts = np.zeros((1 << bits) + 1, dtype=np.int64)
     for at in range(n):
         starts[np.int64(keys[at] >> shift) + 1] += 1

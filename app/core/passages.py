@@ -33,6 +33,7 @@ from app.core.fingerprint import UNICODE_SIZE, char_classes, code_points_of
 from app.core.hosts import NO_HOST, NO_PAGES, HostPages, host_hits
 from app.core.row_array import RowArray
 from app.core.run_builder import RunBuilder
+from app.core.sorted_table import top_halves
 from app.core.table_index import TableIndex
 from app.core.types import Rows
 
@@ -353,10 +354,17 @@ Chunk = (
 class PassageIndex(TableIndex):
     """Rows by the winnowed fingerprints of their texts.
 
-    Memory: 16 bytes an entry in the sorted arrays (key and row), about
-    2 / (window + 1) entries a token: some 1.8 KB for a 3 KB English text with the
-    defaults; and 16 bytes a row (its count of fingerprints, its text's hash, its
-    host's key). Search: one sorted lookup per query fingerprint, O(f log N).
+    Memory: 8 bytes an entry in the sorted arrays (the top 32 bits of the spread
+    fingerprint, and the row), about 2 / (window + 1) entries a token: some 900 bytes
+    for a 3 KB English text with the defaults; and 16 bytes a row (its count of
+    fingerprints, its text's hash, its host's key). Search: one sorted lookup per query
+    fingerprint, O(f log N).
+
+    Keys of 32 bits: two fingerprints that differ share their top halves once in 2^32
+    (with 100M distinct ones held, one query fingerprint in some 40 meets another's).
+    Such a hit only adds a candidate, or one shared fingerprint to a candidate's count,
+    and verification decides every candidate. (A fingerprint whose top half is also that
+    of a boilerplate one is capped with it: some 10,000 boilerplate keys in 2^32.)
     """
 
     one_entry_a_row = False
@@ -367,7 +375,8 @@ class PassageIndex(TableIndex):
         # 0: unknown), what tells a copy of the query, and its host's key
         # (``hosts.host_key``; 0: none), what tells its host's chrome. 16 bytes a row.
         self._per_row = RowArray(np.uint32, (4,))
-        super().__init__(lanes=1, values=self._per_row, uniform=True)  # keys spread
+        # Keys spread evenly: their top halves, uint32.
+        super().__init__(lanes=1, values=self._per_row, uniform=True, key_dtype=np.uint32)
         self.max_rows = max_rows
 
     def insert_row(
@@ -395,7 +404,7 @@ class PassageIndex(TableIndex):
         bulk load (a restart's every text): the chunks' entries are sorted apart and merged once at
         the end, their memory given back as the merge passes it (RunBuilder), so that the
         load holds about one copy of the table where merging chunk by chunk held two."""
-        builder = RunBuilder(lanes=1)
+        builder = RunBuilder(lanes=1, key_dtype=self._table.key_type)
         for keys, rows, text_hashes, *known_hosts in chunks:
             hosts = known_hosts[0] if known_hosts else None
             entries = self._entries(keys, rows, text_hashes, hosts)
@@ -409,7 +418,7 @@ class PassageIndex(TableIndex):
         rows: Rows,
         text_hashes: Sequence[int] | None = None,
         hosts: Sequence[int] | None = None,
-    ) -> tuple[npt.NDArray[np.uint64], Rows] | None:
+    ) -> tuple[npt.NDArray[np.uint32], Rows] | None:
         """The table's (keys (m, 1), rows) of texts' fingerprints, their rows claimed; None
         when no text has a fingerprint (a text under k tokens has none: not held)."""
         counts = np.array([len(k) for k in keys], dtype=np.int64)
@@ -425,7 +434,7 @@ class PassageIndex(TableIndex):
             per_row[claimed, 1:3] = hashes.view("<u4").reshape(-1, 2)
         if hosts is not None:
             per_row[claimed, 3] = np.array(hosts, dtype=np.uint32)[held]
-        entries = spread(np.concatenate(keys)).reshape(-1, 1)
+        entries = top_halves(spread(np.concatenate(keys))).reshape(-1, 1)
         return entries, np.repeat(claimed, counts[held])
 
     def candidates(self, keys: npt.NDArray[np.uint64]) -> tuple[Rows, Rows]:
@@ -469,7 +478,8 @@ class PassageIndex(TableIndex):
             empty = np.zeros(0, dtype=np.int64)
             return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), pages_of
         raw = keys[0] if len(keys) == 1 else np.concatenate(keys)
-        flat, order = kernels.spread_sorted(raw)
+        spread_keys, order = kernels.spread_sorted(raw)
+        flat = top_halves(spread_keys)  # sorted by ``order`` still
         capped = np.zeros(len(flat), dtype=np.bool_)
         positions, rows = self._table.lookup_equal_many(
             0, flat, self.max_rows, self._rows.deleted.array, capped, order

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.core.reservations import releasable_empty, release_prefix
-from app.core.sorted_table import KeyMatrix, Run, with_directory
+from app.core.sorted_table import KeyMatrix, KeyType, Run, as_keys, with_directory
 
 # Entries of a lane merged at a time: the partition's keys, rows and order (20 bytes an
 # entry, 40 MB) are the merge's only memory beyond the runs it reads and writes.
@@ -39,10 +39,12 @@ class RunBuilder:
     (a stable sort of the K sorted slices of each partition: timsort merges them as runs).
     """
 
-    def __init__(self, lanes: int) -> None:
+    def __init__(self, lanes: int, key_dtype: KeyType = np.uint64) -> None:
+        """``key_dtype``: the keys' type, as the table's (SortedTable)."""
         if lanes < 1:
             raise ValueError("a RunBuilder needs at least one lane")
         self.lanes = lanes
+        self.key_type = key_dtype
         self._runs: list[Run] = []
         self._entries = 0
 
@@ -51,16 +53,16 @@ class RunBuilder:
         return self._entries
 
     def add(self, keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> None:
-        """Add m entries: ``keys`` (m, lanes) uint64, ``rows`` (m,) their row numbers.
-        O(L m log m); the entries are copied (sorted), the arguments not kept."""
-        keys = np.asarray(keys, dtype=np.uint64)
+        """Add m entries: ``keys`` (m, lanes) of the key type, ``rows`` (m,) their row
+        numbers. O(L m log m); the entries are copied (sorted), the arguments not kept."""
+        keys = as_keys(keys, self.key_type)
         if keys.ndim != 2 or keys.shape[1] != self.lanes or len(rows) != keys.shape[0]:
             raise ValueError(f"keys must be (m, {self.lanes}) with one row number each")
         count = keys.shape[0]
         if not count:
             return
         rows32 = np.asarray(rows, dtype=np.int32)
-        sorted_keys = releasable_empty((self.lanes, count), np.uint64)
+        sorted_keys = releasable_empty((self.lanes, count), self.key_type)
         sorted_rows = releasable_empty((self.lanes, count), np.int32)
         for lane in range(self.lanes):
             lane_keys = np.ascontiguousarray(keys[:, lane])
@@ -76,8 +78,8 @@ class RunBuilder:
         runs, total = self._runs, self._entries
         self._runs, self._entries = [], 0
         if len(runs) <= 1:
-            return with_directory(runs[0]) if runs else Run.empty(self.lanes)
-        keys = np.empty((self.lanes, total), dtype=np.uint64)
+            return with_directory(runs[0]) if runs else Run.empty(self.lanes, self.key_type)
+        keys = np.empty((self.lanes, total), dtype=self.key_type)
         rows = np.empty((self.lanes, total), dtype=np.int32)
         for lane in range(self.lanes):
             _merge_lane(runs, lane, keys[lane], rows[lane])
@@ -118,7 +120,7 @@ def _bounds(runs: list[Run], lane: int, total: int) -> npt.NDArray[np.int64]:
 
 
 def _merge_lane(
-    runs: list[Run], lane: int, out_keys: npt.NDArray[np.uint64], out_rows: npt.NDArray[np.int32]
+    runs: list[Run], lane: int, out_keys: KeyMatrix, out_rows: npt.NDArray[np.int32]
 ) -> None:
     """The lane's entries of every run, merged into ``out_keys`` and ``out_rows``,
     partition by partition, each run's pages given back as the merge passes them."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -92,7 +92,10 @@ def directory_bits(entries: int) -> int:
     return min(MAX_DIRECTORY_BITS, entries.bit_length() - DIRECTORY_KEYS_A_BUCKET_BITS)
 
 
-KeyMatrix = npt.NDArray[np.uint64]
+# uint64 keys; a table of hashes that verification decides anyway may keep their top 32
+# bits (``key_dtype``), half the bytes a key: a rare false hit only adds a candidate.
+KeyMatrix = npt.NDArray[np.unsignedinteger[Any]]
+KeyType: TypeAlias = type[np.uint64] | type[np.uint32]
 RowVector = npt.NDArray[np.int32]
 RowMatrix = npt.NDArray[np.int32]
 Directory = npt.NDArray[np.int64]
@@ -108,15 +111,15 @@ KernelArrays: TypeAlias = tuple[
 class Run:
     """Entries sorted per lane: keys[lane] ascending, rows[lane] the row of each key."""
 
-    keys: KeyMatrix  # (lanes, n) uint64
+    keys: KeyMatrix  # (lanes, n) uint64 (or uint32)
     rows: RowMatrix  # (lanes, n) int32
     # (lanes, 2^directory_bits(n) + 1): where each value of a key's top bits starts, so a
     # lookup binary-searches a few entries instead of the whole lane; (lanes, 0) if none.
     directory: Directory = field(default_factory=lambda: _NO_DIRECTORY)
 
     @staticmethod
-    def empty(lanes: int) -> Run:
-        return Run(np.empty((lanes, 0), np.uint64), np.empty((lanes, 0), np.int32))
+    def empty(lanes: int, key_dtype: KeyType = np.uint64) -> Run:
+        return Run(np.empty((lanes, 0), key_dtype), np.empty((lanes, 0), np.int32))
 
     def __len__(self) -> int:
         return int(self.keys.shape[1])
@@ -177,13 +180,31 @@ def sort_run(keys: KeyMatrix, rows: npt.NDArray[np.integer], *, uniform: bool = 
         order = np.argsort(keys, axis=1)
         sorted_keys = np.take_along_axis(keys, order, axis=1)
         return Run(np.ascontiguousarray(sorted_keys), np.ascontiguousarray(rows[order]))
-    sorted_keys = np.empty((lanes, count), dtype=np.uint64)
+    sorted_keys = np.empty((lanes, count), dtype=keys.dtype)
     sorted_rows = np.empty((lanes, count), dtype=np.int32)
     for lane in range(lanes):
         lane_order = np.argsort(keys[lane])
         np.take(keys[lane], lane_order, out=sorted_keys[lane])
         np.take(rows, lane_order, out=sorted_rows[lane])
     return Run(sorted_keys, sorted_rows)
+
+
+def as_keys(keys: npt.ArrayLike, key_type: KeyType) -> KeyMatrix:
+    """Keys as a table of ``key_type`` keeps them: uint64 from any integers; uint32 only
+    as given (a wider key cast would keep its low bits, where such a table keeps the top
+    ones: ``top_halves``)."""
+    if key_type is np.uint64:
+        return np.asarray(keys, dtype=np.uint64)
+    array = np.asarray(keys)
+    if array.dtype != key_type:
+        raise ValueError(f"keys of {array.dtype}, where the table keeps {np.dtype(key_type)}")
+    return array
+
+
+def top_halves(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint32]:
+    """The top 32 bits of each key, as a uint32 table keeps a uint64 key (the order of
+    the keys is kept: equal keys stay equal, sorted ones sorted). O(n)."""
+    return (keys >> np.uint64(32)).astype(np.uint32)
 
 
 def _has_directory_of(run: Run, bits: int) -> bool:
@@ -217,12 +238,14 @@ def merge_runs(first: Run, second: Run, dropped: npt.NDArray[np.bool_] | None = 
         return with_directory(second)
     drop = np.zeros(0, dtype=np.bool_) if dropped is None else dropped
     lanes = first.keys.shape[0]
+    if first.keys.dtype != second.keys.dtype:
+        raise ValueError(f"runs of {first.keys.dtype} and {second.keys.dtype} keys")
     size = len(first) + len(second)
     if dropped is not None:
         size = run_kernels.kept_entries(first.rows, second.rows, drop)
     # Allocated by numpy, which backs large arrays with huge pages (numba does not): fewer
     # TLB misses a lookup (bench/passages.py --lookups; docs/journal.md, "Issue 26").
-    keys = np.empty((lanes, size), dtype=np.uint64)
+    keys = np.empty((lanes, size), dtype=first.keys.dtype)
     rows = np.empty((lanes, size), dtype=np.int32)
     run_kernels.merge_sorted_lanes(
         (first.keys, first.rows), (second.keys, second.rows), drop, (keys, rows)
@@ -249,10 +272,16 @@ def _named_runs(state: TableSnapshot) -> tuple[tuple[str, Run], ...]:
     return (("main", state.main), ("middle", state.middle), ("buffer", state.buffer))
 
 
-def _checked_run(lanes: int, keys: KeyMatrix, rows: RowMatrix, directory: Directory) -> Run:
-    """A run of saved arrays, if they make one of this table's: SavedStateError if not."""
-    if keys.dtype != np.uint64 or rows.dtype != np.int32 or directory.dtype != np.int64:
-        raise SavedStateError("a saved run has other types than uint64 keys and int32 rows")
+def _checked_run(
+    lanes: int, key_dtype: KeyType, keys: KeyMatrix, rows: RowMatrix, directory: Directory
+) -> Run:
+    """A run of saved arrays, if they make one of this table's: SavedStateError if not (a
+    segment of 64-bit keys where the table now keeps 32: the start rebuilds it)."""
+    if keys.dtype != key_dtype or rows.dtype != np.int32 or directory.dtype != np.int64:
+        raise SavedStateError(
+            f"a saved run of {keys.dtype} keys and {rows.dtype} rows, not"
+            f" {np.dtype(key_dtype)} and int32"
+        )
     if keys.ndim != 2 or keys.shape[0] != lanes or rows.shape != keys.shape:
         raise SavedStateError(f"a saved run of {keys.shape} is not one of {lanes} lanes")
     run = Run(keys, rows, directory)
@@ -284,27 +313,38 @@ class SortedTable:
     """
 
     def __init__(
-        self, lanes: int, tail_capacity: int = TAIL_CAPACITY, *, uniform: bool = False
+        self,
+        lanes: int,
+        tail_capacity: int = TAIL_CAPACITY,
+        *,
+        uniform: bool = False,
+        key_dtype: KeyType = np.uint64,
     ) -> None:
-        """``uniform``: one lane of keys spread evenly over uint64 (hashes), which a
-        batch's sort orders by their top bits (``sort_run``)."""
+        """``uniform``: one lane of keys spread evenly over their type (hashes), which a
+        batch's sort orders by their top bits (``sort_run``). ``key_dtype``: uint64, or
+        uint32 (the caller gives them so)."""
         if lanes < 1:
             raise ValueError("a SortedTable needs at least one lane")
         if tail_capacity < 1:
             raise ValueError("a SortedTable needs a tail of at least one entry")
         self.lanes = lanes
         self.tail_capacity = tail_capacity
+        self.key_type = key_dtype
+        self.key_dtype = np.dtype(key_dtype)
         self._uniform = uniform
         self._write_lock = threading.Lock()
         self._merge_lock = threading.Lock()
         self._merging = False  # a merge is folding the middle run: no promotion into it
         self._snapshot = TableSnapshot(
-            Run.empty(lanes), Run.empty(lanes), Run.empty(lanes), *self._new_tail(), 0
+            self._empty_run(), self._empty_run(), self._empty_run(), *self._new_tail(), 0
         )
+
+    def _empty_run(self) -> Run:
+        return Run.empty(self.lanes, self.key_type)
 
     def _new_tail(self) -> tuple[KeyMatrix, RowVector]:
         return (
-            np.zeros((self.lanes, self.tail_capacity), dtype=np.uint64),
+            np.zeros((self.lanes, self.tail_capacity), dtype=self.key_dtype),
             np.zeros(self.tail_capacity, dtype=np.int32),
         )
 
@@ -317,12 +357,13 @@ class SortedTable:
         return len(self._snapshot)
 
     def insert(self, keys: KeyMatrix, rows: npt.NDArray[np.integer]) -> None:
-        """Add m entries: ``keys`` is (m, lanes) uint64, ``rows`` (m,) their row numbers.
+        """Add m entries: ``keys`` is (m, lanes) of the table's key type (uint64 takes any
+        integers), ``rows`` (m,) their row numbers.
 
         Small batches are appended to the tail in place; larger ones, and a full tail,
         are sorted and merged into the buffer (a new array, published atomically).
         """
-        keys = np.asarray(keys, dtype=np.uint64)
+        keys = as_keys(keys, self.key_type)
         if keys.ndim != 2 or keys.shape[1] != self.lanes or len(rows) != keys.shape[0]:
             raise ValueError(f"keys must be (m, {self.lanes}) with one row number each")
         if keys.shape[0] == 0:
@@ -377,7 +418,7 @@ class SortedTable:
         middle = state.middle
         due = promotion_due(len(state.main))
         if due is not None and len(buffer) >= due and not self._merging:
-            middle, buffer = merge_runs(middle, buffer), Run.empty(self.lanes)
+            middle, buffer = merge_runs(middle, buffer), self._empty_run()
         self._snapshot = TableSnapshot(state.main, middle, buffer, tail_keys, tail_rows, tail_count)
 
     def unmerged(self) -> int:
@@ -415,7 +456,7 @@ class SortedTable:
                 middle = merge_runs(state.middle, pending)
                 main = state.main
                 self._snapshot = TableSnapshot(
-                    main, middle, Run.empty(self.lanes), *self._new_tail(), 0
+                    main, middle, self._empty_run(), *self._new_tail(), 0
                 )
                 self._merging = True
                 # Dropped now, not when the merge returns: the old runs are held by the new
@@ -432,7 +473,7 @@ class SortedTable:
                 state = self._snapshot
                 self._snapshot = TableSnapshot(
                     merged,
-                    Run.empty(self.lanes),
+                    self._empty_run(),
                     state.buffer,
                     state.tail_keys,
                     state.tail_rows,
@@ -466,7 +507,7 @@ class SortedTable:
             keys = wanted(arrays, f"{name}.keys")
             rows = wanted(arrays, f"{name}.rows")
             directory = wanted(arrays, f"{name}.directory")
-            run = _checked_run(self.lanes, keys, rows, directory)
+            run = _checked_run(self.lanes, self.key_type, keys, rows, directory)
             runs.append(run)
         tail_keys, tail_rows = wanted(arrays, "tail.keys"), wanted(arrays, "tail.rows")
         count = tail_rows.shape[0]
@@ -494,12 +535,12 @@ class SortedTable:
 
     def lookup_equal(self, lane: int, key: int) -> npt.NDArray[np.int64]:
         """Rows whose key in ``lane`` equals ``key``. One compiled call. O(log N + tail)."""
-        return self.lookup_equal_many(lane, np.array([key], dtype=np.uint64))[1]
+        return self.lookup_equal_many(lane, np.array([key], dtype=self.key_dtype))[1]
 
     def lookup_equal_many(
         self,
         lane: int,
-        keys: npt.NDArray[np.uint64],
+        keys: KeyMatrix,
         max_rows: int = _NO_CAP,
         deleted: npt.NDArray[np.bool_] = _NO_DELETED,
         capped: npt.NDArray[np.bool_] = _NO_CAPPED,
@@ -513,8 +554,8 @@ class SortedTable:
         ``order``: what sorts ``keys``, where the caller has it. O(q (log N + tail) +
         found)."""
         state = self._snapshot
+        keys = np.ascontiguousarray(as_keys(keys, self.key_type))
         if order is None:
-            keys = np.ascontiguousarray(keys, dtype=np.uint64)
             order = np.argsort(keys) if len(keys) > 1 else _ONE_KEY
         return kernels.equal_rows_many(
             state.kernel_arrays(),
@@ -562,7 +603,7 @@ class SortedTable:
         for run in (state.main, state.middle, state.buffer):
             assert run.keys.shape == run.rows.shape
             assert run.keys.shape[0] == self.lanes
-            assert run.keys.dtype == np.uint64 and run.rows.dtype == np.int32
+            assert run.keys.dtype == self.key_dtype and run.rows.dtype == np.int32
             assert bool(np.all(run.keys[:, 1:] >= run.keys[:, :-1])), "a lane is out of order"
             lane_zero = np.sort(run.rows[0])
             for lane in range(1, self.lanes):

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from app.core.row_array import RowArray, RowBook
 from app.core.saved import ROWS_SUFFIX, SavedArrays, nested, part, wanted
-from app.core.sorted_table import SortedTable
+from app.core.sorted_table import KeyType, SortedTable
 from app.core.types import Backlog
 
 
@@ -21,9 +21,14 @@ class TableIndex:
     one_entry_a_row = True  # else several entries of a row in one lane (passages)
 
     def __init__(
-        self, lanes: int, values: RowArray | None = None, *, uniform: bool = False
+        self,
+        lanes: int,
+        values: RowArray | None = None,
+        *,
+        uniform: bool = False,
+        key_dtype: KeyType = np.uint64,
     ) -> None:
-        self._table = SortedTable(lanes=lanes, uniform=uniform)
+        self._table = SortedTable(lanes=lanes, uniform=uniform, key_dtype=key_dtype)
         self._rows = RowBook()
         self._values = values
         # Whether a restart's per-row values are held as they were loaded, not copied.

@@ -15,6 +15,7 @@ from app.core._shared_kernels import uniform_order
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
 from app.core.lsh import LSHIndex, candidate_probability, min_matches, optimal_bands
+from app.core.run_builder import RunBuilder
 from app.core.saved import SavedStateError
 from app.core.sorted_table import LANE_BY_LANE_ENTRIES, TAIL_CAPACITY, Run, SortedTable
 from tests.reference import agreeing
@@ -204,13 +205,16 @@ def test_merged_runs_equal_a_stable_sort_and_their_directories_a_rebuild(
 )
 def test_uniform_order_sorts_any_keys(keys: str) -> None:
     """uniform_order against Python's sort: spread keys (its case), keys crowding one
-    bucket (their top bits equal: argsort's fallback), many repeats, and 0 to 3 keys."""
+    bucket (their top bits equal: argsort's fallback), many repeats, and 0 to 3 keys.
+    32-bit keys, as the one uniform table has them (the passage index's)."""
+    dtype = np.uint32
     rng = np.random.default_rng(5)
+    top = int(np.iinfo(dtype).max)
     made = {
-        "spread": rng.integers(0, 2**64 - 1, 5000, dtype=np.uint64),
-        "crowded": rng.integers(0, 1 << 20, 5000, dtype=np.uint64),
-        "repeated": rng.choice(np.array([7, 2**63, 3], dtype=np.uint64), 300),
-        "tiny": np.array([9, 1, 4], dtype=np.uint64),
+        "spread": rng.integers(0, top, 5000, dtype=dtype),
+        "crowded": rng.integers(0, 1 << 12, 5000, dtype=dtype),
+        "repeated": rng.choice(np.array([7, top // 2 + 1, 3], dtype=dtype), 300),
+        "tiny": np.array([9, 1, 4], dtype=dtype),
     }[keys]
     for size in (0, 1, 2, len(made)):
         chosen = made[:size]
@@ -224,13 +228,15 @@ def test_a_uniform_table_finds_what_a_plain_one_does(seed: int) -> None:
     """A table whose batches are ordered by uniform_order answers every lookup as one
     sorted by argsort, through tails, buffers, promotions and merges."""
     rng = np.random.default_rng(seed)
-    plain, uniform = SortedTable(lanes=1), SortedTable(lanes=1, uniform=True)
+    # 32-bit keys, as the one uniform table has them (the passage index's).
+    plain = SortedTable(lanes=1, key_dtype=np.uint32)
+    uniform = SortedTable(lanes=1, uniform=True, key_dtype=np.uint32)
     held: list[int] = []
     for batch in range(40):
         size = int(rng.choice([1, 7, TAIL_CAPACITY + 3, 2000]))
-        keys = rng.integers(0, 2**64 - 1, (size, 1), dtype=np.uint64)
+        keys = rng.integers(0, 2**32 - 1, (size, 1), dtype=np.uint32)
         if held and batch % 3 == 0:  # repeats of keys held already
-            keys[: size // 2, 0] = rng.choice(np.array(held, dtype=np.uint64), size // 2)
+            keys[: size // 2, 0] = rng.choice(np.array(held, dtype=np.uint32), size // 2)
         rows = np.arange(len(held), len(held) + size)
         held += keys[:, 0].tolist()
         plain.insert(keys, rows)
@@ -238,7 +244,7 @@ def test_a_uniform_table_finds_what_a_plain_one_does(seed: int) -> None:
         if batch % 10 == 9:
             plain.merge()
             uniform.merge()
-    asked = np.array(rng.choice(np.array(held, dtype=np.uint64), 500), dtype=np.uint64)
+    asked = np.array(rng.choice(np.array(held, dtype=np.uint32), 500), dtype=np.uint32)
     found_plain = plain.lookup_equal_many(0, asked)
     found_uniform = uniform.lookup_equal_many(0, asked)
     assert sorted(zip(*(part.tolist() for part in found_plain), strict=True)) == sorted(
@@ -251,6 +257,78 @@ def test_a_uniform_table_finds_what_a_plain_one_does(seed: int) -> None:
         if held_key == key
     )
     assert sorted(zip(*(part.tolist() for part in found_uniform), strict=True)) == expected
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_table_of_32_bit_keys_matches_a_dictionary(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A uniform table of uint32 keys (the passage index's: the top halves of spread
+    fingerprints), through tails, buffers, promotions, merges with and without dropped
+    rows, directories built and extended, and a bulk load (RunBuilder): every lookup
+    against a brute force over the (key, row) pairs inserted, with a cap and deletions."""
+    monkeypatch.setattr(sorted_table, "MERGE_MIN_ENTRIES", 8)
+    monkeypatch.setattr(sorted_table, "PROMOTION_BATCH", 4)
+    monkeypatch.setattr(sorted_table, "MIN_DIRECTORY_ENTRIES", 16)
+    rng = np.random.default_rng(seed)
+    table = SortedTable(lanes=1, uniform=True, key_dtype=np.uint32)
+    # Keys spread over 32 bits, with a pool of repeats (a key many rows hold) and the
+    # extremes, so that buckets hold runs and edges.
+    pool = np.concatenate(
+        [rng.integers(0, 2**32, 60, dtype=np.uint32), np.array([0, 2**32 - 1], np.uint32)]
+    )
+    held_keys: list[int] = []
+    deleted = np.zeros(0, dtype=np.bool_)
+    gone = np.zeros(0, dtype=np.bool_)  # dropped by a merge: no longer held at all
+    for step in range(120):
+        size = int(rng.choice([1, 3, TAIL_CAPACITY + 5, 700]))
+        keys = rng.integers(0, 2**32, size, dtype=np.uint32)
+        repeats = rng.random(size) < 0.4
+        keys[repeats] = rng.choice(pool, int(repeats.sum()))
+        rows = np.arange(len(held_keys), len(held_keys) + size)
+        if step == 60:  # a bulk load, as a restart's
+            builder = RunBuilder(lanes=1, key_dtype=np.uint32)
+            builder.add(keys[: size // 2].reshape(-1, 1), rows[: size // 2])
+            builder.add(keys[size // 2 :].reshape(-1, 1), rows[size // 2 :])
+            table.insert_run(builder.finish())
+        else:
+            table.insert(keys.reshape(-1, 1), rows)
+        held_keys += keys.tolist()
+        deleted = np.concatenate([deleted, rng.random(size) < 0.05])
+        gone = np.concatenate([gone, np.zeros(size, dtype=np.bool_)])
+        if step % 17 == 16:
+            dropping = step % 34 == 33
+            table.merge(deleted.copy() if dropping else None)
+            gone |= deleted if dropping else False
+        table._check(one_entry_a_row=False)
+        probes = np.concatenate([rng.choice(pool, 20), rng.integers(0, 2**32, 20, np.uint32)])
+        cap = int(rng.integers(1, 40))
+        positions, found = table.lookup_equal_many(0, probes, cap, deleted)
+        held = np.array(held_keys, dtype=np.uint32)
+        expected = []
+        for at, probe in enumerate(probes.tolist()):
+            holders = np.flatnonzero((held == probe) & ~gone)  # tombstoned ones count
+            if len(holders) <= cap:
+                expected += [(at, int(row)) for row in holders if not deleted[row]]
+        assert sorted(zip(positions.tolist(), found.tolist(), strict=True)) == sorted(expected)
+    assert table.snapshot().main.directory.shape[0] == 1  # the directed path was taken
+
+
+def test_a_table_of_32_bit_keys_takes_only_32_bit_keys() -> None:
+    """A wider key cast to uint32 would keep its low bits where the table keeps the top
+    ones: refused, as a saved run of 64-bit keys is (a segment from before: rebuilt)."""
+    table = SortedTable(lanes=1, key_dtype=np.uint32)
+    with pytest.raises(ValueError, match="uint64"):
+        table.insert(np.array([[1 << 40]], dtype=np.uint64), np.array([0]))
+    wide = SortedTable(lanes=1)
+    wide.insert(np.array([[5], [9]], dtype=np.uint64), np.array([0, 1]))
+    wide.merge()
+    with pytest.raises(SavedStateError, match="uint64"):
+        table.adopt_saved(wide.saved_arrays())
+    assert sorted_table.top_halves(np.array([(7 << 32) | 5, 2**64 - 1], np.uint64)).tolist() == [
+        7,
+        2**32 - 1,
+    ]
 
 
 @pytest.mark.parametrize("seed", range(3))
