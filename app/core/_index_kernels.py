@@ -280,11 +280,14 @@ def lsh_search(
     count = 0
     query_ends = np.empty(queries, dtype=np.int64)
     shift = bucket_shift(main_directory, main_keys) if directed else _U64(64)
+    # The band keys as the table keeps them: with 32-bit keys, their top halves.
+    narrowed = _U64(64 - 8 * main_keys.itemsize)
     for begin in range(0, queries, group):
         members = min(group, queries - begin)
         pairs = members * bands
         for p in range(pairs):
-            pair_keys[p] = _band_key(query_signatures, begin + p // bands, p % bands, rows_per_band)
+            key = _band_key(query_signatures, begin + p // bands, p % bands, rows_per_band)
+            pair_keys[p] = key >> narrowed
         if directed:
             for p in range(pairs):
                 prefetch(main_directory, p % bands, pair_keys[p] >> shift)

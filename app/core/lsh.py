@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from app.core import _index_kernels as kernels
 from app.core.row_array import RowArray
+from app.core.sorted_table import top_halves
 from app.core.table_index import TableIndex
 from app.core.types import MinHashes, Rows
 
@@ -130,7 +131,10 @@ class LSHIndex(TableIndex):
             raise ValueError("bands x rows per band must not exceed num_perm")
         self.whole_values = whole_values
         self._signatures = RowArray(np.uint32 if whole_values else np.uint16, (num_perm,))
-        super().__init__(lanes=self.bands, values=self._signatures)
+        # The table keeps the top 32 bits of each band key (8 bytes an entry with its
+        # row): two bands that differ share them once in 2^32, and every candidate's
+        # signature is verified anyway.
+        super().__init__(lanes=self.bands, values=self._signatures, key_dtype=np.uint32)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
         """(m, b) uint64 band hashes of (m, K) signatures."""
@@ -171,7 +175,7 @@ class LSHIndex(TableIndex):
             # kept_values does) without a copy of them all: a restart's rebuild writes
             # every row at once.
             self._signatures.array[rows] = signatures
-        self._table.insert(self.band_keys(signatures), rows)
+        self._table.insert(top_halves(self.band_keys(signatures)), rows)
 
     def signatures(self, rows: npt.NDArray[np.integer]) -> npt.NDArray[np.unsignedinteger]:
         """The stored signatures of rows (deleted ones included): their kept values, or
@@ -226,5 +230,5 @@ class LSHIndex(TableIndex):
             for band in range(self.bands):
                 live = ~deleted[run.rows[band]]
                 rows = run.rows[band][live]
-                expected = self.band_keys(self.signatures(rows))[:, band]
+                expected = top_halves(self.band_keys(self.signatures(rows)))[:, band]
                 assert np.array_equal(run.keys[band][live], expected), "a band key is stale"
