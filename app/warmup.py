@@ -156,9 +156,10 @@ def _short_texts_index() -> None:
 
 
 def _passage_directories() -> None:
-    """A passage table past MIN_DIRECTORY_ENTRIES (its 32-bit keys: no other table has
-    them): its directory built, extended by the next batch, and a merge. A collection
-    gets there after some 2,000 documents, too many for the collections walked here."""
+    """A table of 32-bit keys (the passage index's; the LSH index's are of the same types)
+    past MIN_DIRECTORY_ENTRIES: its directory built, extended by the next batch, and a
+    merge. A collection gets there after some 2,000 documents, too many for the
+    collections walked here."""
     rng = np.random.default_rng(0)
     index = PassageIndex()
     index.insert_many(

@@ -26,6 +26,7 @@ from app.core._shared_kernels import (
     best_first,
     gallop,
     grow,
+    key_bits,
     popcount64,
     sort_range,
 )
@@ -281,7 +282,7 @@ def lsh_search(
     query_ends = np.empty(queries, dtype=np.int64)
     shift = bucket_shift(main_directory, main_keys) if directed else _U64(64)
     # The band keys as the table keeps them: with 32-bit keys, their top halves.
-    narrowed = _U64(64 - 8 * main_keys.itemsize)
+    narrowed = _U64(64 - key_bits(main_keys))
     for begin in range(0, queries, group):
         members = min(group, queries - begin)
         pairs = members * bands

@@ -22,6 +22,7 @@ from app.core._shared_kernels import (
     first_above,
     first_at_least,
     gallop,
+    key_bits,
 )
 
 _U64 = np.uint64
@@ -95,7 +96,7 @@ def bucket_shift(directory: np.ndarray, keys: np.ndarray) -> np.uint64:
     bits = 0
     while (1 << bits) < buckets:
         bits += 1
-    return _U64(8 * keys.itemsize - bits)
+    return _U64(key_bits(keys) - bits)
 
 
 @njit(cache=True, nogil=True)

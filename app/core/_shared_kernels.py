@@ -140,6 +140,13 @@ def grow(values: np.ndarray, needed: int) -> np.ndarray:
 _INSERTION_SORT_MOST = 24
 
 
+@njit(cache=True, nogil=True, inline="always")
+def key_bits(keys: np.ndarray) -> int:
+    """The width of ``keys``' type: 64, or 32 for a table of top halves
+    (sorted_table.top_halves)."""
+    return 8 * keys.itemsize
+
+
 @njit(cache=True, nogil=True)
 def uniform_order(keys: np.ndarray) -> np.ndarray:
     """The order that sorts ``keys`` when they are spread evenly over their type (uint64:
@@ -155,7 +162,7 @@ def uniform_order(keys: np.ndarray) -> np.ndarray:
     bits = 1
     while (1 << bits) < n:
         bits += 1
-    shift = _U64(8 * keys.itemsize - bits)  # 64- or 32-bit keys
+    shift = _U64(key_bits(keys) - bits)
     starts = np.zeros((1 << bits) + 1, dtype=np.int64)
     for at in range(n):
         starts[np.int64(keys[at] >> shift) + 1] += 1

@@ -134,7 +134,7 @@ class LSHIndex(TableIndex):
         # The table keeps the top 32 bits of each band key (8 bytes an entry with its
         # row): two bands that differ share them once in 2^32, and every candidate's
         # signature is verified anyway.
-        super().__init__(lanes=self.bands, values=self._signatures, key_dtype=np.uint32)
+        super().__init__(lanes=self.bands, values=self._signatures, key_type=np.uint32)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:
         """(m, b) uint64 band hashes of (m, K) signatures."""

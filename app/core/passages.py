@@ -376,7 +376,7 @@ class PassageIndex(TableIndex):
         # (``hosts.host_key``; 0: none), what tells its host's chrome. 16 bytes a row.
         self._per_row = RowArray(np.uint32, (4,))
         # Keys spread evenly: their top halves, uint32.
-        super().__init__(lanes=1, values=self._per_row, uniform=True, key_dtype=np.uint32)
+        super().__init__(lanes=1, values=self._per_row, uniform=True, key_type=np.uint32)
         self.max_rows = max_rows
 
     def insert_row(
@@ -404,7 +404,7 @@ class PassageIndex(TableIndex):
         bulk load (a restart's every text): the chunks' entries are sorted apart and merged once at
         the end, their memory given back as the merge passes it (RunBuilder), so that the
         load holds about one copy of the table where merging chunk by chunk held two."""
-        builder = RunBuilder(lanes=1, key_dtype=self._table.key_type)
+        builder = RunBuilder(lanes=1, key_type=self._table.key_type)
         for keys, rows, text_hashes, *known_hosts in chunks:
             hosts = known_hosts[0] if known_hosts else None
             entries = self._entries(keys, rows, text_hashes, hosts)

@@ -39,12 +39,12 @@ class RunBuilder:
     (a stable sort of the K sorted slices of each partition: timsort merges them as runs).
     """
 
-    def __init__(self, lanes: int, key_dtype: KeyType = np.uint64) -> None:
-        """``key_dtype``: the keys' type, as the table's (SortedTable)."""
+    def __init__(self, lanes: int, key_type: KeyType = np.uint64) -> None:
+        """``key_type``: the keys' type, as the table's (SortedTable)."""
         if lanes < 1:
             raise ValueError("a RunBuilder needs at least one lane")
         self.lanes = lanes
-        self.key_type = key_dtype
+        self.key_type = key_type
         self._runs: list[Run] = []
         self._entries = 0
 

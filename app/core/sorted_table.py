@@ -93,7 +93,7 @@ def directory_bits(entries: int) -> int:
 
 
 # uint64 keys; a table of hashes that verification decides anyway may keep their top 32
-# bits (``key_dtype``), half the bytes a key: a rare false hit only adds a candidate.
+# bits (``key_type``), half the bytes a key: a rare false hit only adds a candidate.
 KeyMatrix = npt.NDArray[np.unsignedinteger[Any]]
 KeyType: TypeAlias = type[np.uint64] | type[np.uint32]
 RowVector = npt.NDArray[np.int32]
@@ -118,8 +118,8 @@ class Run:
     directory: Directory = field(default_factory=lambda: _NO_DIRECTORY)
 
     @staticmethod
-    def empty(lanes: int, key_dtype: KeyType = np.uint64) -> Run:
-        return Run(np.empty((lanes, 0), key_dtype), np.empty((lanes, 0), np.int32))
+    def empty(lanes: int, key_type: KeyType = np.uint64) -> Run:
+        return Run(np.empty((lanes, 0), key_type), np.empty((lanes, 0), np.int32))
 
     def __len__(self) -> int:
         return int(self.keys.shape[1])
@@ -273,14 +273,14 @@ def _named_runs(state: TableSnapshot) -> tuple[tuple[str, Run], ...]:
 
 
 def _checked_run(
-    lanes: int, key_dtype: KeyType, keys: KeyMatrix, rows: RowMatrix, directory: Directory
+    lanes: int, key_type: KeyType, keys: KeyMatrix, rows: RowMatrix, directory: Directory
 ) -> Run:
     """A run of saved arrays, if they make one of this table's: SavedStateError if not (a
     segment of 64-bit keys where the table now keeps 32: the start rebuilds it)."""
-    if keys.dtype != key_dtype or rows.dtype != np.int32 or directory.dtype != np.int64:
+    if keys.dtype != key_type or rows.dtype != np.int32 or directory.dtype != np.int64:
         raise SavedStateError(
             f"a saved run of {keys.dtype} keys and {rows.dtype} rows, not"
-            f" {np.dtype(key_dtype)} and int32"
+            f" {np.dtype(key_type)} and int32"
         )
     if keys.ndim != 2 or keys.shape[0] != lanes or rows.shape != keys.shape:
         raise SavedStateError(f"a saved run of {keys.shape} is not one of {lanes} lanes")
@@ -318,10 +318,10 @@ class SortedTable:
         tail_capacity: int = TAIL_CAPACITY,
         *,
         uniform: bool = False,
-        key_dtype: KeyType = np.uint64,
+        key_type: KeyType = np.uint64,
     ) -> None:
         """``uniform``: one lane of keys spread evenly over their type (hashes), which a
-        batch's sort orders by their top bits (``sort_run``). ``key_dtype``: uint64, or
+        batch's sort orders by their top bits (``sort_run``). ``key_type``: uint64, or
         uint32 (the caller gives them so)."""
         if lanes < 1:
             raise ValueError("a SortedTable needs at least one lane")
@@ -329,8 +329,7 @@ class SortedTable:
             raise ValueError("a SortedTable needs a tail of at least one entry")
         self.lanes = lanes
         self.tail_capacity = tail_capacity
-        self.key_type = key_dtype
-        self.key_dtype = np.dtype(key_dtype)
+        self.key_type = key_type
         self._uniform = uniform
         self._write_lock = threading.Lock()
         self._merge_lock = threading.Lock()
@@ -344,7 +343,7 @@ class SortedTable:
 
     def _new_tail(self) -> tuple[KeyMatrix, RowVector]:
         return (
-            np.zeros((self.lanes, self.tail_capacity), dtype=self.key_dtype),
+            np.zeros((self.lanes, self.tail_capacity), dtype=self.key_type),
             np.zeros(self.tail_capacity, dtype=np.int32),
         )
 
@@ -535,7 +534,7 @@ class SortedTable:
 
     def lookup_equal(self, lane: int, key: int) -> npt.NDArray[np.int64]:
         """Rows whose key in ``lane`` equals ``key``. One compiled call. O(log N + tail)."""
-        return self.lookup_equal_many(lane, np.array([key], dtype=self.key_dtype))[1]
+        return self.lookup_equal_many(lane, np.array([key], dtype=self.key_type))[1]
 
     def lookup_equal_many(
         self,
@@ -603,7 +602,7 @@ class SortedTable:
         for run in (state.main, state.middle, state.buffer):
             assert run.keys.shape == run.rows.shape
             assert run.keys.shape[0] == self.lanes
-            assert run.keys.dtype == self.key_dtype and run.rows.dtype == np.int32
+            assert run.keys.dtype == self.key_type and run.rows.dtype == np.int32
             assert bool(np.all(run.keys[:, 1:] >= run.keys[:, :-1])), "a lane is out of order"
             lane_zero = np.sort(run.rows[0])
             for lane in range(1, self.lanes):

@@ -26,9 +26,9 @@ class TableIndex:
         values: RowArray | None = None,
         *,
         uniform: bool = False,
-        key_dtype: KeyType = np.uint64,
+        key_type: KeyType = np.uint64,
     ) -> None:
-        self._table = SortedTable(lanes=lanes, uniform=uniform, key_dtype=key_dtype)
+        self._table = SortedTable(lanes=lanes, uniform=uniform, key_type=key_type)
         self._rows = RowBook()
         self._values = values
         # Whether a restart's per-row values are held as they were loaded, not copied.

@@ -229,8 +229,8 @@ def test_a_uniform_table_finds_what_a_plain_one_does(seed: int) -> None:
     sorted by argsort, through tails, buffers, promotions and merges."""
     rng = np.random.default_rng(seed)
     # 32-bit keys, as the one uniform table has them (the passage index's).
-    plain = SortedTable(lanes=1, key_dtype=np.uint32)
-    uniform = SortedTable(lanes=1, uniform=True, key_dtype=np.uint32)
+    plain = SortedTable(lanes=1, key_type=np.uint32)
+    uniform = SortedTable(lanes=1, uniform=True, key_type=np.uint32)
     held: list[int] = []
     for batch in range(40):
         size = int(rng.choice([1, 7, TAIL_CAPACITY + 3, 2000]))
@@ -271,7 +271,7 @@ def test_a_table_of_32_bit_keys_matches_a_dictionary(
     monkeypatch.setattr(sorted_table, "PROMOTION_BATCH", 4)
     monkeypatch.setattr(sorted_table, "MIN_DIRECTORY_ENTRIES", 16)
     rng = np.random.default_rng(seed)
-    table = SortedTable(lanes=1, uniform=True, key_dtype=np.uint32)
+    table = SortedTable(lanes=1, uniform=True, key_type=np.uint32)
     # Keys spread over 32 bits, with a pool of repeats (a key many rows hold) and the
     # extremes, so that buckets hold runs and edges.
     pool = np.concatenate(
@@ -287,7 +287,7 @@ def test_a_table_of_32_bit_keys_matches_a_dictionary(
         keys[repeats] = rng.choice(pool, int(repeats.sum()))
         rows = np.arange(len(held_keys), len(held_keys) + size)
         if step == 60:  # a bulk load, as a restart's
-            builder = RunBuilder(lanes=1, key_dtype=np.uint32)
+            builder = RunBuilder(lanes=1, key_type=np.uint32)
             builder.add(keys[: size // 2].reshape(-1, 1), rows[: size // 2])
             builder.add(keys[size // 2 :].reshape(-1, 1), rows[size // 2 :])
             table.insert_run(builder.finish())
@@ -317,7 +317,7 @@ def test_a_table_of_32_bit_keys_matches_a_dictionary(
 def test_a_table_of_32_bit_keys_takes_only_32_bit_keys() -> None:
     """A wider key cast to uint32 would keep its low bits where the table keeps the top
     ones: refused, as a saved run of 64-bit keys is (a segment from before: rebuilt)."""
-    table = SortedTable(lanes=1, key_dtype=np.uint32)
+    table = SortedTable(lanes=1, key_type=np.uint32)
     with pytest.raises(ValueError, match="uint64"):
         table.insert(np.array([[1 << 40]], dtype=np.uint64), np.array([0]))
     wide = SortedTable(lanes=1)
