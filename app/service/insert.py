@@ -13,6 +13,7 @@ Redis sequence number is a ``handle`` here, ordered by age."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from app.core.fingerprint import Fingerprints
 from app.core.rule import Pairs
@@ -89,7 +90,8 @@ def _admitted(
     # Already expired when it arrives: matched, answered, not stored.
     expired = backend.expired_on_arrival(stamps)
     granted, unlimited = backend.room(int(np.count_nonzero((exclude < 0) & ~expired)))
-    shared = _shared_passages(backend, documents, fingerprints, stamps, exclude, query)
+    keys = None if call.passage_keys is None else [call.passage_keys[p] for p in accepted]
+    shared = _shared_passages(backend, documents, keys, fingerprints, stamps, exclude, query)
     admission = decide.Admission(options.on_duplicate, granted, unlimited)
     pending = Pending(backend.first_handle(), backend.id_of, backend.cluster_of)
     # Number among the accepted -> its pending handle, -1 for a document not stored.
@@ -160,6 +162,7 @@ def _cluster_name(cluster: int, backend: InsertBackend, pending: Pending) -> str
 def _shared_passages(
     backend: InsertBackend,
     documents: list[NewDocument],
+    keys: list[npt.NDArray[np.uint64]] | None,
     fingerprints: Fingerprints,
     stamps: Rows,
     exclude: Rows,
@@ -167,7 +170,8 @@ def _shared_passages(
 ) -> tuple[list[list[Found]], BatchPassages] | None:
     """What the accepted documents share with the stored ones (only what may be a
     containment, and their near-duplicates), and the batch's own passages for the
-    relations between them; None with passages off."""
+    relations between them; None with passages off. ``keys``: their passage
+    fingerprints, where prepare made them."""
     config = backend.config.passages
     if not config.enabled:
         return None
@@ -177,6 +181,7 @@ def _shared_passages(
         exclude.tolist(),
         config,
         [d.host_key() for d in documents],
+        keys,
     )
     window = backend.config.match_window_us
     batch = BatchPassages(config, backend.passage_candidates, asked, query, window)

@@ -15,11 +15,12 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.collection_config import CollectionConfig
+from app.collection_config import CollectionConfig, PassagesConfig
 from app.core.fingerprint import Fingerprints
 from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, NeardupError
+from app.service.beside import beside
 from app.service.decide import refused_within
 from app.service.passages import Found, PassageQuery
 from app.service.types import (
@@ -43,6 +44,9 @@ class Call:
     stamps: npt.NDArray[np.int64]  # each document's time, microseconds
     options: InsertOptions
     now: int  # when it was prepared, microseconds
+    # Each document's passage fingerprints, made beside its fingerprints (None: passages
+    # are off).
+    passage_keys: list[npt.NDArray[np.uint64]] | None = None
     refused: dict[int, NeardupError] = field(default_factory=dict)
     # Position -> what the backend answers a retry from (its stored row or record).
     retried: dict[int, Any] = field(default_factory=dict)
@@ -66,18 +70,26 @@ def prepare(
     options: InsertOptions,
     fingerprint_nonempty: Callable[[list[str]], tuple[Fingerprints, npt.NDArray[np.int64]]],
     clock: Callable[[], int],
+    passages: PassagesConfig | None = None,
 ) -> Call:
     """What needs no lock: ids, fingerprints (``fingerprint_nonempty``: those of the texts
-    not empty once normalised, and their positions), times (the ``clock``'s, in
-    microseconds, where a document has none), refusals of empty texts and of ids
-    repeated within the batch. O(documents)."""
+    not empty once normalised, and their positions), with shared passages on (``passages``)
+    every text's passage fingerprints, made beside them (app/service/beside.py), times
+    (the ``clock``'s, in microseconds, where a document has none), refusals of empty
+    texts and of ids repeated within the batch. O(documents)."""
     ids = [document.id or new_document_id() for document in documents]
-    fingerprints, kept = fingerprint_nonempty([document.text for document in documents])
+    texts = [document.text for document in documents]
+    passage_keys = None
+    if passages is not None and passages.enabled:
+        passage_keys = beside(passages.fingerprints, texts, len(texts))
+    fingerprints, kept = fingerprint_nonempty(texts)
     now = clock()
     stamps = np.array(
         [now if d.timestamp is None else d.timestamp for d in documents], dtype=np.int64
     )
     call = Call(documents, ids, fingerprints, kept, stamps, options, now)
+    if passage_keys is not None:
+        call.passage_keys = passage_keys()
     call.refused = refused_within(ids, call.fingerprint_at)
     return call
 

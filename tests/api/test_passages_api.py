@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.service.beside import BESIDE_MIN_ITEMS
 from devkit.corpus import english_like_text
 from tests.conftest import LIMITS, Backend
 from tests.core.test_passages import maximal_runs, reference_tokens
@@ -215,6 +216,34 @@ def test_a_batch_answers_as_its_documents_one_by_one(client: TestClient) -> None
     assert [m["id"] for m in by_id["s2"]["contained_in"]] == ["r1"]
     assert [m["id"] for m in by_id["s3"]["contained_in"]] == ["r2"]
     assert by_id["s1-again"]["duplicate_of"] == "s1"
+
+
+def test_a_batch_large_enough_to_fingerprint_beside_answers_as_one_by_one(
+    client: TestClient,
+) -> None:
+    """A batch of BESIDE_MIN_ITEMS documents or more has its passage fingerprints made on
+    another thread (app/service/beside.py); its answers (relations, near-duplicates,
+    passages) are those of the same documents sent one by one, each fingerprinted
+    inline, and its relations are the brute-force reference's."""
+    for name in ("one", "batch"):
+        assert client.put(f"/v1/collections/{name}", json=SETTINGS).status_code == 201
+    stories = _stories(7, 24, words=60)
+    documents = [{"id": f"s{i}", "text": story} for i, story in enumerate(stories)]
+    for i in range(0, 24, 3):  # roundups of three stories each, after them
+        documents.append({"id": f"r{i}", "text": "\n\n".join(stories[i : i + 3])})
+    documents += [{"id": f"c{i}", "text": stories[i] + " (corrected)"} for i in range(0, 24, 4)]
+    assert len(documents) >= BESIDE_MIN_ITEMS
+    one_by_one = [
+        client.post("/v1/collections/one/documents", json=document).json() for document in documents
+    ]
+    answer = client.post("/v1/collections/batch/documents/batch", json={"documents": documents})
+    assert answer.json()["results"] == one_by_one
+    by_id = {result["id"]: result for result in one_by_one}
+    for i in range(0, 24, 3):
+        roundup = by_id[f"r{i}"]
+        assert {m["id"] for m in roundup["contains"]} == {f"s{j}" for j in range(i, i + 3)}
+        for match in roundup["contains"]:
+            _check_passages("\n\n".join(stories[i : i + 3]), stories[int(match["id"][1:])], match)
 
 
 @pytest.mark.parametrize("max_rows", [0, 2**31, 10**26])

@@ -150,7 +150,11 @@ class Writes:
         """What needs no lock (insert.prepare)."""
         parts = self._parts
         call = insert.prepare(
-            documents, options, parts.matcher.fingerprint_nonempty, parts.visibility.now
+            documents,
+            options,
+            parts.matcher.fingerprint_nonempty,
+            parts.visibility.now,
+            parts.config.passages,
         )
         return EmbeddedInsert(parts, self.commits, call)
 

@@ -49,6 +49,7 @@ def insert_documents(
         options,
         lambda texts: collection.fingerprint_nonempty_of(resolved, texts),
         collection.clock_us,
+        resolved.config.passages,
     )
     insert.apply(call, Insertion(collection, resolved, store, call))
     return insert.answers(call)
@@ -297,10 +298,15 @@ class Insertion:
             store.wire.send(leave + commands, durable=True)
             written = store.insert(batch, replace=replace)
             if resolved.ngram is not None or resolved.passages is not None:
-                beside = side_writes(
-                    resolved, positions, written, new_records, retried, self.old_records
+                entries = side_writes(
+                    resolved,
+                    positions,
+                    written,
+                    (new_records, self.call.passage_keys),
+                    retried,
+                    self.old_records,
                 )
-                store.wire.send(beside, durable=True)
+                store.wire.send(entries, durable=True)
             self._settle(positions, written, new_records, retried)
         self._oldest()
 
@@ -374,15 +380,20 @@ def side_writes(
     resolved: Resolved,
     positions: list[int],
     written: Written,
-    new_records: dict[int, Record],
+    new: tuple[dict[int, Record], list[npt.NDArray[np.uint64]] | None],
     retried: dict[int, Record],
     old_records: dict[int, Record],
 ) -> list[Command]:
     """The n-gram and passage entries of the documents an insert stored (and of retries:
     their first attempt may have died before writing them; an entry written twice is
     one), and the removal of those of replaced documents (Resolved.side_entries). Sent
-    after the store's insert: a row is in a table only once its fields are written."""
+    after the store's insert: a row is in a table only once its fields are written.
+    ``new``: the new documents' records by position, and the call's passage fingerprints
+    of each position (prepare's; a retry's record is fingerprinted again: its text may
+    differ from the one sent, the same once normalised)."""
+    new_records, passage_keys = new
     adds: tuple[list[Record], list[int]] = ([], [])
+    add_keys: list[npt.NDArray[np.uint64] | None] = []
     removes: tuple[list[Record], list[int]] = ([], [])
     for i, position in enumerate(positions):
         status = int(written.status[i])
@@ -393,11 +404,13 @@ def side_writes(
         if stored and record is not None:
             adds[0].append(record)
             adds[1].append(int(written.rows[i]))
+            made = passage_keys is not None and position in new_records
+            add_keys.append(passage_keys[position] if made and passage_keys else None)
         old = old_records.get(position)
         if status == Status.REPLACED and old is not None:
             removes[0].append(old)
             removes[1].append(int(written.replaced[i]))
-    commands = resolved.side_entries("ZADD", adds[0], np.array(adds[1], dtype=np.int64))
+    commands = resolved.side_entries("ZADD", adds[0], np.array(adds[1], dtype=np.int64), add_keys)
     return commands + resolved.side_entries(
         "ZREM", removes[0], np.array(removes[1], dtype=np.int64)
     )

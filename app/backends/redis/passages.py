@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from app.backends.redis.records import Held
 from app.backends.redis.store.grams import MAX_SET_SIZE, GramTable
@@ -44,11 +45,25 @@ class RedisPassages:
         self.table = table
 
     def writes(
-        self, command: str, texts: Sequence[str], rows: Rows, hosts: Sequence[int] | None = None
+        self,
+        command: str,
+        texts: Sequence[str],
+        rows: Rows,
+        hosts: Sequence[int] | None = None,
+        made: Sequence[npt.NDArray[np.uint64] | None] | None = None,
     ) -> list[Command]:
         """``ZADD`` (or ``ZREM``) of the entries of stored texts under their rows, each
-        with its document's host's key where it has one (app/core/hosts.py)."""
-        keys = self.config.fingerprints(texts)
+        with its document's host's key where it has one (app/core/hosts.py); ``made``:
+        each text's fingerprints where an insert made them already (None: made here)."""
+        given: list[npt.NDArray[np.uint64] | None] = [None] * len(texts)
+        if made is not None:
+            given = list(made)
+        unmade = [i for i, text_keys in enumerate(given) if text_keys is None]
+        if unmade:
+            fresh = self.config.fingerprints([texts[i] for i in unmade])
+            for i, text_keys in zip(unmade, fresh, strict=True):
+                given[i] = text_keys
+        keys = [text_keys for text_keys in given if text_keys is not None]
         counts = np.array([len(k) for k in keys], dtype=np.int64)
         if not counts.sum():
             return []

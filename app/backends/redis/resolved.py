@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from app.backends.redis.failures import Failures
 from app.backends.redis.ngram import RedisNgram
@@ -110,9 +111,16 @@ class Resolved:
     def members_key(self, cluster: int) -> bytes:
         return f"{{{self.layout.namespace}:{self.key}:c{cluster}}}".encode()
 
-    def side_entries(self, command: str, records: Sequence[Record], rows: Rows) -> list[Command]:
+    def side_entries(
+        self,
+        command: str,
+        records: Sequence[Record],
+        rows: Rows,
+        passage_keys: Sequence[npt.NDArray[np.uint64] | None] | None = None,
+    ) -> list[Command]:
         """``ZADD`` (or ``ZREM``) of what the documents of these records hold beside the
-        store's tables: their n-gram entries (short texts) and passage entries (texts)."""
+        store's tables: their n-gram entries (short texts) and passage entries (texts;
+        ``passage_keys``: each record's passage fingerprints where made already)."""
         commands: list[Command] = []
         if self.ngram is not None:
             short = [i for i, record in enumerate(records) if record.short is not None]
@@ -124,7 +132,10 @@ class Resolved:
             if kept:
                 texts = [records[i].text or "" for i in kept]
                 hosts = [records[i].host for i in kept]
-                commands += self.passages.writes(command, texts, np.asarray(rows)[kept], hosts)
+                made = None if passage_keys is None else [passage_keys[i] for i in kept]
+                commands += self.passages.writes(
+                    command, texts, np.asarray(rows)[kept], hosts, made
+                )
         return commands
 
     def retry_methods(self, record: Record) -> tuple[Any, ...]:
