@@ -97,6 +97,12 @@ class Retention:
             expired |= stamps < now - self.max_age
         return expired
 
+    def still(self) -> bool:
+        """Whether nothing expires (no max_age, no max_documents) and no mark waits to be
+        recorded: an insert's commit then needs nothing that publishing it moves."""
+        unset = self.max_age is None and self.max_kept is None
+        return unset and self.expired_through == self._persisted_mark
+
     def mark_to_record(self) -> tuple[int, int] | None:
         """The mark, when it moved since it was last handed to the store."""
         if self.expired_through == self._persisted_mark:

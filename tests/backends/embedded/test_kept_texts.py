@@ -104,6 +104,21 @@ def test_a_failed_commit_and_a_release_hold_nothing() -> None:
     texts._check()
 
 
+class _Watched(Commit):
+    """A commit that tells when a thread first waits on it: an insert waits on its
+    commit once it has published its documents (the commit may be queued before)."""
+
+    __slots__ = ("waited",)
+
+    def __init__(self, waited: threading.Event) -> None:
+        super().__init__()
+        self.waited = waited
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self.waited.set()
+        return super().exception(timeout)
+
+
 class _HeldCommits(MemoryStore):
     """Commits that become durable only when the test says (documents stored at once,
     the commit settled later), as a slow disk's group commit."""
@@ -111,15 +126,14 @@ class _HeldCommits(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.waiting: list[Commit] = []
-        self.queued = threading.Event()  # set once an insert queued its commit
+        self.waited = threading.Event()  # set once an insert waits on its commit
 
     def begin_add_documents(
         self, name: str, documents: DocumentBatch, mark: Mark | None = None
     ) -> Commit:
-        commit = Commit()
+        commit = _Watched(self.waited)
         self.waiting.append(commit)
         self.hidden = (name, documents, mark)  # not readable until released
-        self.queued.set()
         return commit
 
     def release(self) -> None:
@@ -142,7 +156,7 @@ def test_a_search_before_the_commit_verifies_against_the_queued_texts() -> None:
     )
     inserting.start()
     roundup = f"{other}\n\n{story}"
-    assert store.queued.wait(10)  # published, its commit queued and not durable
+    assert store.waited.wait(10)  # published, waiting on its commit, not durable
     assert store.read_texts("c", [0]) == [None]  # not in the store yet
     [match] = collection.search(roundup, Query(limit=5))
     assert match.id == "story" and "passage" in match.methods
