@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -327,6 +328,19 @@ def spread(keys: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return kernels.spread_keys(np.ascontiguousarray(keys, dtype=np.uint64))
 
 
+class Hits(NamedTuple):
+    """An index lookup of several texts' fingerprints (``PassageIndex.hits``): where each
+    text's fingerprints start among them (one more at the end), the fingerprints as
+    given, the (position, row) of every entry found, and which fingerprints more than
+    ``max_rows`` entries hold (boilerplate, found in no row)."""
+
+    key_bounds: npt.NDArray[np.int64]
+    keys: npt.NDArray[np.uint64]
+    positions: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.int64]
+    capped: npt.NDArray[np.bool_]
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """A query's candidate rows, most shared fingerprints first, with how many each
@@ -342,6 +356,8 @@ class Candidates:
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_KEYS = np.zeros(0, dtype=np.uint64)
+_NO_CAPPED = np.zeros(0, dtype=np.bool_)
 NO_CANDIDATES = Candidates(_NO_ROWS, _NO_ROWS)  # what most texts of a batch have
 _NO_PAIR = (_NO_ROWS, _NO_ROWS)
 # A chunk of a bulk load: (fingerprints, rows, text hashes[, hosts' keys]; None: unknown).
@@ -460,23 +476,13 @@ class PassageIndex(TableIndex):
         found, boilerplate, _ = self.candidates_hosted(keys, bar, near)
         return found, boilerplate
 
-    def candidates_hosted(
-        self,
-        keys: Sequence[npt.NDArray[np.uint64]],
-        bar: float | None = None,
-        near: tuple[Rows, Rows] | None = None,
-        hosts: Sequence[int] | None = None,
-        excludes: Sequence[int] | None = None,
-    ) -> tuple[list[tuple[Rows, Rows]], Rows, list[HostPages]]:
-        """``candidates_counted`` of texts whose hosts' keys are ``hosts`` (None: none
-        known), and what the stored pages of each one's host hold of its fingerprints
-        (app/core/hosts.py): its host's chrome counts for none of them; ``excludes``:
-        each text's own row (-1: none), not one of those pages. O(F log N + hits)."""
+    def hits(self, keys: Sequence[npt.NDArray[np.uint64]]) -> Hits:
+        """The entries holding several texts' fingerprints: one compiled lookup, read
+        only (an insert makes it on another core while it matches, under its write
+        lock: no row changes meanwhile). O(F log N + hits)."""
         key_bounds = _bounds(keys)
-        pages_of = [NO_PAGES] * len(keys)
         if not key_bounds[-1]:
-            empty = np.zeros(0, dtype=np.int64)
-            return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), pages_of
+            return Hits(key_bounds, _NO_KEYS, _NO_ROWS, _NO_ROWS, _NO_CAPPED)
         raw = keys[0] if len(keys) == 1 else np.concatenate(keys)
         spread_keys, order = kernels.spread_sorted(raw)
         flat = top_halves(spread_keys)  # sorted by ``order`` still
@@ -484,6 +490,28 @@ class PassageIndex(TableIndex):
         positions, rows = self._table.lookup_equal_many(
             0, flat, self.max_rows, self._rows.deleted.array, capped, order
         )
+        return Hits(key_bounds, raw, positions, rows, capped)
+
+    def candidates_hosted(
+        self,
+        keys: Sequence[npt.NDArray[np.uint64]],
+        bar: float | None = None,
+        near: tuple[Rows, Rows] | None = None,
+        hosts: Sequence[int] | None = None,
+        excludes: Sequence[int] | None = None,
+        looked_up: Hits | None = None,
+    ) -> tuple[list[tuple[Rows, Rows]], Rows, list[HostPages]]:
+        """``candidates_counted`` of texts whose hosts' keys are ``hosts`` (None: none
+        known), and what the stored pages of each one's host hold of its fingerprints
+        (app/core/hosts.py): its host's chrome counts for none of them; ``excludes``:
+        each text's own row (-1: none), not one of those pages; ``looked_up``: the
+        ``hits`` of ``keys``, where made already. O(F log N + hits)."""
+        hits = self.hits(keys) if looked_up is None else looked_up
+        key_bounds, raw, positions, rows, capped = hits
+        pages_of = [NO_PAGES] * len(keys)
+        if not key_bounds[-1]:
+            empty = np.zeros(0, dtype=np.int64)
+            return [(empty, empty) for _ in keys], np.zeros(len(keys), dtype=np.int64), pages_of
         if hosts is not None and any(host != NO_HOST for host in hosts) and len(rows):
             keep, pages = host_hits(
                 positions, rows, self._per_row.array[rows, 3], key_bounds, hosts,

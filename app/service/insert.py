@@ -82,6 +82,9 @@ def _admitted(
     stamps = call.stamps[accepted]
     documents = [call.documents[p] for p in accepted]
     exclude = np.array([replaced.get(p, -1) for p in accepted], dtype=np.int64)
+    keys = None if call.passage_keys is None else [call.passage_keys[p] for p in accepted]
+    if keys is not None:
+        backend.look_up_passages(keys)
     stored = backend.match(fingerprints, query, exclude, stamps)
     if len(accepted) > 1:
         within = backend.match_within(fingerprints, stamps, query)
@@ -90,7 +93,6 @@ def _admitted(
     # Already expired when it arrives: matched, answered, not stored.
     expired = backend.expired_on_arrival(stamps)
     granted, unlimited = backend.room(int(np.count_nonzero((exclude < 0) & ~expired)))
-    keys = None if call.passage_keys is None else [call.passage_keys[p] for p in accepted]
     shared = _shared_passages(backend, documents, keys, fingerprints, stamps, exclude, query)
     admission = decide.Admission(options.on_duplicate, granted, unlimited)
     pending = Pending(backend.first_handle(), backend.id_of, backend.cluster_of)

@@ -182,6 +182,11 @@ class InsertBackend(Protocol):
     def refusal(self, added: int) -> InsufficientStorage:
         """Why a document is refused for room, ``added`` of its batch stored before it."""
 
+    def look_up_passages(self, keys: list[npt.NDArray[np.uint64]]) -> None:
+        """Begin looking up the accepted documents' passage fingerprints (each one's),
+        beside the matching that follows, for ``stored_passages`` (a backend whose
+        lookup is a round trip of its own does nothing here)."""
+
     def stored_passages(
         self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
     ) -> list[list[Found]]:

@@ -221,10 +221,11 @@ def test_a_batch_answers_as_its_documents_one_by_one(client: TestClient) -> None
 def test_a_batch_large_enough_to_fingerprint_beside_answers_as_one_by_one(
     client: TestClient,
 ) -> None:
-    """A batch of BESIDE_MIN_ITEMS documents or more has its passage fingerprints made on
-    another thread (app/service/beside.py); its answers (relations, near-duplicates,
-    passages) are those of the same documents sent one by one, each fingerprinted
-    inline, and its relations are the brute-force reference's."""
+    """A batch of BESIDE_MIN_ITEMS documents or more has its passage fingerprints made,
+    and on the embedded backend looked up, on another thread (app/service/beside.py);
+    its answers (relations, near-duplicates, passages) are those of the same documents
+    sent one by one, each done inline, and its relations are the brute-force
+    reference's."""
     for name in ("one", "batch"):
         assert client.put(f"/v1/collections/{name}", json=SETTINGS).status_code == 201
     stories = _stories(7, 24, words=60)

@@ -276,8 +276,16 @@ def test_counted_candidates_keep_what_may_cover_the_bar_and_the_near_ones() -> N
     # Near-duplicates, kept whatever they share: every third row of each text.
     near_pairs = [(text, row) for text in range(len(queries)) for row in range(text % 3, 30, 3)]
     near_texts, near_rows = (np.array(column) for column in zip(*near_pairs, strict=True))
+    hits = index.hits(queries)  # looked up once, counted at each bar (an insert's, beside)
     for bar in (0.3, 0.8):
         found, boilerplate = index.candidates_counted(queries, bar, (near_texts, near_rows))
+        again, boilerplate_again, _ = index.candidates_hosted(
+            queries, bar, (near_texts, near_rows), looked_up=hits
+        )
+        assert boilerplate_again.tolist() == boilerplate.tolist()
+        assert [(r.tolist(), n.tolist()) for r, n in again] == [
+            (r.tolist(), n.tolist()) for r, n in found
+        ]
         for text, keys in enumerate(queries):
             query = set(keys.tolist())
             common = sum(1 for k in keys.tolist() if counts.get(k, 0) > 6)

@@ -17,6 +17,7 @@ from app.core.passages import (
     NO_CANDIDATES,
     Candidates,
     Chunk,
+    Hits,
     Passage,
     PassageIndex,
     identical_passages,
@@ -156,13 +157,15 @@ class PassageSearch(TableMatcher):
         queries: Sequence[PassageQuery],
         bar: float | None = None,
         near: tuple[Rows, Rows] | None = None,
+        hits: Hits | None = None,
     ) -> list[Candidates]:
         """``counted_candidates`` of queries, their hosts' chrome counted for none of
         their pages (their own rows not among them), each query told what its host's
-        stored pages hold (its ``host_pages``; PassageIndex.candidates_hosted)."""
+        stored pages hold (its ``host_pages``; PassageIndex.candidates_hosted); ``hits``:
+        the index's lookup of their fingerprints, where made already."""
         found, _, pages = self.index.candidates_hosted(
             [q.keys for q in queries], bar, near, [q.host for q in queries],
-            [q.exclude for q in queries],
+            [q.exclude for q in queries], hits,
         )  # fmt: skip
         for asked, text_pages in zip(queries, pages, strict=True):
             asked.host_pages = text_pages

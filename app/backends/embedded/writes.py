@@ -19,10 +19,12 @@ from app.backends.embedded.passages import CANDIDATES
 from app.backends.embedded.states import LIVE
 from app.collection_config import CollectionConfig
 from app.core.fingerprint import Fingerprints
+from app.core.passages import Hits
 from app.core.rule import Pairs
 from app.core.types import Rows
 from app.errors import InsufficientStorage, StorageUnavailable
 from app.service import decide, insert
+from app.service.beside import beside
 from app.service.coalesce import SingleInserts
 from app.service.insert_backend import Call, Pending, SentAgain
 from app.service.passages import CONTAINED, Found, PassageQuery
@@ -217,6 +219,7 @@ class EmbeddedInsert:
         self._granted = 0
         self._matched = Pairs.empty()  # the stored matches: passages verify them
         self._asked: list[PassageQuery] = []
+        self._hits: Callable[[], Hits] | None = None  # the passage lookup, made beside
         self.committed: Commit | None = None  # the group commit of the inserted documents
         self.batch: DocumentBatch | None = None
         self.retry_commit: Commit | None = None  # the newest commit when retries were found
@@ -272,17 +275,27 @@ class EmbeddedInsert:
             return decide.collection_full(self._parts.name, limit)
         return decide.service_full(self._parts.budget.limit)
 
+    def look_up_passages(self, keys: list[npt.NDArray[np.uint64]]) -> None:
+        """The batch's passage lookup on another core while this thread matches
+        (app/service/beside.py): the index changes only under the write lock held."""
+        passages = self._parts.matcher.passages
+        if passages is not None:
+            self._hits = beside(passages.index.hits, keys, len(keys))
+
     def stored_passages(
         self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
     ) -> list[list[Found]]:
         """Only what can be a containment (CONTAINED) or annotates a match is verified:
-        the candidates of the batch looked up at once, their texts read ahead."""
+        the candidates of the batch looked up at once (``look_up_passages``' lookup),
+        their texts read ahead."""
         passages = self._parts.matcher.passages
         self._asked = list(asked)
         if passages is None:
             return [[] for _ in asked]
         near = (self._matched.positions, self._matched.rows)
-        candidates = passages.read_ahead(asked, passages.candidates_of(asked, CONTAINED, near))
+        hits = None if self._hits is None else self._hits()
+        found = passages.candidates_of(asked, CONTAINED, near, hits)
+        candidates = passages.read_ahead(asked, found)
         return [
             (self._parts.passages_of(one, query, int(stamps[i]), candidates[i]) or [])
             if len(candidates[i])

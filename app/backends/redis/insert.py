@@ -181,6 +181,9 @@ class Insertion:
             return decide.service_full(self.collection.budget())
         return decide.collection_full(self.resolved.name, self.resolved.config.limits.max_documents)
 
+    def look_up_passages(self, keys: list[npt.NDArray[np.uint64]]) -> None:
+        """Nothing ahead: the lookup is ``stored_passages``' first round trip."""
+
     def stored_passages(
         self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
     ) -> list[list[Found]]:
