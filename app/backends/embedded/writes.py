@@ -399,7 +399,9 @@ class EmbeddedInsert:
             committed = None
             # Where the retention is still (the default), no mark can move: the commit
             # is queued first, and the store writes while the indexes take the batch
-            # (10 to 30 us a document with passages on; docs/journal.md, "Issue 42").
+            # (10 to 30 us a document with passages on; docs/journal.md, "Issue 42"). A
+            # publish that raised after it would leave them durable and unanswered, as a
+            # crash after the commit does: the next start has them.
             early = parts.retention.still()
             try:
                 if early:
