@@ -172,18 +172,17 @@ def _shared_passages(
 ) -> tuple[list[list[Found]], BatchPassages] | None:
     """What the accepted documents share with the stored ones (only what may be a
     containment, and their near-duplicates), and the batch's own passages for the
-    relations between them; None with passages off. ``keys``: their passage
-    fingerprints, where prepare made them."""
-    config = backend.config.passages
-    if not config.enabled:
+    relations between them. ``keys``: their passage fingerprints, which prepare makes
+    whenever passages are on (a setting a collection keeps); None: passages are off."""
+    if keys is None:
         return None
+    config = backend.config.passages
     asked = PassageQuery.batch(
         [d.text for d in documents],
+        keys,
         fingerprints.simhash.tolist(),
         exclude.tolist(),
-        config,
         [d.host_key() for d in documents],
-        keys,
     )
     window = backend.config.match_window_us
     batch = BatchPassages(config, backend.passage_candidates, asked, query, window)

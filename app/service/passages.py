@@ -194,16 +194,13 @@ class PassageQuery:
     @staticmethod
     def batch(
         texts: Sequence[str],
+        keys: Sequence[npt.NDArray[np.uint64]],
         simhashes: Sequence[int],
         excludes: Sequence[int],
-        config: PassagesConfig,
         hosts: Sequence[int] | None = None,
-        keys: Sequence[npt.NDArray[np.uint64]] | None = None,
     ) -> list[PassageQuery]:
-        """An insert batch's queries, fingerprinted in one call (``keys``: made already,
-        each text's). O(total length)."""
-        if keys is None:
-            keys = config.fingerprints(texts)
+        """An insert batch's queries, of texts whose fingerprints (``keys``, each text's)
+        the insert made as it prepared. O(texts)."""
         each_host = [NO_HOST] * len(texts) if hosts is None else hosts
         return [
             PassageQuery(text, text_keys, simhash, exclude, host)

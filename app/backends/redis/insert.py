@@ -407,8 +407,8 @@ def side_writes(
         if stored and record is not None:
             adds[0].append(record)
             adds[1].append(int(written.rows[i]))
-            made = passage_keys is not None and position in new_records
-            add_keys.append(passage_keys[position] if made and passage_keys else None)
+            made = None if passage_keys is None else passage_keys[position]
+            add_keys.append(made if position in new_records else None)
         old = old_records.get(position)
         if status == Status.REPLACED and old is not None:
             removes[0].append(old)
