@@ -70,19 +70,29 @@ return 0
 
 def parse_record(name: str, raw: bytes) -> Resolved:
     """A collection as its record in COLLECTIONS_KEY says: its key, settings, retention
-    mark, and the shard bits of its layout (the creating process's; collections from
-    before the setting have none recorded, so the default)."""
+    mark, the shard bits of its layout (the creating process's; collections from
+    before the setting have none recorded, so the default) and whether its passage
+    entries are keyed by spread fingerprints (those created before are not)."""
     stored = orjson.loads(raw)
     config = CollectionConfig.from_dict(stored["config"])
     marked = bool(stored.get("marked", False))
     shard_bits = int(stored.get("shard_bits", DEFAULT_SHARD_BITS))
-    return Resolved.of(name, stored["key"], config, NAMESPACE, marked, shard_bits)
+    spread = bool(stored.get("spread_passages", False))
+    return Resolved.of(name, stored["key"], config, NAMESPACE, marked, shard_bits, spread)
 
 
-def record_of(key: str, config: CollectionConfig, marked: bool, shard_bits: int) -> bytes:
+def record_of(
+    key: str, config: CollectionConfig, marked: bool, shard_bits: int, spread_passages: bool
+) -> bytes:
     """The record parse_record reads: written at the creation and at every change of the
     settings, so that nothing recorded (the layout's shard bits above all) is lost."""
-    stored = {"key": key, "config": config.to_dict(), "marked": marked, "shard_bits": shard_bits}
+    stored = {
+        "key": key,
+        "config": config.to_dict(),
+        "marked": marked,
+        "shard_bits": shard_bits,
+        "spread_passages": spread_passages,
+    }
     return orjson.dumps(stored)
 
 
@@ -321,7 +331,7 @@ class RedisRegistry:
                         f"at most {self._max_collections} collections; delete one first"
                     )
                 key = f"{name}~{uuid.uuid4().hex[:12]}"
-                value = record_of(key, config, False, self.shard_bits)
+                value = record_of(key, config, False, self.shard_bits, spread_passages=True)
                 (created,) = self._wire().send([("HSETNX", COLLECTIONS_KEY, name, value)])
                 if created:
                     self.store(self.resolve(name))  # records the layout
@@ -338,7 +348,13 @@ class RedisRegistry:
         if config != resolved.config:  # new time settings: match_window, retention, limits
             # What the old retention expired stays expired: applied up to now first.
             self.get(resolved.name).expire(resolved, self.store(resolved))
-            value = record_of(resolved.key, config, resolved.retains, resolved.layout.shard_bits)
+            value = record_of(
+                resolved.key,
+                config,
+                resolved.retains,
+                resolved.layout.shard_bits,
+                resolved.spread_passages,
+            )
             read = self.cached(resolved.name)
             raw = read[0] if read is not None and read[1] is resolved else b""
             changed = self.client.eval(_SWAP, 1, COLLECTIONS_KEY, resolved.name, raw, value)

@@ -46,6 +46,9 @@ class Resolved:
     # Had a retention once: what it expired stays expired (the mark is kept and read)
     # even when the retention is gone.
     marked: bool = False
+    # Passage entries keyed by spread fingerprints (RedisPassages): collections created
+    # before that keep the raw ones, so that their entries are still found.
+    spread_passages: bool = True
 
     @staticmethod
     def of(
@@ -55,6 +58,7 @@ class Resolved:
         namespace: str,
         marked: bool = False,
         shard_bits: int = DEFAULT_SHARD_BITS,
+        spread_passages: bool = True,
     ) -> Resolved:
         layout = Layout(
             key,
@@ -88,8 +92,10 @@ class Resolved:
         passages = None
         if config.passages.enabled:
             table = GramTable(f"{{{namespace}:{key}:t".encode(), layout.shard_bits, b"p")
-            passages = RedisPassages(config.passages, table)
-        return Resolved(name, key, config, layout, matchers, ngram, passages, marked)
+            passages = RedisPassages(config.passages, table, spread_passages)
+        return Resolved(
+            name, key, config, layout, matchers, ngram, passages, marked, spread_passages
+        )
 
     @property
     def num_perm(self) -> int:

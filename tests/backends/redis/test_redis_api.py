@@ -9,6 +9,7 @@ tests/conftest.py's `backend` fixture.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -163,6 +164,62 @@ def test_a_stream_with_passages_answers_as_the_embedded_service(
     compare_stream(redis_server.url, tmp_path, seed, shorts=True, passages=True)
 
 
+def test_a_collection_of_before_spread_passage_keys_answers_as_the_embedded_service(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A collection whose record predates spread passage keys (no ``spread_passages``)
+    keeps its raw keys through the stream and a change of settings: the same answers."""
+    compare_stream(redis_server.url, tmp_path, 11, shorts=True, passages=True, raw_keys=True)
+
+
+def _entries_by_shard(url: str, collection: str) -> list[int]:
+    """The passage entries in each shard's set of a collection (4 shard bits)."""
+    made = connect(url)
+    counts = [0] * 16
+    for key in made.scan_iter(match=f"{{nd:{collection}~*:t*}}p", count=1000):
+        shard = int(key.split(b"}")[0].rsplit(b":t", 1)[1], 16)
+        counts[shard] += made.zcard(key)
+    made.close()
+    return counts
+
+
+def test_passage_entries_spread_over_the_shards_where_raw_fingerprints_crowd(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Winnowing keeps each window's smallest hash, so raw fingerprints crowd the low
+    shards; a new collection's entries fill every shard near its share (16 shards: none
+    above 1.5 times the mean), where a collection of before (raw keys) puts more than
+    twice its share in shard 0."""
+    emptied(redis_server.url)
+    rng = random.Random(3)
+    texts = [english_like_text(rng, 1500) for _ in range(160)]
+    served = contextlib.contextmanager(make_client)
+    with served(tmp_path / "r", backend=redis_server.url, redis_shard_bits=4, **LIMITS) as app:
+        for name in ("spread", "raw"):
+            assert app.put(f"/v1/collections/{name}", json={}).status_code == 201
+        _drop_spread_flag(redis_server.url, "raw")
+        for name, at in itertools.product(("spread", "raw"), range(0, len(texts), 20)):
+            chunk = [{"text": text} for text in texts[at : at + 20]]
+            answer = app.post(f"/v1/collections/{name}/documents/batch", json={"documents": chunk})
+            assert answer.status_code == 200
+    spread, raw = (_entries_by_shard(redis_server.url, name) for name in ("spread", "raw"))
+    assert sum(spread) == sum(raw) > 16 * 200
+    mean = sum(spread) / 16
+    assert max(spread) < 1.5 * mean and min(spread) > mean / 1.5, spread
+    assert raw[0] > 2 * mean, raw
+
+
+def _drop_spread_flag(url: str, name: str) -> None:
+    """Rewrite a collection's record as one written before spread passage keys."""
+    from app.backends.redis.registry import COLLECTIONS_KEY
+
+    made = connect(url)
+    stored = json.loads(made.hget(COLLECTIONS_KEY, name))
+    assert stored.pop("spread_passages") is True
+    made.hset(COLLECTIONS_KEY, name, json.dumps(stored))
+    made.close()
+
+
 @pytest.mark.parametrize("seed", [5, 6])
 def test_a_stream_with_short_texts_answers_as_the_embedded_service(
     redis_server: RedisServer, tmp_path: Path, seed: int
@@ -178,12 +235,15 @@ def compare_stream(
     windows: bool = False,
     shorts: bool = False,
     passages: bool = False,
+    raw_keys: bool = False,
     **settings: Any,
 ) -> None:
     """Inserts (batches with retries, conflicts, empty texts and skips, single inserts,
     replacements), deletes, searches, similar and gets, sent to the embedded service and
     to the Redis backend: every status and answer the same (the embedded service is the
-    reference; its indexes are tested against brute force elsewhere)."""
+    reference; its indexes are tested against brute force elsewhere). ``raw_keys``: the
+    Redis collection's record as written before spread passage keys, and its settings
+    changed (PATCH) midway."""
     emptied(url)
     served = contextlib.contextmanager(make_client)
     with (
@@ -198,8 +258,15 @@ def compare_stream(
         for made in (embedded, over_redis):
             created = made.put("/v1/collections/stream", json=created_with)
             assert created.status_code == 201
+        if raw_keys:
+            _drop_spread_flag(url, "stream")
         seen: Counter[tuple[str, int]] = Counter()
         for name, method, path, payload in _operations(seed, 300, windows, shorts, passages):
+            if raw_keys and seen[("search", 200)] == 5 and not seen[("patch", 200)]:
+                seen[("patch", 200)] += 1
+                for made in (embedded, over_redis):
+                    patched = made.patch("/v1/collections/stream", json={"match_window": "30d"})
+                    assert patched.status_code == 200
             expected = _answer(embedded, method, path, payload)
             got = _answer(over_redis, method, path, payload)
             if got != expected:  # whose bookkeeping broke, before saying that they differ
@@ -212,6 +279,8 @@ def compare_stream(
             seen[("contains", 0)] += "'contains': [{" in repr(expected[1])
         for made in (embedded, over_redis):  # each backend's own bookkeeping holds
             made.app.state.registry.get("stream")._check()  # type: ignore[attr-defined]
+        resolved = over_redis.app.state.registry.resolve("stream")  # type: ignore[attr-defined]
+        assert resolved.spread_passages is not raw_keys
         stats = [c.get("/v1/collections/stream").json()["stats"] for c in (embedded, over_redis)]
     assert stats[1]["documents"] == stats[0]["documents"] > 0
     assert stats[1]["duplicates"] == stats[0]["duplicates"] > 0
