@@ -159,9 +159,9 @@ class RedisPassages:
                 at_of[row]
                 for row in counts
                 if row in at_of
-                and visible(number, int(data.timestamps[at_of[row]]), held.record(at_of[row]).seq)
+                and visible(number, int(data.timestamps[at_of[row]]), held.seq(at_of[row]))
             ]
-            candidates.sort(key=lambda at: (-counts[int(data.rows[at])], held.record(at).seq))
+            candidates.sort(key=lambda at: (-counts[int(data.rows[at])], held.seq(at)))
             found = self._verified(query, candidates[:CANDIDATES], data, held)
             answers.append(query.without_chrome(found, self.config.k))
         return answers

@@ -131,7 +131,7 @@ class Reads:
         if rows[0] < 0:
             raise UnknownDocument(self.name, document_id)
         held, at = Held(data), int(data.index(rows)[0])
-        if not mark.visible(int(data.timestamps[at]), held.record(at).seq):
+        if not mark.visible(int(data.timestamps[at]), held.seq(at)):
             raise UnknownDocument(self.name, document_id)  # expired
         return held, at
 

@@ -3,6 +3,7 @@ and the rows a read returned with their records parsed."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,14 @@ import xxhash
 
 from app.backends.redis.store.rows import RowData
 from app.core.types import Rows
+
+# A record's JSON never holds a NUL byte (orjson escapes every control character), so one
+# marks where its text follows, deflated (raw DEFLATE, level 1: 20-25 us a 1 KB text
+# made, 7 read): a Reuters story's 1,112 bytes take ~600 in Redis. A shorter text than
+# _DEFLATE_FROM characters stays in the JSON, as every text of a record written before.
+_TEXT_MARK = b"\x00"
+_DEFLATE_FROM = 200
+_RAW_DEFLATE = -15  # zlib's wbits: no header, no checksum (Redis keeps the bytes intact)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,26 +43,46 @@ class Record:
             "k": self.cluster,
             "n": self.cluster_name,
             "m": self.metadata,
-            "t": self.text,
             "q": self.short,
         }
         if self.host:
             fields["h"] = self.host
+        if self.text is not None and len(self.text) >= _DEFLATE_FROM:
+            deflated = zlib.compress(self.text.encode("utf-8"), 1, wbits=_RAW_DEFLATE)
+            return orjson.dumps(fields) + _TEXT_MARK + deflated
+        fields["t"] = self.text
         return orjson.dumps(fields)
 
     @staticmethod
     def unpack(raw: bytes) -> Record:
-        data = orjson.loads(raw)
+        data, deflated = _parts(raw)
+        text = data.get("t")
+        if deflated is not None:
+            text = zlib.decompress(deflated, wbits=_RAW_DEFLATE).decode("utf-8")
         return Record(
             data["s"],
             data["c"],
             data["k"],
             data["n"],
             data["m"],
-            data["t"],
+            text,
             data.get("q"),
             data.get("h", 0),
         )
+
+    @staticmethod
+    def seq_of(raw: bytes) -> int:
+        """A packed record's seq, its text left deflated."""
+        seq: int = _parts(raw)[0]["s"]
+        return seq
+
+
+def _parts(raw: bytes) -> tuple[dict[str, Any], bytes | None]:
+    """A packed record's fields, and its deflated text where it has one."""
+    mark = raw.find(_TEXT_MARK)
+    if mark < 0:
+        return orjson.loads(raw), None
+    return orjson.loads(raw[:mark]), raw[mark + 1 :]
 
 
 class Held:
@@ -62,6 +91,7 @@ class Held:
     def __init__(self, data: RowData) -> None:
         self.data = data
         self._records: dict[int, Record] = {}
+        self._seqs: dict[int, int] = {}
 
     def record(self, at: int) -> Record:
         record = self._records.get(at)
@@ -69,8 +99,19 @@ class Held:
             record = self._records[at] = Record.unpack(self.data.records[at])
         return record
 
+    def seq(self, at: int) -> int:
+        """The seq of a row's record, without inflating its text (a candidate that is
+        not verified never needs it)."""
+        record = self._records.get(at)
+        if record is not None:
+            return record.seq
+        seq = self._seqs.get(at)
+        if seq is None:
+            seq = self._seqs[at] = Record.seq_of(self.data.records[at])
+        return seq
+
     def seqs(self, at: Rows) -> Rows:
-        return np.array([self.record(i).seq for i in at.tolist()], dtype=np.int64)
+        return np.array([self.seq(i) for i in at.tolist()], dtype=np.int64)
 
 
 def joined(first: RowData, second: RowData) -> RowData:
