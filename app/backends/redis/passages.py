@@ -29,7 +29,7 @@ import numpy.typing as npt
 from app.backends.redis.records import Held
 from app.backends.redis.store.grams import MAX_SET_SIZE, GramTable
 from app.backends.redis.store.rows import RowData, RowReads
-from app.backends.redis.store.steps import Steps
+from app.backends.redis.store.steps import Batch, Steps
 from app.backends.redis.store.wire import Command
 from app.collection_config import PassagesConfig
 from app.core.hosts import NO_HOST, HostPages, host_hits
@@ -111,11 +111,18 @@ class RedisPassages:
         fingerprints' entries (``also``, the caller's reads, beside them), then the rows
         of every query's candidates."""
         limit = self.config.max_rows + 1
-        lookups = [self.table.lookups(self._keys(q.keys), 0, MAX_SET_SIZE, limit) for q in queries]
-        commands = [command for per_query in lookups for command in per_query]
-        if not commands:
+        lookups = [
+            self.table.packed_lookups(self._keys(q.keys), 0, MAX_SET_SIZE, limit) for q in queries
+        ]
+        if not any(per_query.commands for per_query in lookups):
             return [[] for _ in queries]
-        answered = yield reads.batch([*also, *commands])
+        first = reads.batch(also)
+        answered = yield Batch(
+            [*first.packed, *(c for per_query in lookups for c in per_query.commands)],
+            None
+            if first.keys is None
+            else [*first.keys, *(k for per_query in lookups for k in per_query.keys)],
+        )
         visible = visible_by(answered[: len(also)])
         replies = iter(answered[len(also) :])
         shared: list[dict[int, int]] = []
@@ -124,7 +131,7 @@ class RedisPassages:
             held_keys: dict[int, int] = {}  # row -> its count of fingerprints
             # Every fingerprint's entries decoded at once, not a decode each; one held more
             # often than the cap is boilerplate.
-            entries = [next(replies) for _ in per_query]
+            entries = [next(replies) for _ in per_query.commands]
             held_by = [
                 [] if len(members) > self.config.max_rows else members for members in entries
             ]

@@ -26,6 +26,7 @@ from redis.cluster import RedisCluster
 from app.backends.redis.store import lookups as lookups_module
 from app.backends.redis.store import wire
 from app.backends.redis.store.connect import connect
+from app.backends.redis.store.grams import GramTable
 from app.backends.redis.store.layout import Layout, PrefixTable, exact_extra
 from app.backends.redis.store.lookups import LookupTables, RangeLookups
 from app.backends.redis.store.store import RedisStore
@@ -342,3 +343,58 @@ def test_pack_and_unpack() -> None:
     with pytest.raises(ValueError, match="not one packed command"):
         unpack(packed + packed)
     assert wire.key_of(("FCALL", "f", 2, b"{a}k")) == b"{a}k"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    shard_bits=st.integers(0, 24),
+    low_size=st.integers(-3, 70_000),
+    span=st.integers(0, 70_000),
+    limit=st.sampled_from([None, 1, 37, 1001]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_gram_lookups_packed_are_the_tuples_packed_by_hiredis(
+    shard_bits: int, low_size: int, span: int, limit: int | None, seed: int
+) -> None:
+    """GramTable.packed_lookups, byte for byte: the tuples of ``lookups`` packed by hiredis,
+    REV with the bounds swapped for a key in the upper half of its shard; its keys the
+    sets' names. Keys holding '%' bytes included."""
+    table = GramTable(b"{nd:c%:t", shard_bits, b"p")
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 2**64, 12, dtype=np.uint64)
+    keys[:3] = [0x2525252525252525, 0, 2**64 - 1]
+    packed = table.packed_lookups(keys, low_size, low_size + span, limit)
+    expected = []
+    tuples = table.lookups(keys, low_size, low_size + span, limit)
+    for key, command in zip(keys.tolist(), tuples, strict=True):
+        name, low, high, *tail = command[1:]
+        if (key >> (63 - shard_bits)) & 1:
+            tail.insert(1, "REV")
+            expected.append(("ZRANGE", name, high, low, *tail))
+        else:
+            expected.append(tuple(command))
+    assert packed.commands == [hiredis.pack_command(c) for c in expected]
+    assert packed.keys == [c[1] for c in expected]
+
+
+def test_gram_lookups_packed_find_what_the_tuples_find(client: Client) -> None:
+    """On a real server: every lookup's members, as a set, those of the tuple's, and a
+    lookup of a key held more often than its limit reaches the limit both ways."""
+    table = GramTable(f"{{nd:g{next(_names)}:t".encode(), 3, b"p")
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**64, 40, dtype=np.uint64)
+    held = np.repeat(keys, 30)
+    sizes = rng.integers(1, 500, len(held))
+    rows = np.arange(len(held))
+    commands = table.writes("ZADD", held, sizes, rows)
+    probes = np.concatenate([keys, rng.integers(0, 2**64, 20, dtype=np.uint64)])
+    made = Wire(client)
+    made.send(commands)
+    for limit in (None, 10):
+        by_tuples = made.send(table.lookups(probes, 0, 65_535, limit))
+        packed = table.packed_lookups(probes, 0, 65_535, limit)
+        by_packed = made.send_packed(packed.commands, packed.keys if made.cluster else None)
+        assert [len(r) for r in by_packed] == [len(r) for r in by_tuples]
+        assert sum(len(r) for r in by_packed) == 40 * (30 if limit is None else limit)
+        if limit is None:
+            assert [set(r) for r in by_packed] == [set(r) for r in by_tuples]

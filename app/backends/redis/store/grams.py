@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,18 @@ def ordered(codes: U64) -> U64:
     """The order keys of a set's distinct codes, in the global order."""
     keys = order_keys(codes)
     return keys[np.lexsort((codes, keys))]
+
+
+class Packed(NamedTuple):
+    """Commands packed as RESP, and the key each is routed by in a cluster."""
+
+    commands: list[bytes]
+    keys: list[bytes]
+
+
+def _bulk(value: bytes) -> bytes:
+    """A RESP bulk string, escaped for use in a ``%`` template."""
+    return (b"$%d\r\n%s\r\n" % (len(value), value)).replace(b"%", b"%%")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +126,47 @@ class GramTable:
                 self._shards(keys), (raw[at : at + 8] for at in range(0, len(raw), 8)), strict=True
             )
         ]
+
+    def packed_lookups(
+        self, keys: U64, low_size: int, high_size: int, limit: int | None = None
+    ) -> Packed:
+        """``lookups`` packed as RESP by one ``%`` formatting each (a tuple packed by
+        hiredis costs ~1 us, three times as much: 40 lookups a Reuters story), and read
+        from the nearer end of their set: a key in the upper half of its shard is looked
+        up ``REV``, the bounds swapped, so that Redis's scan of a packed set (from one end
+        to the range) is half as long. The members come back in the other order, and
+        with a ``limit`` the last ``limit`` of them: the callers count them (a lookup
+        that reaches the limit is boilerplate to both)."""
+        low = min(max(low_size, 0), MAX_SET_SIZE).to_bytes(2, "big")
+        high = min(max(high_size, 0), MAX_SET_SIZE).to_bytes(2, "big") + _TOP
+        tail = b"" if limit is None else _bulk(b"LIMIT") + _bulk(b"0") + _bulk(b"%d" % limit)
+        words = 5 + (0 if limit is None else 3)
+        low_bound = b"$%d\r\n[%%s%s\r\n" % (9 + len(low), low.replace(b"%", b"%%"))
+        high_bound = b"$%d\r\n[%%s%s\r\n" % (9 + len(high), high.replace(b"%", b"%%"))
+        head = _bulk(b"ZRANGE") + b"$%d\r\n%s\r\n"
+        forward = b"*%d\r\n" % words + head + low_bound + high_bound + _bulk(b"BYLEX") + tail
+        backward = (
+            b"*%d\r\n" % (words + 1)
+            + head
+            + high_bound
+            + low_bound
+            + _bulk(b"BYLEX")
+            + _bulk(b"REV")
+            + tail
+        )
+        raw = np.asarray(keys, dtype=">u8").tobytes()
+        in_upper = (np.asarray(keys, dtype=np.uint64) >> np.uint64(63 - self.shard_bits)) & 1
+        commands: list[bytes] = []
+        sets: list[bytes] = []
+        for at, (shard, upper) in enumerate(
+            zip(self._shards(keys), in_upper.tolist(), strict=True)
+        ):
+            key = raw[8 * at : 8 * at + 8]
+            name = self.key(shard)
+            template = backward if upper else forward
+            commands.append(template % (len(name), name, key, key))
+            sets.append(name)
+        return Packed(commands, sets)
 
     @staticmethod
     def decode_hosted(members: list[bytes]) -> tuple[Rows, Rows, npt.NDArray[np.uint32]]:
