@@ -25,8 +25,9 @@ Writes bench/results/real_text.md.
 
 ``--redis``: instead, the Redis backend (a local redis-server without persistence, one
 ``neardup serve`` over it): the Reuters stories in batches of 250 into a collection at
-the defaults and one with passages off, batch inserts/s and Redis's used_memory a
-document (bench/results/real_text_redis.md).
+the defaults and one with passages off, batch inserts/s, Redis's used_memory a
+document and the median time of a search by each of 512 stored stories, one at a time
+(bench/results/real_text_redis.md).
 
 ``--memory N``: instead, N texts of about 1 KB (a window of two Reuters stories joined,
 so that each story stands in many: a stress of shared passages) in batches of 250 into
@@ -210,10 +211,22 @@ def redis_run(stories: list[str]) -> dict[str, float]:
                     before = used_memory(store)
                     figures[f"{setting}|batch/s"] = insert_batches(client, name, stories)
                     figures[f"{setting}|redis B/doc"] = (used_memory(store) - before) / len(stories)
+                    figures[f"{setting}|search ms"] = search_p50(client, name, stories[:BODIES])
             store.close()
         finally:
             server.stop()
     return figures
+
+
+def search_p50(client: httpx.Client, collection: str, texts: list[str]) -> float:
+    """The median milliseconds of a search by each text (stored ones: each finds itself
+    and what shares passages with it), one at a time from one client."""
+    took = []
+    for text in texts:
+        started = time.perf_counter()
+        client.post(f"/v1/collections/{collection}/search", json={"text": text}).raise_for_status()
+        took.append(time.perf_counter() - started)
+    return 1000 * statistics.median(took)
 
 
 def redis_report(runs: list[dict[str, float]], documents: int) -> str:
@@ -231,12 +244,14 @@ def redis_report(runs: list[dict[str, float]], documents: int) -> str:
             f"({ratio('batch/s')})",
             f"{median('defaults|redis B/doc'):,.0f} / {median('passages off|redis B/doc'):,.0f} "
             f"({ratio('redis B/doc')})",
+            f"{median('defaults|search ms'):.2f} / {median('passages off|search ms'):.2f}",
         ]
     ]
     header = [
         "corpus (documents)",
         "batch inserts/s: defaults / off",
         "Redis B/doc: defaults / off",
+        f"search p50 ms, one client ({BODIES} stored texts): defaults / off",
     ]
     return (
         f"# The default collection on real text over Redis ({len(runs)} runs, medians)\n\n"
