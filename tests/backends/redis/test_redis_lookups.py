@@ -398,3 +398,42 @@ def test_gram_lookups_packed_find_what_the_tuples_find(client: Client) -> None:
         assert sum(len(r) for r in by_packed) == 40 * (30 if limit is None else limit)
         if limit is None:
             assert [set(r) for r in by_packed] == [set(r) for r in by_tuples]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    shard_bits=st.integers(0, 24),
+    count=st.integers(1, 300),
+    hosted=st.booleans(),
+    command=st.sampled_from(["ZADD", "ZREM"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_gram_writes_are_every_entry_in_its_shards_set(
+    shard_bits: int, count: int, hosted: bool, command: str, seed: int
+) -> None:
+    """GramTable.writes against entries made one at a time: each set's command holds
+    exactly the members (key, capped size, row[, host], big-endian) of the keys whose top
+    ``shard_bits`` bits name it, one command a set (ZADD with score 0)."""
+    table = GramTable(b"{nd:w:t", shard_bits, b"p")
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 2**64, count, dtype=np.uint64)
+    keys[: count // 3] &= np.uint64(0x00FF_FFFF_FFFF_FFFF)  # crowded low shards
+    sizes = rng.integers(0, 70_000, count)
+    rows = rng.integers(0, 2**32, count)
+    hosts = rng.integers(0, 2**32, count) if hosted else None
+    expected: dict[bytes, list[bytes]] = {}
+    for at, key in enumerate(keys.tolist()):
+        member = key.to_bytes(8, "big") + min(int(sizes[at]), 65_535).to_bytes(2, "big")
+        member += int(rows[at]).to_bytes(4, "big")
+        if hosts is not None:
+            member += int(hosts[at]).to_bytes(4, "big")
+        shard = key >> (64 - shard_bits) if shard_bits else 0
+        expected.setdefault(b"{nd:w:t%x}p" % shard, []).append(member)
+    commands = table.writes(command, keys, sizes, rows, hosts)
+    assert len(commands) == len(expected)
+    for written in commands:
+        assert written[0] == command
+        members = list(written[3::2]) if command == "ZADD" else list(written[2:])
+        if command == "ZADD":
+            assert set(written[2::2]) == {0}
+        assert sorted(members) == sorted(expected[written[1]])

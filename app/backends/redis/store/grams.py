@@ -20,7 +20,6 @@ an admissible set size (t m <= n <= m / t for a query of m tokens) are one
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -100,15 +99,24 @@ class GramTable:
         packed[:, 10:14] = np.asarray(rows).astype(">u4").view(np.uint8).reshape(-1, 4)
         if hosts is not None:
             packed[:, 14:] = np.asarray(hosts).astype(">u4").view(np.uint8).reshape(-1, 4)
-        by_key: dict[bytes, list[bytes]] = defaultdict(list)
-        for shard, member in zip(self._shards(keys), packed, strict=True):
-            by_key[self.key(shard)].append(member.tobytes())
+        # Grouped by shard in numpy and cut from one bytes: a member made and filed one at
+        # a time cost ~0.7 us, most of an insert's client time for its passage entries.
+        shards = np.zeros(len(keys), dtype=np.uint64)
+        if self.shard_bits:
+            shards = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
+        order = np.argsort(shards, kind="stable")
+        blob = packed[order].tobytes()
+        members = [blob[at : at + width] for at in range(0, len(blob), width)]
+        ordered = shards[order]
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        ends = [*starts[1:].tolist(), len(keys)]
         commands: list[Command] = []
-        for key, members in by_key.items():
+        for start, end, shard in zip(starts.tolist(), ends, ordered[starts].tolist(), strict=True):
+            key = self.key(int(shard))
             if command == "ZADD":
-                commands.append(("ZADD", key, *[part for m in members for part in (0, m)]))
+                commands.append(("ZADD", key, *[p for m in members[start:end] for p in (0, m)]))
             else:
-                commands.append(("ZREM", key, *members))
+                commands.append(("ZREM", key, *members[start:end]))
         return commands
 
     def lookups(
