@@ -512,14 +512,14 @@ def drop_page_cache() -> bool:
     return True
 
 
-def directory_bytes(data_dir: Path) -> int:
-    """The bytes of every file under the data directory (database, WAL, segments)."""
-    return sum(path.stat().st_size for path in data_dir.rglob("*") if path.is_file())
+def directory_bytes(folder: Path) -> int:
+    """The bytes of every file under a folder (a data directory: database, WAL,
+    segments)."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
 def segment_bytes(data_dir: Path) -> int:
-    root = segments_beside(data_dir / DATABASE_FILE)
-    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+    return directory_bytes(segments_beside(data_dir / DATABASE_FILE))
 
 
 def table(starts: list[Start], documents: int) -> str:

@@ -55,7 +55,11 @@ class Record:
 
     @staticmethod
     def unpack(raw: bytes) -> Record:
-        data, deflated = _parts(raw)
+        return Record.of_parts(*_parts(raw))
+
+    @staticmethod
+    def of_parts(data: dict[str, Any], deflated: bytes | None) -> Record:
+        """A record of its packed fields and deflated text (``_parts``)."""
         text = data.get("t")
         if deflated is not None:
             text = zlib.decompress(deflated, wbits=_RAW_DEFLATE).decode("utf-8")
@@ -69,12 +73,6 @@ class Record:
             data.get("q"),
             data.get("h", 0),
         )
-
-    @staticmethod
-    def seq_of(raw: bytes) -> int:
-        """A packed record's seq, its text left deflated."""
-        seq: int = _parts(raw)[0]["s"]
-        return seq
 
 
 def _parts(raw: bytes) -> tuple[dict[str, Any], bytes | None]:
@@ -91,23 +89,25 @@ class Held:
     def __init__(self, data: RowData) -> None:
         self.data = data
         self._records: dict[int, Record] = {}
-        self._seqs: dict[int, int] = {}
+        self._parts: dict[int, tuple[dict[str, Any], bytes | None]] = {}
+
+    def _parsed(self, at: int) -> tuple[dict[str, Any], bytes | None]:
+        """A row's record's fields and deflated text, its JSON parsed once."""
+        parts = self._parts.get(at)
+        if parts is None:
+            parts = self._parts[at] = _parts(self.data.records[at])
+        return parts
 
     def record(self, at: int) -> Record:
         record = self._records.get(at)
         if record is None:
-            record = self._records[at] = Record.unpack(self.data.records[at])
+            record = self._records[at] = Record.of_parts(*self._parsed(at))
         return record
 
     def seq(self, at: int) -> int:
         """The seq of a row's record, without inflating its text (a candidate that is
         not verified never needs it)."""
-        record = self._records.get(at)
-        if record is not None:
-            return record.seq
-        seq = self._seqs.get(at)
-        if seq is None:
-            seq = self._seqs[at] = Record.seq_of(self.data.records[at])
+        seq: int = self._parsed(at)[0]["s"]
         return seq
 
     def seqs(self, at: Rows) -> Rows:

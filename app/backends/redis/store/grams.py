@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from app.backends.redis.store.layout import in_upper_half, shards_of
 from app.backends.redis.store.wire import Command
 from app.core.mix import fmix64_array
 from app.core.types import Rows
@@ -79,10 +80,8 @@ class GramTable:
         return b"%s%x}%s" % (self.prefix, shard, self.suffix)
 
     def _shards(self, keys: U64) -> list[int]:
-        if self.shard_bits == 0:
-            return [0] * len(keys)
-        shifted = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
-        return [int(s) for s in shifted.tolist()]
+        shards: list[int] = shards_of(keys, self.shard_bits).tolist()
+        return shards
 
     def writes(
         self, command: str, keys: U64, sizes: Rows, rows: Rows, hosts: Rows | None = None
@@ -101,9 +100,7 @@ class GramTable:
             packed[:, 14:] = np.asarray(hosts).astype(">u4").view(np.uint8).reshape(-1, 4)
         # Grouped by shard in numpy and cut from one bytes: a member made and filed one at
         # a time cost ~0.7 us, most of an insert's client time for its passage entries.
-        shards = np.zeros(len(keys), dtype=np.uint64)
-        if self.shard_bits:
-            shards = np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - self.shard_bits)
+        shards = shards_of(keys, self.shard_bits)
         order = np.argsort(shards, kind="stable")
         blob = packed[order].tobytes()
         members = [blob[at : at + width] for at in range(0, len(blob), width)]
@@ -112,7 +109,7 @@ class GramTable:
         ends = [*starts[1:].tolist(), len(keys)]
         commands: list[Command] = []
         for start, end, shard in zip(starts.tolist(), ends, ordered[starts].tolist(), strict=True):
-            key = self.key(int(shard))
+            key = self.key(shard)
             if command == "ZADD":
                 commands.append(("ZADD", key, *[p for m in members[start:end] for p in (0, m)]))
             else:
@@ -163,7 +160,7 @@ class GramTable:
             + tail
         )
         raw = np.asarray(keys, dtype=">u8").tobytes()
-        in_upper = (np.asarray(keys, dtype=np.uint64) >> np.uint64(63 - self.shard_bits)) & 1
+        in_upper = in_upper_half(keys, self.shard_bits)
         commands: list[bytes] = []
         sets: list[bytes] = []
         for at, (shard, upper) in enumerate(

@@ -70,6 +70,23 @@ U8 = npt.NDArray[np.uint8]
 FIXED = np.dtype([("simhash", "<u8"), ("exact", "<u8", (2,)), ("timestamp", "<i8")])
 
 
+def shards_of(keys: U64, shard_bits: int) -> npt.NDArray[np.int64]:
+    """The shard of each 64-bit key: its top ``shard_bits`` bits (0 for every key with
+    none). Every table's sets, the prefix tables' and the n-gram and passage ones, are
+    split so."""
+    if shard_bits == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    return (np.asarray(keys, dtype=np.uint64) >> np.uint64(64 - shard_bits)).astype(np.int64)
+
+
+def in_upper_half(keys: U64, shard_bits: int) -> npt.NDArray[np.bool_]:
+    """Whether each key lies in the upper half of its shard (the bit below the shard's):
+    a lookup of it reads its set from the other end (``REV``), which is then nearer."""
+    below = np.uint64(63 - shard_bits)
+    upper: npt.NDArray[np.bool_] = ((np.asarray(keys, dtype=np.uint64) >> below) & 1) == 1
+    return upper
+
+
 def group_of(ids: list[str], groups: int) -> npt.NDArray[np.int64]:
     """The row group of each id: xxh3-64 of its UTF-8 bytes, modulo the group count."""
     hashes = np.fromiter(
@@ -119,9 +136,7 @@ class PrefixTable:
         return b"%s%x}%s" % (self.prefix, shard, self.name)
 
     def shards(self, keys: U64) -> npt.NDArray[np.int64]:
-        if self.shard_bits == 0:
-            return np.zeros(len(keys), dtype=np.int64)
-        return (keys >> np.uint64(64 - self.shard_bits)).astype(np.int64)
+        return shards_of(keys, self.shard_bits)
 
     def key_part(self, keys: U64) -> U8:
         """(m, key_bytes): the keys without their shard bits, left-aligned big-endian."""

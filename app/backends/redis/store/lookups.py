@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from app.backends.redis.store.layout import ROW_BYTES, U8, U64, PrefixTable
+from app.backends.redis.store.layout import ROW_BYTES, U8, U64, PrefixTable, in_upper_half
 from app.core.types import Rows
 
 # Up to this many lookups a method (a search of one text makes 1, 4 and 16), Python ints
@@ -130,7 +130,7 @@ class RangeLookups:
             keys = lows[at]
             shards[at] = table.shards(keys)
             # Backward when the key is in the upper half of its shard (the docstring).
-            backward[at] = (keys >> np.uint64(63 - table.shard_bits)) & np.uint64(1) == 1
+            backward[at] = in_upper_half(keys, table.shard_bits)
             low_parts.append(_bounds(table, keys, extra, len(run)))
             if highs is not None:
                 high_parts.append(_bounds(table, highs[at], extra, len(run)))
