@@ -320,15 +320,15 @@ def runs_against(
     touched = 0
     for s in range(m):
         at = _slot(slot_hash, count, grams[s])
-        # The first per_kgram occurrences of a k-gram in the stored text seed, as the
-        # stored text's k-grams sorted by hash, then position, would give them.
+        # The first per_kgram occurrences of a k-gram in the stored text seed, each with
+        # its first per_kgram occurrences in the query (ascending in the table).
         if at < 0 or taken[at] >= per_kgram:
             continue
         if taken[at] == 0:
             slots[touched] = at
             touched += 1
         taken[at] += 1
-        for j in range(first[at], first[at] + count[at]):
+        for j in range(first[at], first[at] + min(count[at], per_kgram)):
             seed_query[seeds] = positions[j]
             seed_stored[seeds] = s
             seeds += 1
@@ -348,7 +348,7 @@ def runs_against(
 @njit(cache=True, nogil=True)
 def passage_runs(query: np.ndarray, stored: np.ndarray, walk: tuple[int, int, int]) -> np.ndarray:
     """``equal_runs`` of two token hash arrays, seeded by every k-gram they share (at
-    most ``per_kgram`` occurrences of one in ``stored``, its first; ``walk`` is (k,
+    most ``per_kgram`` occurrences of one in each text, its first; ``walk`` is (k,
     minimum, per_kgram)): rows (query start, query end, stored start, stored end), sorted
     by query start. O(n + m + seeds log seeds + runs)."""
     if query.shape[0] < walk[0] or stored.shape[0] < walk[0]:

@@ -52,8 +52,11 @@ MAX_MAX_ROWS = (1 << 31) - 1
 MAX_K = 16
 MAX_WINDOW = 64
 MAX_MINIMUM = 1000
-# Occurrences of one k-gram in the stored text used as seeds: a k-gram repeated more
-# often (a list, a chorus) still seeds every run through its first occurrences.
+# Occurrences of one k-gram in each text used as seeds (its first): a k-gram repeated
+# more often (a list, a chorus) still seeds the runs through its first occurrences. The
+# query's too: a text repeating one sentence 20,000 times against a copy seeded every
+# shift of the sentence, 2.9M seeds, 20,000 overlapping passages (2.6 MB of answer) and
+# 2-5 s a request; now 31 (docs/journal.md, "Boilerplate near-duplicates").
 SEEDS_PER_KGRAM = 16
 
 

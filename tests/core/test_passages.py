@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.core.passages import (
+    SEEDS_PER_KGRAM,
     PassageIndex,
     coverage,
     fingerprints,
@@ -18,6 +19,7 @@ from app.core.passages import (
     identical_passages,
     kgrams,
     shared_passages,
+    shared_passages_texts,
     spread,
     tokenize,
 )
@@ -339,3 +341,79 @@ def test_spread_is_a_bijection_that_can_be_undone() -> None:
     low = (rng.random(40_000) * 0.05 * 2**64).astype(np.uint64)
     quarters = np.bincount((spread(low) >> np.uint64(62)).astype(np.int64), minlength=4)
     assert quarters.min() > 9_000
+
+
+def seeded_runs(
+    a: list[str], b: list[str], k: int, minimum: int, per_kgram: int
+) -> set[tuple[int, int, int, int]]:
+    """The maximal runs of equal tokens through a seed, at least ``minimum`` long: a seed
+    is a k-gram both lists hold, at one of its first ``per_kgram`` places in each."""
+
+    def firsts(tokens: list[str]) -> dict[tuple[str, ...], list[int]]:
+        places: dict[tuple[str, ...], list[int]] = {}
+        for at in range(len(tokens) - k + 1):
+            held = places.setdefault(tuple(tokens[at : at + k]), [])
+            if len(held) < per_kgram:
+                held.append(at)
+        return places
+
+    in_a, in_b = firsts(a), firsts(b)
+    runs = set()
+    for gram, places in in_a.items():
+        for i in places:
+            for j in in_b.get(gram, []):
+                start_a, start_b = i, j
+                while start_a > 0 and start_b > 0 and a[start_a - 1] == b[start_b - 1]:
+                    start_a, start_b = start_a - 1, start_b - 1
+                end_a, end_b = i + k, j + k
+                while end_a < len(a) and end_b < len(b) and a[end_a] == b[end_b]:
+                    end_a, end_b = end_a + 1, end_b + 1
+                if end_a - start_a >= minimum:
+                    runs.add((start_a, end_a, start_b, end_b))
+    return runs
+
+
+def _token_runs(found: list, ta, tb) -> set[tuple[int, int, int, int]]:  # type: ignore[no-untyped-def]
+    return {
+        (
+            int(np.searchsorted(ta.starts, p.start)),
+            int(np.searchsorted(ta.ends, p.end)) + 1,
+            int(np.searchsorted(tb.starts, p.match_start)),
+            int(np.searchsorted(tb.ends, p.match_end)) + 1,
+        )
+        for p in found
+    }
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_repeated_kgrams_seed_from_their_first_places_in_each_text(seed: int) -> None:
+    """Texts made of a few phrases repeated (a list, a chorus, a template), k-grams held
+    up to 80 times: the passages are the maximal runs through the first SEEDS_PER_KGRAM
+    places of a k-gram in each text, by the slow reference."""
+    rng = random.Random(seed)
+    k = rng.randint(2, 5)
+    minimum = k + rng.randint(0, 4)
+    phrases = [random_text(rng, rng.randint(3, 12)) for _ in range(rng.randint(2, 3))]
+    a = " ".join(rng.choice(phrases) for _ in range(rng.randint(5, 80)))
+    b = " ".join(rng.choice(phrases) for _ in range(rng.randint(40, 80)))
+    ta, tb = tokenize(a), tokenize(b)
+    words_a = [t for _, _, t in reference_tokens(a)]
+    words_b = [t for _, _, t in reference_tokens(b)]
+    expected = seeded_runs(words_a, words_b, k, minimum, SEEDS_PER_KGRAM)
+    assert _token_runs(shared_passages(ta, tb, k, minimum), ta, tb) == expected
+    [many] = shared_passages_texts(ta, [b], k, minimum)
+    assert _token_runs(many, ta, tb) == expected
+
+
+def test_a_text_repeating_one_sentence_against_its_copy() -> None:
+    """One sentence of 9 tokens 3,000 times, against the same text with a word more: the
+    whole text is one passage, and the others are the shifts of one to 15 sentences each
+    way, 31 in all (every shift seeded before, 6,000 passages)."""
+    text = "the quick brown fox jumps over the lazy dog " * 3000
+    query, stored = tokenize(text), tokenize(text + " end")
+    found = shared_passages(query, stored)
+    runs = _token_runs(found, query, stored)
+    tokens = len(query)
+    assert (0, tokens, 0, tokens) in runs
+    shifts = {run[2] - run[0] for run in runs}
+    assert shifts == {9 * shift for shift in range(-15, 16)} and len(runs) == 31
