@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from typing import Any
@@ -20,7 +20,7 @@ from app.core.fingerprint import (
     fingerprint_nonempty,
 )
 from app.core.page import EXTRACTIONS, Extraction
-from app.core.verify import ExactMinHash, exact_minhash, search_bar
+from app.core.verify import ExactMinHash, TextsOf, exact_minhash, search_bar
 from app.errors import SettingsConflict
 
 # Defaults measured on Reuters-21578 replayed in date order (docs/evaluation.md): word
@@ -289,17 +289,19 @@ class CollectionConfig:
         self,
         min_similarity: float | None,
         texts: Sequence[str | None] | None,
-        stored_text: Callable[[int], str | None] | None = None,
+        stored_texts: TextsOf | None = None,
+        answers: int = 0,
     ) -> ExactMinHash | None:
         """How a search's MinHash pairs are decided (``score``'s ``minhash``): by the
         texts near the bar (the search's min_similarity, else the threshold) where the
         collection verifies exactly, else None (the estimate). ``texts``: the queries'
-        (None: set aside, as an explained search does); ``stored_text``: by row (None:
-        the queries' own, for the pairs within a batch)."""
+        (None: set aside, as an explained search does); ``stored_texts``: by rows (None:
+        the queries' own, for the pairs within a batch); ``answers``: the matches a
+        query asks for (app/core/verify.py: MAX_DECIDED_PER_QUERY)."""
         if not self.verifies_exactly:
             return None
         bar = search_bar(self.minhash.threshold, min_similarity)
-        return exact_minhash(self.fingerprint_params, bar, texts, stored_text)
+        return exact_minhash(self.fingerprint_params, bar, texts, stored_texts, answers)
 
     @property
     def short_chars(self) -> int:

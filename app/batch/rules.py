@@ -152,12 +152,18 @@ class MatchRule:
         text_of: Callable[[int], str | None],
     ) -> tuple[Bits, Floats]:
         """(bits, similarity) of pairs (``a``, ``b``: keys of ``text_of``) with the MinHash
-        bit decided as the service decides it (app/core/verify.py); bits 0: no match."""
+        bit decided as the service decides it (app/core/verify.py), every pair by its
+        texts; bits 0: no match."""
         if not self.config.verifies_exactly or not len(a):
             return bits, similarity
         params = self.config.fingerprint_params
-        texts = ShingleSets(params, text_of)
-        decision = ExactMinHash(self.config.minhash.threshold, params.num_perm, texts, texts)
+        texts = ShingleSets(params, lambda keys: [text_of(key) for key in keys])
+        # Every pair: a job asks for all of them, and shingles a text once for the pairs
+        # decided together (the service bounds a query's, MAX_DECIDED_PER_QUERY, by what
+        # its answer shows; a job's chunks would also decide differently chunk by chunk).
+        decision = ExactMinHash(
+            self.config.minhash.threshold, params.num_perm, texts, texts, most=len(a)
+        )
         return decision.decide(a, b, bits, agree, similarity, ngram_similarity)
 
     def band_keys(self, signatures: MinHashes) -> npt.NDArray[np.uint64]:

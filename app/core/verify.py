@@ -19,18 +19,28 @@ Where a text is not at hand (a collection that keeps none), the estimate decides
 it always did. The n-gram index's exact q-gram Jaccard (short texts) is another method
 and keeps its own answer.
 
+At most MAX_DECIDED_PER_QUERY pairs of one query, or as many as the answers it asks for
+where that is more, are decided by their texts, those of the highest estimates; the
+rest by the estimate at the threshold, as where no text is at hand. An answer shows a
+few of them (10 by default), and a text near very many stored ones (a site's template
+around little content, a notice every page repeats) would otherwise have each search
+and each insert read and shingle all of their texts.
+
 Costs: a verified pair normalises and shingles both texts once (O(characters)), sets
-kept per text while a search lasts, then O((a + b) log(a + b)) to intersect them.
+kept per text while a search lasts, then O((a + b) log(a + b)) to intersect them; a
+query's stored texts are read in one call.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from app.core.fingerprint import FingerprintParams, shingle_hashes
+from app.core import _kernels
+from app.core.fingerprint import FingerprintParams, char_classes, code_points_of, seed_mix
 from app.core.fingerprint import _normalize_ascii as normalize_ascii
 from app.core.lsh import min_matches
 from app.core.methods import MINHASH
@@ -43,6 +53,13 @@ ShingleSet = npt.NDArray[np.uint64]
 UNCERTAIN = 0.15
 # Floating point slack on J >= threshold: 45 / 57 compared with 0.8 must not flip.
 _SLACK = 1e-9
+# The pairs of one query decided by their texts at most (the module's docstring). Among
+# 3,000 pages sharing a 400-word footer around 150 words of their own, a search by the
+# footer read and shingled the ~2,500 pages' texts, 147 ms; an insert near them as much.
+# Shingling a stored text costs ~25 us, so this bounds a query's decisions near 15 ms; a
+# busy cluster of near-duplicates (tests/e2e/test_concurrency.py) reaches ~220 pairs
+# (docs/journal.md, "Boilerplate near-duplicates").
+MAX_DECIDED_PER_QUERY = 512
 
 
 def search_bar(threshold: float, min_similarity: float | None) -> float:
@@ -59,18 +76,43 @@ def candidate_threshold(threshold: float, exact: bool) -> float:
 def shingle_set(text: str, params: FingerprintParams) -> ShingleSet:
     """The distinct shingle hashes of a text as sent (normalised here), sorted: the set
     MinHash estimates the Jaccard of."""
-    if text.isascii():  # compiled, as fingerprinting normalises ASCII (bench/exact_minhash.py)
-        data, offsets = normalize_ascii([text])
-        normalized = data[: offsets[1]].tobytes().decode("ascii")
-    else:
-        normalized = normalize(text)
-    if not normalized:
-        return np.zeros(0, dtype=np.uint64)
-    # Sorted, then the repeats masked: np.unique costs 8 times as much on 500 values.
-    hashes = np.sort(shingle_hashes(normalized, params))
-    distinct = np.ones(len(hashes), dtype=np.bool_)
-    np.not_equal(hashes[1:], hashes[:-1], out=distinct[1:])
-    return hashes[distinct]
+    [made] = shingle_sets([text], params)
+    return made
+
+
+def shingle_sets(texts: Sequence[str], params: FingerprintParams) -> list[ShingleSet]:
+    """``shingle_set`` of each text, in one compiled call: the ASCII ones normalised by
+    the compiled normaliser, as fingerprinting normalises them (bench/exact_minhash.py),
+    the others by ``normalize``. O(total length)."""
+    if not texts:
+        return []
+    ascii_at = [at for at, text in enumerate(texts) if text.isascii()]
+    others = [normalize(texts[at]) for at in range(len(texts)) if not texts[at].isascii()]
+    normalized, offsets = normalize_ascii([texts[at] for at in ascii_at])
+    points = normalized[: offsets[-1]].astype(np.uint32)
+    if others:
+        points = np.concatenate((points, code_points_of("".join(others))))
+        lengths = np.fromiter(map(len, others), dtype=np.int64, count=len(others))
+        offsets = np.concatenate((offsets, offsets[-1] + np.cumsum(lengths)))
+    hashes = np.empty(len(points), dtype=np.uint64)
+    bounds = np.empty(len(offsets), dtype=np.int64)
+    _kernels.distinct_shingles(
+        points,
+        offsets,
+        params.unit == "word",
+        params.size,
+        np.uint64(seed_mix(params.seed)),
+        char_classes(),
+        hashes,
+        bounds,
+    )
+    hashes = hashes[: bounds[-1]].copy()  # the sets share one exact-size array
+    made = [hashes[start:end] for start, end in itertools.pairwise(bounds.tolist())]
+    order = ascii_at + [at for at in range(len(texts)) if not texts[at].isascii()]
+    sets: list[ShingleSet] = [made[0]] * len(texts)
+    for position, at in enumerate(order):
+        sets[at] = made[position]
+    return sets
 
 
 def set_jaccard(a: ShingleSet, b: ShingleSet) -> float:
@@ -91,19 +133,46 @@ def unsure_pairs(methods: npt.NDArray[np.uint8], agree: Rows, bar: float, num_pe
     return np.flatnonzero(found & (agree < (bar + UNCERTAIN) * num_perm))
 
 
+def highest_per_query(queries: Rows, agree: Rows, most: int) -> Rows:
+    """Indexes of the pairs (``queries[i]``, ``agree[i]``: a pair's query and its equal
+    signature values) that are among the ``most`` highest estimates of their query, in
+    order (ties: the earlier pair). O(n log n), O(n) when none has more than ``most``."""
+    if len(agree) <= most:
+        return np.arange(len(agree))
+    order = np.lexsort((-np.asarray(agree, dtype=np.int64), queries))
+    grouped = np.asarray(queries)[order]
+    starts = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1])))
+    sizes = np.diff(np.append(starts, len(order)))
+    rank = np.arange(len(order)) - np.repeat(starts, sizes)
+    return np.sort(order[rank < most])
+
+
+TextsOf = Callable[[list[int]], Sequence[str | None]]
+
+
 class ShingleSets:
     """Shingle sets of texts looked up by a key (a query position, a stored row), made
-    once each while it lives. ``text_of`` answers None where the text is not kept."""
+    once each while it lives. ``texts_of`` reads the texts of several keys at once (None
+    where a text is not kept)."""
 
-    def __init__(self, params: FingerprintParams, text_of: Callable[[int], str | None]) -> None:
+    def __init__(self, params: FingerprintParams, texts_of: TextsOf) -> None:
         self._params = params
-        self._text_of = text_of
+        self._texts_of = texts_of
         self._sets: dict[int, ShingleSet | None] = {}
 
+    def fill(self, keys: list[int]) -> None:
+        """Make the sets of the keys not made yet, their texts read in one call."""
+        missing = [key for key in dict.fromkeys(keys) if key not in self._sets]
+        if not missing:
+            return
+        texts = self._texts_of(missing)
+        held = [(key, text) for key, text in zip(missing, texts, strict=True) if text is not None]
+        made = shingle_sets([text for _, text in held], self._params)
+        self._sets.update((key, None) for key in missing)
+        self._sets.update((key, one) for (key, _), one in zip(held, made, strict=True))
+
     def get(self, key: int) -> ShingleSet | None:
-        if key not in self._sets:
-            text = self._text_of(key)
-            self._sets[key] = None if text is None else shingle_set(text, self._params)
+        self.fill([key])
         return self._sets[key]
 
 
@@ -111,13 +180,21 @@ class ExactMinHash:
     """The MinHash decision of a search's pairs at threshold ``bar`` (the collection's,
     or a search's min_similarity): the queries' shingle sets from ``queries``, the
     stored documents' from ``stored`` (both ShingleSets; a batch's own pairs: one for
-    both)."""
+    both); at most ``most`` pairs of a query by their texts."""
 
-    def __init__(self, bar: float, num_perm: int, queries: ShingleSets, stored: ShingleSets):
+    def __init__(
+        self,
+        bar: float,
+        num_perm: int,
+        queries: ShingleSets,
+        stored: ShingleSets,
+        most: int = MAX_DECIDED_PER_QUERY,
+    ) -> None:
         self.bar = bar
         self.num_perm = num_perm
         self._queries = queries
         self._stored = stored
+        self.most = most
 
     def jaccard(self, positions: Rows, rows: Rows) -> tuple[Floats, npt.NDArray[np.bool_]]:
         """(exact Jaccard of each (query position, stored row) pair, NaN where a text is
@@ -125,6 +202,8 @@ class ExactMinHash:
         at hand)."""
         out = np.full(len(rows), np.nan)
         gone = np.zeros(len(rows), dtype=np.bool_)
+        self._queries.fill(positions.tolist())
+        self._stored.fill(rows.tolist())
         for i, (position, row) in enumerate(zip(positions.tolist(), rows.tolist(), strict=True)):
             query, stored = self._queries.get(position), self._stored.get(row)
             if query is not None and stored is not None:
@@ -143,13 +222,19 @@ class ExactMinHash:
     ) -> tuple[npt.NDArray[np.uint8], Floats]:
         """(methods, similarity) with the MinHash bit decided as the module says: kept by
         an estimate of at least bar + UNCERTAIN, else by the exact Jaccard (or, with no
-        query text, by the estimate at the bar); the exact Jaccard, where made, is the
-        similarity (the n-gram index's q-gram Jaccard where that is higher). A pair whose
-        stored text is gone (deleted meanwhile) gets no methods: it is no match."""
+        query text or past a query's ``most`` highest, by the estimate at the bar);
+        the exact Jaccard, where made, is the similarity (the n-gram index's q-gram
+        Jaccard where that is higher). A pair whose stored text is gone (deleted
+        meanwhile) gets no methods: it is no match."""
         unsure = unsure_pairs(methods, agree, self.bar, self.num_perm)
         if not len(unsure):
             return methods, similarity
-        exact, gone = self.jaccard(positions[unsure], rows[unsure])
+        exact = np.full(len(unsure), np.nan)
+        gone = np.zeros(len(unsure), dtype=np.bool_)
+        decided = highest_per_query(positions[unsure], agree[unsure], self.most)
+        exact[decided], gone[decided] = self.jaccard(
+            positions[unsure[decided]], rows[unsure[decided]]
+        )
         known = ~np.isnan(exact)
         passed = np.where(
             known, exact >= self.bar - _SLACK, agree[unsure] >= min_matches(self.bar, self.num_perm)
@@ -166,16 +251,27 @@ class ExactMinHash:
         return methods, similarity
 
 
+def _no_texts(keys: list[int]) -> list[str | None]:
+    return [None] * len(keys)
+
+
+def _by_position(texts: Sequence[str | None]) -> TextsOf:
+    return lambda keys: [texts[key] for key in keys]
+
+
 def exact_minhash(
     params: FingerprintParams,
     bar: float,
     queries: Sequence[str | None] | None,
-    stored_text: Callable[[int], str | None] | None = None,
+    stored_texts: TextsOf | None = None,
+    answers: int = 0,
 ) -> ExactMinHash:
     """The exact decision of a search at ``bar`` whose queries' texts are ``queries``
-    (None: none at hand, the estimate decides at the bar) against stored texts by row
-    (``stored_text``; None: the queries' own, for the pairs within a batch). Always a
-    decision: a search that took candidates from below the bar must have them decided."""
-    query_sets = ShingleSets(params, (lambda _: None) if queries is None else queries.__getitem__)
-    stored = query_sets if stored_text is None else ShingleSets(params, stored_text)
-    return ExactMinHash(bar, params.num_perm, query_sets, stored)
+    (None: none at hand, the estimate decides at the bar) against stored texts by rows
+    (``stored_texts``; None: the queries' own, for the pairs within a batch), asking for
+    ``answers`` matches a query (its limit). Always a decision: a search that took
+    candidates from below the bar must have them decided."""
+    query_sets = ShingleSets(params, _no_texts if queries is None else _by_position(queries))
+    stored = query_sets if stored_texts is None else ShingleSets(params, stored_texts)
+    most = max(MAX_DECIDED_PER_QUERY, answers)
+    return ExactMinHash(bar, params.num_perm, query_sets, stored, most)

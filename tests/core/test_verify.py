@@ -13,12 +13,16 @@ from app.core.lsh import min_matches
 from app.core.methods import EXACT, MINHASH, SIMHASH
 from app.core.text import normalize
 from app.core.verify import (
+    MAX_DECIDED_PER_QUERY,
     UNCERTAIN,
     ExactMinHash,
     ShingleSets,
     candidate_threshold,
+    exact_minhash,
+    highest_per_query,
     set_jaccard,
     shingle_set,
+    shingle_sets,
 )
 from tests.reference import agreeing
 
@@ -92,8 +96,8 @@ def test_decide_follows_the_exact_jaccard_near_the_threshold(seed: int) -> None:
     decision = ExactMinHash(
         bar,
         128,
-        ShingleSets(PARAMS, queries.__getitem__),
-        ShingleSets(PARAMS, stored.__getitem__),
+        ShingleSets(PARAMS, lambda keys: [queries[k] for k in keys]),
+        ShingleSets(PARAMS, lambda keys: [stored[k] for k in keys]),
     )
     bits, scored = decision.decide(
         positions, rows, methods[looked_at], agree[looked_at], similarity, ngram
@@ -122,6 +126,7 @@ def test_shingle_sets_are_the_normalised_texts_shingles(seed: int) -> None:
     give the distinct sorted shingle hashes of normalize(text), white space, case and
     control characters included."""
     rng = random.Random(seed)
+    batch: list[str] = ["", " \t ", "..."]
     for _ in range(40):
         words = [rng.choice(VOCABULARY[:300]).upper() for _ in range(rng.randint(1, 80))]
         gaps = [rng.choice([" ", "  ", "\t", "\n ", "\x07"]) for _ in words]
@@ -129,3 +134,83 @@ def test_shingle_sets_are_the_normalised_texts_shingles(seed: int) -> None:
         for sent in (text, text + "é"):
             expected = np.unique(shingle_hashes(normalize(sent), PARAMS))
             assert np.array_equal(shingle_set(sent, PARAMS), expected)
+            batch.append(sent)
+    rng.shuffle(batch)
+    for params in (PARAMS, FingerprintParams(unit="char", size=4)):
+        made = shingle_sets(batch, params)  # one compiled call, ASCII and not mixed
+        for sent, one in zip(batch, made, strict=True):
+            normal = normalize(sent)
+            expected = np.unique(shingle_hashes(normal, params)) if normal else np.zeros(0)
+            assert np.array_equal(one, expected), sent
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_highest_per_query_against_sorting_each_query(seed: int) -> None:
+    """The pairs among their query's ``most`` highest estimates (ties: the earlier pair),
+    against each query's pairs sorted in Python."""
+    rng = random.Random(seed)
+    count = rng.randint(0, 300)
+    queries = np.array([rng.randint(0, 6) for _ in range(count)], dtype=np.int64)
+    agree = np.array([rng.randint(80, 128) for _ in range(count)], dtype=np.int64)
+    most = rng.randint(1, 40)
+    expected: list[int] = []
+    for query in set(queries.tolist()):
+        mine = [i for i in range(count) if queries[i] == query]
+        expected += sorted(mine, key=lambda i: (-agree[i], i))[:most]
+    assert highest_per_query(queries, agree, most).tolist() == sorted(expected)
+
+
+def test_a_query_near_many_texts_has_only_its_highest_estimates_decided_by_them() -> None:
+    """A query with three times ``most`` unsure pairs (a page's template near every page
+    of its site) and one with a few: the crowded one's ``most`` highest estimates are
+    decided by the reference's exact Jaccard, its other pairs by the estimate at the
+    bar, as where no text is at hand; each side's texts are read in one call, and only
+    those of the pairs decided."""
+    rng = random.Random(11)
+    bar, most = 0.8, 32
+    extra = 3 * most
+    base = [rng.choice(VOCABULARY) for _ in range(200)]
+    stored = [edited(rng, base, rng.randint(2, 7)) for _ in range(extra + 4)]
+    queries = [" ".join(base), edited(rng, base, 2)]
+    positions = np.array([0] * extra + [1] * 4, dtype=np.int64)
+    rows = np.arange(extra + 4, dtype=np.int64)
+    prints = fingerprint(queries + stored, PARAMS)
+    agree = agreeing(prints.minhash[positions], prints.minhash[2 + rows])
+    unsure = agree < (bar + UNCERTAIN) * 128
+    assert unsure[:extra].sum() > most + 10, "a weak test: few unsure pairs"
+    reads: list[list[int]] = []
+
+    def stored_texts(keys: list[int]) -> list[str | None]:
+        reads.append(list(keys))
+        return [stored[key] for key in keys]
+
+    decision = ExactMinHash(
+        bar,
+        128,
+        ShingleSets(PARAMS, lambda keys: [queries[k] for k in keys]),
+        ShingleSets(PARAMS, stored_texts),
+        most,
+    )
+    methods = np.full(len(rows), MINHASH | SIMHASH, dtype=np.uint8)
+    similarity = np.round(agree / 128, 6)
+    bits, scored = decision.decide(
+        positions, rows, methods, agree, similarity, np.full(len(rows), np.nan)
+    )
+    crowded = [i for i in range(extra) if unsure[i]]
+    decided = set(sorted(crowded, key=lambda i: (-agree[i], i))[:most])
+    decided |= {i for i in range(extra, extra + 4) if unsure[i]}
+    assert len(reads) == 1 and set(reads[0]) == decided
+    assert exact_minhash(PARAMS, bar, queries).most == MAX_DECIDED_PER_QUERY > most
+    assert exact_minhash(PARAMS, bar, queries, answers=10_000).most == 10_000
+    outcomes = {(i in decided, bool(bits[i] & MINHASH)) for i in range(len(rows)) if unsure[i]}
+    assert outcomes == {(True, True), (True, False), (False, True), (False, False)}, "weak"
+    for i in range(len(rows)):
+        assert bits[i] & SIMHASH, "another method's bit changed"
+        if not unsure[i]:
+            assert bits[i] & MINHASH and scored[i] == similarity[i]
+        elif i in decided:
+            exact = reference_jaccard(queries[positions[i]], stored[i])
+            assert bool(bits[i] & MINHASH) == (exact >= bar) and scored[i] == round(exact, 6)
+        else:
+            assert bool(bits[i] & MINHASH) == (agree[i] >= min_matches(bar, 128))
+            assert scored[i] == similarity[i]

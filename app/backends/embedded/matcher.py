@@ -95,9 +95,6 @@ class Matcher:
             simhashes, signatures, self._exact.hashes(rows), shorts, texts if verifies else None
         )
 
-    def _text_of(self, row: int) -> str | None:
-        return self._texts_of([row])[0]
-
     def _signatures(self, rows: Rows) -> npt.NDArray[np.unsignedinteger]:
         if self.lsh is not None:
             return self.lsh.signatures(rows)
@@ -158,7 +155,8 @@ class Matcher:
             self._config.minhash_decision(
                 query.min_similarity,
                 fingerprints.texts if query.exact_minhash else None,
-                self._text_of,
+                self._texts_of,
+                query.limit,
             ),
         )
 

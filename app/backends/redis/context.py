@@ -192,11 +192,14 @@ class CollectionContext:
         """How the search's MinHash pairs are decided: the stored texts are in the records
         the search read (None: the estimate decides)."""
 
-        def stored_text(row: int) -> str | None:
-            return held.record(int(data.index(np.array([row]))[0])).text
+        def stored_texts(rows: list[int]) -> list[str | None]:
+            at = data.index(np.array(rows, dtype=np.int64)).tolist()
+            return [held.record(int(one)).text for one in at]
 
         texts = fingerprints.texts if query.exact_minhash else None
-        return resolved.config.minhash_decision(query.min_similarity, texts, stored_text)
+        return resolved.config.minhash_decision(
+            query.min_similarity, texts, stored_texts, query.limit
+        )
 
     def match_within(
         self, resolved: Resolved, fingerprints: Fingerprints, stamps: Rows, query: Query
