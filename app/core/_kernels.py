@@ -319,3 +319,39 @@ def distinct_shingles(
                 out[written] = hashes[at]
                 written += 1
         out_bounds[d + 1] = written
+
+
+@njit(cache=True, nogil=True)
+def set_jaccards(
+    first: tuple,  # type: ignore[type-arg]
+    second: tuple,  # type: ignore[type-arg]
+    out: np.ndarray,
+) -> None:
+    """The Jaccard of pairs of sorted sets of distinct hashes, by a merge each: ``first``
+    is (values, bounds, at): set j is ``values[bounds[j]:bounds[j + 1]]`` and pair i's is
+    set ``at[i]`` (-1: none, NaN out); ``second`` likewise. Two empty sets: 1; one: 0.
+    O(a + b) a pair."""
+    values_a, bounds_a, at_a = first
+    values_b, bounds_b, at_b = second
+    for i in range(out.shape[0]):
+        if at_a[i] < 0 or at_b[i] < 0:
+            out[i] = np.nan
+            continue
+        low_a, high_a = bounds_a[at_a[i]], bounds_a[at_a[i] + 1]
+        low_b, high_b = bounds_b[at_b[i]], bounds_b[at_b[i] + 1]
+        size_a, size_b = high_a - low_a, high_b - low_b
+        if size_a == 0 or size_b == 0:
+            out[i] = 1.0 if size_a == size_b else 0.0
+            continue
+        shared = 0
+        x, y = low_a, low_b
+        while x < high_a and y < high_b:
+            if values_a[x] < values_b[y]:
+                x += 1
+            elif values_b[y] < values_a[x]:
+                y += 1
+            else:
+                shared += 1
+                x += 1
+                y += 1
+        out[i] = shared / (size_a + size_b - shared)
