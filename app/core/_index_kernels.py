@@ -528,3 +528,51 @@ def equal_rows_many(
                 positions[count], rows[count] = query, row
                 count += 1
     return positions[:count], rows[:count]
+
+
+@njit(cache=True, nogil=True)
+def pairs_in_runs(
+    keys: np.ndarray, members: np.ndarray, bounds: np.ndarray, lanes: np.ndarray
+) -> np.ndarray:
+    """The codes ``later * count + earlier`` of every two members of each run, each pair
+    once: run r is ``members[bounds[r]:bounds[r + 1]]`` (ascending rows of ``keys``, an
+    (count, lanes) matrix) equal in lane ``lanes[r]``; a pair equal in a lower lane too
+    is left to that lane's run. O(pairs x lanes)."""
+    count = keys.shape[0]
+    total = 0
+    for run in range(bounds.shape[0] - 1):
+        size = bounds[run + 1] - bounds[run]
+        total += size * (size - 1) // 2
+    codes = np.empty(total, dtype=np.int64)
+    at = 0
+    for run in range(bounds.shape[0] - 1):
+        lane = lanes[run]
+        for second in range(bounds[run] + 1, bounds[run + 1]):
+            later = members[second]
+            for first in range(bounds[run], second):
+                earlier = members[first]
+                seen = False
+                for lower in range(lane):
+                    if keys[later, lower] == keys[earlier, lower]:
+                        seen = True
+                        break
+                if not seen:
+                    codes[at] = later * count + earlier
+                    at += 1
+    return codes[:at]
+
+
+@njit(cache=True, nogil=True)
+def pair_agreements(kept: np.ndarray, later: np.ndarray, earlier: np.ndarray) -> np.ndarray:
+    """Per pair, the values two rows of ``kept`` (an (n, K) matrix of signatures' kept
+    values) hold equal: ``lsh.agreements`` of the pairs without making their rows.
+    O(pairs x K)."""
+    out = np.empty(later.shape[0], dtype=np.int64)
+    for i in range(later.shape[0]):
+        a, b = later[i], earlier[i]
+        equal = 0
+        for value in range(kept.shape[1]):
+            if kept[a, value] == kept[b, value]:
+                equal += 1
+        out[i] = equal
+    return out

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from app.collection_config import CollectionConfig
 from app.core.exact import ExactIndex
 from app.core.hamming import HammingIndex
-from app.core.lsh import LSHIndex, agreements, kept_values, min_matches
+from app.core.lsh import LSHIndex, kept_values, min_matches, pair_agreements
 from app.core.methods import EXACT, MINHASH, NGRAM, SIMHASH, Method
 from app.core.ngram import NgramIndex
 from app.core.rule import SMALL_BATCH, all_pairs, equal_pairs, positions_of
@@ -258,7 +258,7 @@ class MinHashMatcher(TableMatcher):
             banded = (keys[later] == keys[earlier]).any(axis=1)
             return Found(later[banded], earlier[banded])
         later, earlier = equal_pairs(self.index.band_keys(signatures))
-        passing = agreements(signatures[later], signatures[earlier]) >= needed
+        passing = pair_agreements(signatures, later, earlier) >= needed
         return Found(later[passing], earlier[passing])
 
 

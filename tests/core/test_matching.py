@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from app.core.rule import merge_methods
+from app.core.lsh import agreements, pair_agreements
+from app.core.rule import equal_pairs, merge_methods
 
 
 def _reference(
@@ -45,3 +46,38 @@ def test_merge_methods_equals_a_dictionary_merge(seed: int) -> None:
     values = got[3].tolist()
     for value, (_, _, _, wanted) in zip(values, expected, strict=True):
         assert (math.isnan(value) and math.isnan(wanted)) or value == wanted
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_equal_pairs_are_every_pair_equal_in_some_lane(seed: int) -> None:
+    """Every (later, earlier) pair of rows equal in at least one lane, once, in order,
+    against a double loop; keys from a small range so that runs are long, and batches of
+    copies (every lane equal)."""
+    rng = random.Random(seed)
+    count, lanes = rng.randint(0, 120), rng.randint(1, 6)
+    keys = np.array(
+        [[rng.randrange(rng.choice([3, 40, 1 << 62])) for _ in range(lanes)] for _ in range(count)],
+        dtype=np.uint64,
+    ).reshape(count, lanes)
+    if seed % 4 == 0 and count:
+        keys[rng.randrange(count) :] = keys[0]  # copies of one document
+    expected = [
+        (later, earlier)
+        for later in range(count)
+        for earlier in range(later)
+        if any(keys[later, lane] == keys[earlier, lane] for lane in range(lanes))
+    ]
+    later, earlier = equal_pairs(keys)
+    assert list(zip(later.tolist(), earlier.tolist(), strict=True)) == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_agreements_are_the_agreements_of_the_pairs_rows(seed: int) -> None:
+    """Without making the pairs' rows: the count of equal kept values of each pair."""
+    rng = np.random.default_rng(seed)
+    signatures = rng.integers(0, 1 << 18, size=(50, 128), dtype=np.uint32)
+    signatures[10:20] = signatures[3]  # copies agree everywhere
+    later, earlier = np.tril_indices(50, -1)
+    expected = agreements(signatures[later], signatures[earlier])
+    assert np.array_equal(pair_agreements(signatures, later, earlier), expected)
+    assert (expected == 128).sum() >= 45 and (expected < 128).any()
