@@ -563,16 +563,20 @@ def pairs_in_runs(
 
 
 @njit(cache=True, nogil=True)
-def pair_agreements(kept: np.ndarray, later: np.ndarray, earlier: np.ndarray) -> np.ndarray:
-    """Per pair, the values two rows of ``kept`` (an (n, K) matrix of signatures' kept
-    values) hold equal: ``lsh.agreements`` of the pairs without making their rows.
-    O(pairs x K)."""
-    out = np.empty(later.shape[0], dtype=np.int64)
-    for i in range(later.shape[0]):
-        a, b = later[i], earlier[i]
+def pair_agreements(
+    first: np.ndarray, first_at: np.ndarray, second: np.ndarray, second_at: np.ndarray
+) -> np.ndarray:
+    """Per pair i, the values whose low 16 bits (the kept values) are equal in row
+    ``first_at[i]`` of ``first`` and row ``second_at[i]`` of ``second`` (signature
+    matrices, whole or kept values): ``lsh.agreements`` of the pairs without making
+    their rows. O(pairs x K)."""
+    out = np.empty(first_at.shape[0], dtype=np.int64)
+    mask = np.uint32(0xFFFF)
+    for i in range(first_at.shape[0]):
+        a, b = first_at[i], second_at[i]
         equal = 0
-        for value in range(kept.shape[1]):
-            if kept[a, value] == kept[b, value]:
+        for value in range(first.shape[1]):
+            if (np.uint32(first[a, value]) & mask) == (np.uint32(second[b, value]) & mask):
                 equal += 1
         out[i] = equal
     return out

@@ -58,13 +58,20 @@ def agreements(first: npt.ArrayLike, second: npt.ArrayLike) -> npt.NDArray[np.in
     return counts
 
 
-def pair_agreements(signatures: npt.ArrayLike, later: Rows, earlier: Rows) -> Rows:
-    """``agreements(signatures[later], signatures[earlier])`` in one compiled pass that
-    makes neither (the pairs of a batch of copies: 499,500 rows of 128 values each).
-    O(pairs K)."""
-    kept = np.ascontiguousarray(kept_values(signatures))
+def pair_agreements(
+    first: npt.NDArray[np.unsignedinteger],
+    first_at: Rows,
+    second: npt.NDArray[np.unsignedinteger],
+    second_at: Rows,
+) -> Rows:
+    """``agreements(first[first_at], second[second_at])`` in one compiled pass that makes
+    neither (a batch of copies: 499,500 pairs of 128 values; a copy of 1,000 stored
+    ones: 1,000 a copy). O(pairs K)."""
     counts: Rows = kernels.pair_agreements(
-        kept, np.asarray(later, dtype=np.int64), np.asarray(earlier, dtype=np.int64)
+        np.ascontiguousarray(first),
+        np.asarray(first_at, dtype=np.int64),
+        np.ascontiguousarray(second),
+        np.asarray(second_at, dtype=np.int64),
     )
     return counts
 
@@ -195,6 +202,11 @@ class LSHIndex(TableIndex):
             np.asarray(rows, dtype=np.int64)
         ]
         return stored
+
+    def agreements_with(self, queries: MinHashes, positions: Rows, rows: Rows) -> Rows:
+        """``agreements`` of each query signature (``queries[positions[i]]``) with the
+        stored one of ``rows[i]``, read in place. O(pairs K)."""
+        return pair_agreements(queries, positions, self._signatures.array, rows)
 
     def search(
         self, signature: MinHashes, threshold: float | None = None, limit: int | None = None

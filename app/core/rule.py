@@ -275,5 +275,7 @@ def pairs_within_batch(
         exact_similarity,
         minhash=minhash,
         # Counted pair by pair: a batch of copies has 499,500 pairs of 128 values each.
-        agree=pair_agreements(queries.minhash, later, earlier) if num_perm else None,
+        agree=(
+            pair_agreements(queries.minhash, later, queries.minhash, earlier) if num_perm else None
+        ),
     )

@@ -258,7 +258,7 @@ class MinHashMatcher(TableMatcher):
             banded = (keys[later] == keys[earlier]).any(axis=1)
             return Found(later[banded], earlier[banded])
         later, earlier = equal_pairs(self.index.band_keys(signatures))
-        passing = pair_agreements(signatures, later, earlier) >= needed
+        passing = pair_agreements(signatures, later, signatures, earlier) >= needed
         return Found(later[passing], earlier[passing])
 
 

@@ -79,5 +79,7 @@ def test_pair_agreements_are_the_agreements_of_the_pairs_rows(seed: int) -> None
     signatures[10:20] = signatures[3]  # copies agree everywhere
     later, earlier = np.tril_indices(50, -1)
     expected = agreements(signatures[later], signatures[earlier])
-    assert np.array_equal(pair_agreements(signatures, later, earlier), expected)
+    assert np.array_equal(pair_agreements(signatures, later, signatures, earlier), expected)
+    kept = signatures.astype(np.uint16)  # whole values against kept ones
+    assert np.array_equal(pair_agreements(signatures, later, kept, earlier), expected)
     assert (expected == 128).sum() >= 45 and (expected < 128).any()
