@@ -13,7 +13,9 @@ absent), so that what is shared is real vocabulary:
   each pair is one MinHash decides by the texts) and by a page;
 - **a sentence repeated**: one sentence of 9 words 20,000 times inserted, then the same
   text and a word more (its copy shares every shift of the sentence), and a search by
-  it with ``min_coverage`` 0 (every shared passage asked for).
+  it with ``min_coverage`` 0 (every shared passage asked for);
+- **copies in one batch**: 1,000 copies of one story in one batch request (every two of
+  them a pair: 499,500), then 1,000 versions of another with one word replaced each.
 
 Each run starts a fresh ``neardup serve``; medians of ``--runs``, with each answer's size
 (the passages of the repeated text are in it). Writes bench/results/boilerplate.md.
@@ -38,6 +40,7 @@ OWN_WORDS = 150
 BATCH = 500
 SENTENCE = "the quick brown fox jumps over the lazy dog "
 REPEATS = 20_000
+COPIES = 1000
 
 
 def timed(client: httpx.Client, method: str, path: str, body: Any) -> tuple[float, int]:
@@ -49,7 +52,9 @@ def timed(client: httpx.Client, method: str, path: str, body: Any) -> tuple[floa
     return elapsed, len(response.content)
 
 
-def one_run(words: list[str], pages: int, seed: int) -> dict[str, tuple[float, int]]:
+def one_run(
+    words: list[str], stories: list[str], pages: int, seed: int
+) -> dict[str, tuple[float, int]]:
     """Every measure of one run on a fresh service: name -> (ms, answer bytes)."""
     rng = random.Random(seed)
     footer = " ".join(words[:FOOTER_WORDS])
@@ -87,6 +92,20 @@ def one_run(words: list[str], pages: int, seed: int) -> dict[str, tuple[float, i
         found["repeated: search, every passage"] = timed(
             client, "POST", search, {"text": repeated, "min_coverage": 0}
         )
+        batch = "/v1/collections/site/documents/batch"
+        story, other = stories[0], stories[1].split()
+        copies = [{"id": f"copy{i}", "text": story} for i in range(COPIES)]
+        found["copies: a batch of 1,000 copies"] = timed(
+            client, "POST", batch, {"documents": copies}
+        )
+        versions = []
+        for i in range(COPIES):
+            words = list(other)
+            words[rng.randrange(len(words))] = rng.choice(other)
+            versions.append({"id": f"version{i}", "text": " ".join(words)})
+        found["copies: a batch of 1,000 versions"] = timed(
+            client, "POST", batch, {"documents": versions}
+        )
     return found
 
 
@@ -99,8 +118,10 @@ def main() -> None:
     if stories is None:
         print("skipped: ../shared/data/reuters21578 is absent", file=sys.stderr)
         return
-    words = " ".join(reuters_text(story) for story in stories[:3000]).split()
-    runs = [one_run(words, arguments.pages, seed) for seed in range(arguments.runs)]
+    texts = [reuters_text(story) for story in stories[:3000]]
+    words = " ".join(texts).split()
+    long_ones = [text for text in texts if len(text.split()) >= 200]
+    runs = [one_run(words, long_ones, arguments.pages, seed) for seed in range(arguments.runs)]
     rows = []
     for name in runs[0]:
         times = [run[name][0] for run in runs]
