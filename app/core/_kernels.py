@@ -214,6 +214,32 @@ def classic_minhash(
                 out[k] = value
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _shingle_scratch(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(shingle scratch, token scratch), each as long as the longest document of
+    ``offsets`` (document d is ``[offsets[d], offsets[d + 1])``)."""
+    longest = 1
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    return np.empty(longest, dtype=np.uint64), np.empty(longest, dtype=np.uint64)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shingles(
+    document: np.ndarray,
+    unit: tuple,  # type: ignore[type-arg]
+    char_classes: np.ndarray,
+    token_scratch: np.ndarray,
+    out: np.ndarray,
+) -> int:
+    """A document's shingle hashes into ``out`` (``unit``: (word unit, size, seed mix)),
+    word or character shingles; returns the count."""
+    word_unit, size, seed_mix = unit
+    if word_unit:
+        return word_shingle_hashes(document, size, seed_mix, char_classes, token_scratch, out)
+    return char_shingle_hashes(document, size, seed_mix, out)
+
+
 @njit(cache=True, nogil=True)
 def fingerprint_documents(
     code_points: np.ndarray,
@@ -230,19 +256,11 @@ def fingerprint_documents(
     Document d is ``code_points[offsets[d]:offsets[d + 1]]`` (never empty). The shingle
     hashes of one document live only in a scratch buffer reused by the next.
     """
-    longest = 1
-    for d in range(offsets.shape[0] - 1):
-        longest = max(longest, offsets[d + 1] - offsets[d])
-    scratch = np.empty(longest, dtype=np.uint64)
-    token_scratch = np.empty(longest, dtype=np.uint64)
+    scratch, token_scratch = _shingle_scratch(offsets)
+    unit = (word_unit, size, seed_mix)
     for d in range(offsets.shape[0] - 1):
         document = code_points[offsets[d] : offsets[d + 1]]
-        if word_unit:
-            count = word_shingle_hashes(
-                document, size, seed_mix, char_classes, token_scratch, scratch
-            )
-        else:
-            count = char_shingle_hashes(document, size, seed_mix, scratch)
+        count = _shingles(document, unit, char_classes, token_scratch, scratch)
         simhash_out[d] = simhash64(scratch, count)
         one_permutation_minhash(scratch, count, seed_mix, minhash_out[d])
 
@@ -285,9 +303,7 @@ def normalize_ascii(
 def distinct_shingles(
     code_points: np.ndarray,
     offsets: np.ndarray,
-    word_unit: bool,
-    size: int,
-    seed_mix: np.uint64,
+    unit: tuple,  # type: ignore[type-arg]
     char_classes: np.ndarray,
     out: np.ndarray,
     out_bounds: np.ndarray,
@@ -295,24 +311,16 @@ def distinct_shingles(
     """Each text's distinct shingle hashes, sorted (the set MinHash estimates the
     Jaccard of), in one call: text d is ``code_points[offsets[d]:offsets[d + 1]]`` (an
     empty one has none), its set goes to ``out[out_bounds[d]:out_bounds[d + 1]]`` (``out``
-    as long as the code points). O(n log n) in each text's shingles."""
-    longest = 1
-    for d in range(offsets.shape[0] - 1):
-        longest = max(longest, offsets[d + 1] - offsets[d])
-    scratch = np.empty(longest, dtype=np.uint64)
-    token_scratch = np.empty(longest, dtype=np.uint64)
+    as long as the code points); ``unit`` is (word unit, size, seed mix). O(n log n) in
+    each text's shingles."""
+    scratch, token_scratch = _shingle_scratch(offsets)
     written = 0
     out_bounds[0] = 0
     for d in range(offsets.shape[0] - 1):
         text = code_points[offsets[d] : offsets[d + 1]]
         count = 0
         if text.shape[0] > 0:
-            if word_unit:
-                count = word_shingle_hashes(
-                    text, size, seed_mix, char_classes, token_scratch, scratch
-                )
-            else:
-                count = char_shingle_hashes(text, size, seed_mix, scratch)
+            count = _shingles(text, unit, char_classes, token_scratch, scratch)
         hashes = np.sort(scratch[:count])
         for at in range(count):
             if at == 0 or hashes[at] != hashes[at - 1]:

@@ -99,9 +99,7 @@ def shingle_sets(texts: Sequence[str], params: FingerprintParams) -> list[Shingl
     _kernels.distinct_shingles(
         points,
         offsets,
-        params.unit == "word",
-        params.size,
-        np.uint64(seed_mix(params.seed)),
+        (params.unit == "word", params.size, np.uint64(seed_mix(params.seed))),
         char_classes(),
         hashes,
         bounds,
