@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from app.core._index_kernels import merge_found, pairs_in_runs
 from app.core.fingerprint import Fingerprints
-from app.core.lsh import agreements, pair_agreements
+from app.core.lsh import pair_agreements
 from app.core.types import Floats, Rows
 from app.core.verify import ExactMinHash
 
@@ -198,23 +198,18 @@ def score(
     rows: Rows,
     methods: npt.NDArray[np.uint8],
     simhashes: npt.NDArray[np.uint64],
-    signatures: npt.NDArray[np.unsignedinteger] | None,
+    agree: Rows | None,
     ages: Rows,
     exact_similarity: Floats,
     min_similarity: float | None = None,
     minhash: ExactMinHash | None = None,
-    agree: Rows | None = None,
 ) -> Pairs:
-    """The pairs (query ``positions``, matched ``rows`` with their ``simhashes``,
-    ``signatures`` and ``ages``) scored and sorted, those under ``min_similarity`` left
-    out; with ``minhash``, the MinHash bit decided by it and pairs left with no method
-    dropped. ``agree``: the signatures' agreements where counted already (then
-    ``signatures`` is not read). O(pairs x num_perm) for the signatures' agreement,
+    """The pairs (query ``positions``, matched ``rows`` with their ``simhashes``, the
+    signatures' agreements ``agree`` (``lsh.agreements``; None with MinHash off) and
+    ``ages``) scored and sorted, those under ``min_similarity`` left out; with
+    ``minhash``, the MinHash bit decided by it and pairs left with no method dropped.
     O(pairs log pairs) to sort."""
     distances = np.bitwise_count(simhashes ^ queries.simhash[positions]).astype(np.int64)
-    if agree is None and num_perm:
-        assert signatures is not None, "no signatures and no agreements"
-        agree = agreements(signatures, queries.minhash[positions])
     similarity = similarity_of(num_perm, agree, distances, exact_similarity)
     pairs = Pairs(positions, rows, methods, similarity, distances, ages)
     if minhash is not None and agree is not None and len(pairs):
@@ -270,12 +265,9 @@ def pairs_within_batch(
         earlier,
         methods,
         queries.simhash[earlier],
-        None,
+        # Counted pair by pair: a batch of copies has 499,500 pairs of 128 values each.
+        pair_agreements(queries.minhash, later, queries.minhash, earlier) if num_perm else None,
         earlier,
         exact_similarity,
         minhash=minhash,
-        # Counted pair by pair: a batch of copies has 499,500 pairs of 128 values each.
-        agree=(
-            pair_agreements(queries.minhash, later, queries.minhash, earlier) if num_perm else None
-        ),
     )

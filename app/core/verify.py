@@ -86,8 +86,10 @@ def shingle_sets(texts: Sequence[str], params: FingerprintParams) -> list[Shingl
     the others by ``normalize``. O(total length)."""
     if not texts:
         return []
-    ascii_at = [at for at, text in enumerate(texts) if text.isascii()]
-    others = [normalize(texts[at]) for at in range(len(texts)) if not texts[at].isascii()]
+    plain = [text.isascii() for text in texts]
+    ascii_at = [at for at, ascii in enumerate(plain) if ascii]
+    other_at = [at for at, ascii in enumerate(plain) if not ascii]
+    others = [normalize(texts[at]) for at in other_at]
     normalized, offsets = normalize_ascii([texts[at] for at in ascii_at])
     points = normalized[: offsets[-1]].astype(np.uint32)
     if others:
@@ -106,9 +108,8 @@ def shingle_sets(texts: Sequence[str], params: FingerprintParams) -> list[Shingl
     )
     hashes = hashes[: bounds[-1]].copy()  # the sets share one exact-size array
     made = [hashes[start:end] for start, end in itertools.pairwise(bounds.tolist())]
-    order = ascii_at + [at for at in range(len(texts)) if not texts[at].isascii()]
     sets: list[ShingleSet] = [made[0]] * len(texts)
-    for position, at in enumerate(order):
+    for position, at in enumerate(ascii_at + other_at):  # the order they were made in
         sets[at] = made[position]
     return sets
 
@@ -170,10 +171,6 @@ class ShingleSets:
         made = shingle_sets([text for _, text in held], self._params)
         self._sets.update((key, None) for key in missing)
         self._sets.update((key, one) for (key, _), one in zip(held, made, strict=True))
-
-    def get(self, key: int) -> ShingleSet | None:
-        self.fill([key])
-        return self._sets[key]
 
     def packed(self, keys: list[int]) -> tuple[ShingleSet, Rows, Rows]:
         """The sets of ``keys`` (made already) end to end, as ``_kernels.set_jaccards``

@@ -148,7 +148,12 @@ class Matcher:
             rows,
             methods,
             self._simhash_of.array[rows],
-            None,
+            # Read in place: a copy of 1,000 stored ones has 1,000 pairs of 128 values.
+            (
+                self.lsh.agreements_with(fingerprints.minhash, positions, rows)
+                if self.lsh is not None
+                else None
+            ),
             rows,  # rows are in insertion order: the lower, the older
             exact_similarity,
             query.min_similarity,
@@ -157,12 +162,6 @@ class Matcher:
                 fingerprints.texts if query.exact_minhash else None,
                 self._texts_of,
                 query.limit,
-            ),
-            # Read in place: a copy of 1,000 stored ones has 1,000 pairs of 128 values.
-            agree=(
-                self.lsh.agreements_with(fingerprints.minhash, positions, rows)
-                if self.lsh is not None
-                else None
             ),
         )
 

@@ -33,6 +33,7 @@ from app.backends.redis.store.steps import Steps
 from app.backends.redis.store.store import RedisStore
 from app.backends.redis.store.wire import Command
 from app.core.fingerprint import Fingerprints
+from app.core.lsh import agreements
 from app.core.methods import EXACT, MINHASH, NGRAM, SIMHASH
 from app.core.rule import Pairs, Part, combined, in_time, pairs_within_batch, score
 from app.core.types import Rows
@@ -177,7 +178,9 @@ class CollectionContext:
             rows,
             bits,
             data.simhash[at],
-            data.signatures[at],
+            agreements(data.signatures[at], fingerprints.minhash[positions])
+            if resolved.num_perm
+            else None,
             held.seqs(at),
             exact_similarity[keep],
             query.min_similarity,
