@@ -143,13 +143,15 @@ class Collection:
         return row
 
     def search(self, text: str, query: Query) -> list[Match]:
-        """Documents matching a text, best first; nothing is stored."""
+        """Documents matching a text, best first; nothing is stored. What it reads was
+        shown before it started (Visibility.horizon)."""
         self._validate(query)
+        horizon = self._visibility.horizon()
         fingerprints = self._matcher.fingerprint([text])
-        pairs = self._matcher.match(fingerprints, query)
+        pairs = self._matcher.match(fingerprints, query, horizon=horizon)
         matches = matches_of(pairs, (0, len(pairs)), query.limit, self._rows.ids.__getitem__)
         simhash = int(fingerprints.simhash[0])
-        return self._with_passages(matches, text, simhash, query, near=pairs.rows)
+        return self._with_passages(matches, text, simhash, query, horizon, near=pairs.rows)
 
     def _with_passages(
         self,
@@ -157,6 +159,7 @@ class Collection:
         text: str,
         simhash: int,
         query: Query,
+        horizon: int,
         exclude: int = -1,
         near: Rows = _NO_ROWS,
     ) -> list[Match]:
@@ -171,7 +174,7 @@ class Collection:
         near_pairs = (np.zeros(len(near), dtype=np.int64), near)
         [candidates] = passages.candidates_of([asked], query.min_coverage, near_pairs)
         return with_passages(
-            matches, self._parts.passages_of(asked, query, None, candidates) or [], query
+            matches, self._parts.passages_of(asked, query, None, candidates, horizon) or [], query
         )
 
     async def get_async(self, document_id: str, kept_text: bool = False) -> StoredDocument:
@@ -187,17 +190,19 @@ class Collection:
         return self.similar(document_id, query)
 
     def similar(self, document_id: str, query: Query) -> list[Match]:
-        """Documents matching a stored one, itself excluded."""
+        """Documents matching a stored one, itself excluded (what was shown before it
+        started, as ``search``)."""
         self._validate(query)
+        horizon = self._visibility.horizon()
         row = np.array([self._visible_row(document_id)])
         stored = self._matcher.stored(row, self._rows.simhash.array[row])
-        pairs = self._matcher.match(stored, query, exclude=row)
+        pairs = self._matcher.match(stored, query, exclude=row, horizon=horizon)
         matches = matches_of(pairs, pairs.span(0), query.limit, self._rows.ids.__getitem__)
         text = self._rows.texts[int(row[0])]
         if text is None:
             return matches
         simhash = int(stored.simhash[0])
-        return self._with_passages(matches, text, simhash, query, int(row[0]), pairs.rows)
+        return self._with_passages(matches, text, simhash, query, horizon, int(row[0]), pairs.rows)
 
     def _validate(self, query: Query) -> None:
         check_query(query, self.config.simhash.max_distance)

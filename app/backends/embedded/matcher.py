@@ -123,17 +123,21 @@ class Matcher:
         query: Query,
         exclude: Rows | None = None,
         stamps: npt.NDArray[np.int64] | None = None,
+        horizon: int | None = None,
     ) -> Pairs:
         """Every visible indexed document matching each of a batch of documents, by any
         method: one batched search per index, filtered (Visibility.mask: retention,
-        since / until, and with ``stamps``, the times of the batch's documents, the
-        match window), then scored (the SimHash column read after the search: a publish
-        meanwhile may have grown it)."""
+        since / until, with ``stamps``, the times of the batch's documents, the match
+        window, and with a ``horizon``, a read's, what was shown before it), then scored
+        (the SimHash column read after the search: a publish meanwhile may have grown
+        it)."""
         found = [_part(index.search_many(fingerprints, query), index.bit) for index in self.indexes]
         if not any(len(part[1]) for part in found):
             return Pairs.empty()  # the usual answer for a new text: nothing to score
         positions, rows, methods, exact_similarity = combined(found)
-        keep = self._visibility.mask(rows, query, None if stamps is None else stamps[positions])
+        keep = self._visibility.mask(
+            rows, query, None if stamps is None else stamps[positions], horizon
+        )
         if exclude is not None:
             keep &= rows != exclude[positions]
         if not keep.all():

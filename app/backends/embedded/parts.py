@@ -98,9 +98,11 @@ class Parts:
         query: Query,
         stamp: int | None = None,
         candidates: Candidates | None = None,
+        horizon: int | None = None,
     ) -> list[Found] | None:
         """The visible documents sharing passages with the asked text (None: passages are
-        off); with ``stamp``, a new document's time, those within its match window."""
+        off); with ``stamp``, a new document's time, those within its match window; with
+        a ``horizon``, a read's (Visibility.mask), those shown before it."""
         passages = self.matcher.passages
         if passages is None:
             return None
@@ -108,7 +110,7 @@ class Parts:
         return passages.find(
             asked,
             lambda rows: self.visibility.mask(
-                rows, query, None if stamp is None else np.full(len(rows), stamp)
+                rows, query, None if stamp is None else np.full(len(rows), stamp), horizon
             ),
             self.rows.ids.__getitem__,
             lambda row: (asked.simhash ^ int(simhashes[row])).bit_count(),

@@ -55,6 +55,9 @@ class RowTable:
         self.state = RowArray(np.uint8)  # LIVE, HIDDEN, MOVING or GONE
         self.id_hash = RowArray(np.uint64)  # what the id map looks a row's id up by
         self.next_row = 0
+        # Rows below it were shown (``show``): a read that starts now sees none above it,
+        # whatever is published while it runs.
+        self.shown_end = 0
         self._low_row = 0  # every row below is GONE (see low_row)
         self.row_of = IdMap(self.ids, self.state, self.id_hash)
         self.members = ClusterMembers()  # cluster row -> the other rows that joined it
@@ -111,8 +114,12 @@ class RowTable:
         self.id_hash.array[rows] = id_hashes(batch.ids)
 
     def show(self, rows: Rows) -> None:
-        """Recorded rows that every index holds now: LIVE, visible to reads at once."""
+        """Recorded rows that every index holds now: LIVE, visible to reads at once, and
+        below ``shown_end`` (rows are shown in ascending order, as they are recorded)."""
+        if not len(rows):
+            return
         self.state.array[rows] = LIVE
+        self.shown_end = max(self.shown_end, int(rows[-1]) + 1)
 
     def leaving(self, array: Rows, was: npt.NDArray[np.uint8]) -> None:
         """``held``'s rows, about to leave the indexes: the LIVE ones are hidden from
@@ -221,7 +228,7 @@ class RowTable:
             self.state.array[live] = LIVE
         else:
             self.state.array[run[0] : run[1]] = LIVE
-        self.next_row = below
+        self.next_row = self.shown_end = below
         clusters = gathered(self.cluster.array, live)
         joined = clusters != live
         for root, row in zip(clusters[joined].tolist(), live[joined].tolist(), strict=True):
@@ -302,6 +309,7 @@ class RowTable:
         live = np.flatnonzero(state == LIVE)
         hidden = np.flatnonzero(state == HIDDEN)
         assert self.visible == len(live), f"visible {self.visible} != {len(live)}"
+        assert not len(live) or live[-1] < self.shown_end <= self.next_row, "a row unshown"
         held = {row: self.ids[row] for row in np.concatenate([live, hidden]).tolist()}
         assert all(document_id is not None for document_id in held.values())
         self.row_of._check()

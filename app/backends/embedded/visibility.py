@@ -49,14 +49,28 @@ class Visibility:
         max_age = self._retention.max_age
         return max_age is None or int(self._rows.timestamp.array[row]) >= now - max_age
 
+    def horizon(self) -> int:
+        """What a read takes as it starts and gives ``mask``: the rows shown by then
+        (RowTable.shown_end). O(1)."""
+        return self._rows.shown_end
+
     def mask(
-        self, rows: Rows, query: Query, stamps: npt.NDArray[np.int64] | None = None
+        self,
+        rows: Rows,
+        query: Query,
+        stamps: npt.NDArray[np.int64] | None = None,
+        horizon: int | None = None,
     ) -> npt.NDArray[np.bool_]:
         """Which rows a read may return: LIVE, not past max_age by the clock, within the
-        query's since / until, and, with ``stamps`` (the time of the document each row
-        would match), within the match window of it. O(rows), vectorised."""
+        query's since / until, with ``stamps`` (the time of the document each row would
+        match) within the match window of it, and with a ``horizon`` (the read's start)
+        shown before it: a read looks its indexes up one after another without a lock,
+        and a batch published meanwhile would be found by the later ones only.
+        O(rows), vectorised."""
         timestamps = self._rows.timestamp.array[rows]
         keep: npt.NDArray[np.bool_] = self._rows.state.array[rows] == LIVE
+        if horizon is not None:
+            keep &= rows < horizon
         max_age, window = self._retention.max_age, self.window
         if max_age is not None:
             keep &= timestamps >= self.now() - max_age

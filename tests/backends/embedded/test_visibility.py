@@ -66,3 +66,49 @@ def test_searches_between_index_steps_see_all_of_a_change_or_none(passages: bool
     assert len(seen) >= 3
     assert all(during == before for during in seen), seen
     collection._check()
+
+
+@pytest.mark.parametrize("passages", [False, True])
+@pytest.mark.parametrize("read", ["search", "similar"])
+def test_a_batch_published_while_a_read_runs_is_not_in_its_answer(
+    passages: bool, read: str
+) -> None:
+    """A read looks its indexes up one after another, without a lock: a batch published
+    between two of its lookups is found by the later ones only. The read answers as the
+    collection stood when it started (its first index looked up before the batch)."""
+    config = CollectionConfig.from_dict({"passages": {"enabled": passages}, "store_text": True})
+    store = MemoryStore()
+    store.create_collection("t", config.to_dict())
+    collection = Collection("t", config, store)
+    collection.insert([NewDocument(id="near", text=NEAR)])
+
+    def run_read() -> list[Match]:
+        if read == "search":
+            return answer(collection, NEAR)
+        return collection.similar("near", Query(limit=10))
+
+    before = run_read()
+    matcher: Any = collection._matcher
+    first = matcher.indexes[0]
+    original: Callable[..., Any] = first.search_many
+    published: list[bool] = []
+
+    def publish_during_the_read(*args: Any) -> Any:
+        found = original(*args)
+        if not published:  # the read's first lookup is made; the batch goes in now
+            published.append(True)
+            collection.insert([NewDocument(id="story", text=STORY)])
+        return found
+
+    first.search_many = publish_during_the_read
+    during = run_read()
+    del first.search_many
+    assert published
+    after = run_read()
+    # The reference: the answers at rest, before the batch and after it.
+    assert during == before
+    assert "story" not in {m.id for m in before}
+    assert "story" in {m.id for m in after} and {"simhash", "minhash"} <= set(
+        next(m for m in after if m.id == "story").methods
+    )
+    collection._check()
