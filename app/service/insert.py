@@ -2,15 +2,17 @@
 app/service/insert_backend.py: an insert call is prepared (ids, fingerprints, times,
 refusals within the batch), then applied under the backend's write lock: the ids held
 (retries answered again, conflicts refused, replacements), the stored matches of the
-accepted documents, the pairs within the batch, the room, the shared passages, each
-document's fate (app/service/decide.py), its answer and the cluster it joins; the
-backend publishes what was stored (or undoes it when its commit fails) and the answers
-are given in order.
+accepted documents, the pairs within the batch, the room, each document's fate
+(app/service/decide.py) and the cluster it joins; then, while the backend may begin
+writing what is stored, the shared passages and the answers; the backend publishes what
+was stored (or undoes it when its commit fails) and the answers are given in order.
 
 The backends keep where documents live and how they are written: an embedded row or a
 Redis sequence number is a ``handle`` here, ordered by age."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -69,8 +71,10 @@ def _admitted(
 ) -> Pending:
     """Each accepted document matched against the stored ones and the earlier stored
     documents of its batch, its fate decided and its answer given: the documents to
-    store. The batched reads first (matches, pairs within, passages), then one loop:
-    O(1) a document without matches, O(matches log matches) with them."""
+    store. The batched reads first (matches, pairs within), then the fates; the backend
+    may begin writing then (``begin_writing``), while the passages, which change only
+    the answers, are read and verified; then the answers. O(1) a document without
+    matches, O(matches log matches) with them."""
     options = call.options
     query = Query(limit=INSERT_MATCH_LIMIT, since=options.since, until=options.until)
     everything = len(accepted) == len(call.fingerprints) == len(call.documents)
@@ -93,13 +97,13 @@ def _admitted(
     # Already expired when it arrives: matched, answered, not stored.
     expired = backend.expired_on_arrival(stamps)
     granted, unlimited = backend.room(int(np.count_nonzero((exclude < 0) & ~expired)))
-    shared = _shared_passages(backend, documents, keys, fingerprints, stamps, exclude, query)
     admission = decide.Admission(options.on_duplicate, granted, unlimited)
     pending = Pending(backend.first_handle(), backend.id_of, backend.cluster_of)
     # Number among the accepted -> its pending handle, -1 for a document not stored.
     handle_at = np.full(len(accepted), -1, dtype=np.int64)
     stored_spans = stored.spans(len(accepted))
     batch_spans = within.spans(len(accepted))
+    fates: list[_Fate] = []
     for number, position in enumerate(accepted):
         span = stored_spans[number]
         matches = matches_of(stored, span, INSERT_MATCH_LIMIT, backend.id_of)
@@ -127,11 +131,43 @@ def _admitted(
         ) or document_id
         if not skipped:
             pending.cluster_names.append(cluster_id)
+        fates.append(_Fate(number, position, matches, cluster, cluster_id, skipped, replaces))
+    # What is stored is known: the backend may write it while the passages, which change
+    # only the answers, are verified.
+    began = backend.begin_writing(call, pending)
+    try:
+        shared = _shared_passages(backend, documents, keys, fingerprints, stamps, exclude, query)
+        _answer_each(call, backend, fates, pending, shared, stamps, fingerprints.simhash)
+    except BaseException:
+        if began:  # the store has the batch, or will: memory must hold it too
+            backend.publish(call, pending)
+        raise
+    return pending
+
+
+def _answer_each(
+    call: Call,
+    backend: InsertBackend,
+    fates: list[_Fate],
+    pending: Pending,
+    shared: tuple[list[list[Found]], BatchPassages] | None,
+    stamps: Rows,
+    simhashes: npt.NDArray[np.uint64],
+) -> None:
+    """Each admitted document's answer, in order: its matches, with the passages it
+    shares (``shared``: from the store and the batch; None: passages are off) and its
+    relations. O(1) a document that shares nothing."""
+    for number, position, matches, cluster, cluster_id, skipped, replaces in fates:
+        document_id = call.ids[position]
         found: list[Found] | None = None
         if shared is not None:
             from_store, batch = shared
-            stamp, simhash = int(stamps[number]), int(fingerprints.simhash[number])
-            found = batch.find(number, simhash, stamp, {m.id for m in matches}, from_store[number])
+            stamp, simhash = int(stamps[number]), int(simhashes[number])
+            found = (  # most documents share nothing: no call made for them
+                batch.find(number, simhash, stamp, {m.id for m in matches}, from_store[number])
+                if from_store[number] or batch.pairs_with_earlier(number)
+                else []
+            )
             if not skipped:
                 batch.stored(number, document_id, simhash, stamp)
         contains, contained_in = (None, None) if found is None else relations(found, matches)
@@ -151,7 +187,20 @@ def _admitted(
             contains=contains,
             contained_in=contained_in,
         )
-    return pending
+
+
+class _Fate(NamedTuple):
+    """An accepted document's fate, decided before its answer is made: its number among
+    the accepted, its position in the call, its near-duplicate matches, its cluster's
+    handle (None: none) and name, whether it was skipped and whether it replaces one."""
+
+    number: int
+    position: int
+    matches: list[Match]
+    cluster: int | None
+    cluster_id: str
+    skipped: bool
+    replaces: bool
 
 
 def _cluster_name(cluster: int, backend: InsertBackend, pending: Pending) -> str | None:

@@ -209,6 +209,12 @@ class InsertBackend(Protocol):
         """duplicate_of of an answer with matches: its cluster's oldest live document (a
         backend that finds it only once written fills it in then)."""
 
+    def begin_writing(self, call: Call, pending: Pending) -> bool:
+        """What ``pending`` stores is decided (its answers are not made yet): a backend may
+        begin writing it here, so that the store works while the passages are verified;
+        ``publish`` finishes the writes either way, and is called even where the answers
+        then fail, when this began (True): the store will hold the batch."""
+
     def publish(self, call: Call, pending: Pending | None) -> None:
         """Write the stored documents (``pending``; None: none accepted) and the retries."""
 

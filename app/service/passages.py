@@ -341,13 +341,18 @@ class BatchPassages:
         chrome = asked.host_pages.chrome(asked.keys, np.array(counts, dtype=np.int64))
         return asked.without_chrome(found, self._config.k, chrome)
 
+    def pairs_with_earlier(self, position: int) -> bool:
+        """Whether the document at ``position`` shares a fingerprint with an earlier one of
+        the batch (else ``find`` finds only what it is given from the store). O(1)."""
+        if not len(self._shared.later):  # no two documents of the batch share a fingerprint
+            return False
+        return self._shared.bounds[position] < self._shared.bounds[position + 1]
+
     def _find(self, position: int, simhash: int, stamp: int, near: Collection[str]) -> list[Found]:
         """``find``'s earlier documents of the batch, their passages as verified."""
-        if not len(self._shared.later):  # no two documents of the batch share a fingerprint
+        if not self.pairs_with_earlier(position):
             return []
         start, end = self._shared.bounds[position], self._shared.bounds[position + 1]
-        if start == end:  # shares no fingerprint with an earlier one of the batch
-            return []
         passes = self._passes[start:end]
         if not (near or passes.any()):
             return []

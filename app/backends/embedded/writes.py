@@ -7,6 +7,7 @@ documents out again."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,7 +31,7 @@ from app.service.insert_backend import Call, Pending, SentAgain
 from app.service.passages import CONTAINED, Found, PassageQuery
 from app.service.times import MICROSECONDS
 from app.service.types import PLAIN_INSERT, InsertOptions, InsertResult, NewDocument, Query, Refused
-from app.storage.base import DocumentBatch, Eviction
+from app.storage.base import DocumentBatch, Eviction, Mark
 from app.storage.commit import Commit
 
 # The commits not known durable are pruned of the settled ones past this many.
@@ -165,8 +166,17 @@ class Writes:
             self._apply(insertion)
 
     def _apply(self, insertion: EmbeddedInsert) -> None:
-        """Under the write lock: the pipeline (insert.apply)."""
-        insert.apply(insertion.call, insertion)
+        """Under the write lock: the pipeline (insert.apply). Where it raised after its
+        batch was queued and published (insert.apply publishes what began writing), the
+        batch stays if its commit succeeds, as after a crash, and leaves memory if not:
+        memory never holds what the store does not."""
+        try:
+            insert.apply(insertion.call, insertion)
+        except BaseException:
+            committed, batch = insertion.committed, insertion.batch
+            if committed is not None and batch is not None and committed.exception() is not None:
+                self._parts.remove(batch.rows.tolist())
+            raise
 
     def _undo(self, insertion: EmbeddedInsert) -> None:
         """Its commit failed: take its documents out again."""
@@ -333,13 +343,34 @@ class EmbeddedInsert:
         cluster_id = self._rows.ids[int(self._rows.cluster.array[row])] or stored_id
         return decide.retry_answer(stored_id, cluster_id, self._parts.matcher.methods_holding(row))
 
+    def begin_writing(self, call: Call, pending: Pending) -> bool:
+        """Plain inserts where the retention is still (the default): the batch queued for
+        the group commit now, so that the store writes while the passages are verified
+        and the answers made (10 to 30 us a document with passages on; docs/journal.md,
+        "Issue 42"). A replacement commits in ``publish``, before anything changes in
+        memory; a moving retention's mark commits with its batch, after the publish
+        moved it. O(documents)."""
+        if not len(pending) or pending.replaced or not self._parts.retention.still():
+            return False
+        self.batch = batch = self._batch(call, pending)
+        self.committed = self._queue(batch, None)
+        return True
+
     def publish(self, call: Call, pending: Pending | None) -> None:
         """Replacements commit before anything changes in memory; plain inserts are
         published at once and queued for the next group commit (the answer waits for it
-        after the lock)."""
+        after the lock), where ``begin_writing`` did not queue them already."""
         if pending is not None:
             try:
-                self.batch = self._batch(call, pending)
+                if self.batch is None:
+                    self.batch = self._batch(call, pending)
+                passages = self._parts.matcher.passages
+                if passages is not None:  # their fingerprints, made as they were prepared
+                    for row, position, number in zip(
+                        itertools.count(pending.first), pending.positions, pending.numbers
+                    ):
+                        asked = self._asked[number] if self._asked else self._query_of(position)
+                        passages.prepare(row, asked)
                 self._write(pending.replaced, self.batch)
             finally:
                 self._parts.budget.release(self._granted)
@@ -348,16 +379,19 @@ class EmbeddedInsert:
             # may still wait for its commit): the newest queued commit covers it.
             self.retry_commit = self._commits.last
 
+    def _query_of(self, position: int) -> PassageQuery:
+        """The passage query of a stored document whose answers failed before they were
+        made (``stored_passages`` makes them): from what ``prepare`` made. O(1)."""
+        document, keys = self.call.documents[position], self.call.passage_keys
+        assert keys is not None  # made whenever passages are on
+        return PassageQuery(document.text, keys[position], 0, -1, document.host_key())
+
     def _batch(self, call: Call, pending: Pending) -> DocumentBatch:
         """The stored documents as the store and the indexes take them. O(documents)."""
         positions = pending.positions
         chosen = call.fingerprints.select(call.fingerprint_at[positions])
         keeps_text = self.config.keeps_text
         texts = [call.documents[p].text if keeps_text else None for p in positions]
-        passages = self._parts.matcher.passages
-        if passages is not None:
-            for row, number in enumerate(pending.numbers, pending.first):
-                passages.prepare(row, self._asked[number])
         return DocumentBatch(
             ids=pending.ids,
             rows=np.arange(pending.first, pending.first + len(pending), dtype=np.int64),
@@ -388,33 +422,39 @@ class EmbeddedInsert:
             mark = parts.retention.mark_to_record()
             if mark is not None:
                 parts.store.begin_evict(name, Eviction([], [], mark, self._rows.next_row)).result()
+        elif self.committed is not None:  # queued by begin_writing
+            parts.publish(batch)
+            parts.retention.expire(now)
         elif len(batch):
             # Published at once, so that the next writer of this collection matches
             # against them without waiting for this fsync; the retention mark they moved
-            # commits with them. Kept texts are read from the store once durable; until
-            # then from here.
-            kept = batch.texts is not None
-            if kept:
-                self._rows.texts.hold(batch.rows, batch.text_column())
-            committed = None
-            # Where the retention is still (the default), no mark can move: the commit
-            # is queued first, and the store writes while the indexes take the batch
-            # (10 to 30 us a document with passages on; docs/journal.md, "Issue 42"). A
-            # publish that raised after it would leave them durable and unanswered, as a
-            # crash after the commit does: the next start has them.
-            early = parts.retention.still()
-            try:
-                if early:
-                    committed = parts.store.begin_add_documents(name, batch, None)
+            # commits with them.
+            self.committed = self._queue(batch, parts.retention.mark_to_record, publish=True)
+
+    def _queue(
+        self,
+        batch: DocumentBatch,
+        mark: Callable[[], Mark | None] | None,
+        publish: bool = False,
+    ) -> Commit:
+        """The batch queued for the group commit: its kept texts held (read from the store
+        once durable, from here until then); with ``publish``, published in memory first
+        and the retention expired, so that the ``mark`` it moved commits with it."""
+        parts, name = self._parts, self._parts.name
+        kept = batch.texts is not None
+        if kept:
+            self._rows.texts.hold(batch.rows, batch.text_column())
+        committed = None
+        try:
+            if publish:
                 parts.publish(batch)
-                parts.retention.expire(now)
-                if not early:
-                    committed = parts.store.begin_add_documents(
-                        name, batch, parts.retention.mark_to_record()
-                    )
-            finally:
-                if kept:
-                    self._rows.texts.until(committed)
-            assert committed is not None  # begin_add_documents raised otherwise
-            self.committed = committed
-            self._commits.queued(committed)
+                parts.retention.expire(self._now)
+            committed = parts.store.begin_add_documents(
+                name, batch, None if mark is None else mark()
+            )
+        finally:
+            if kept:
+                self._rows.texts.until(committed)
+        assert committed is not None  # begin_add_documents raised otherwise
+        self._commits.queued(committed)
+        return committed

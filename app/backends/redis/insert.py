@@ -235,6 +235,11 @@ class Insertion:
             document_id, record.cluster_name, self.resolved.retry_methods(record)
         )
 
+    def begin_writing(self, call: Call, pending: Pending) -> bool:
+        """Nothing: the writes are round trips of ``publish``, the clusters' first (a
+        failure before them stores nothing)."""
+        return False
+
     def publish(self, call: Call, pending: Pending | None) -> None:
         """The writes (_write); the retention's count applied after them: the batch was
         matched against the documents held before it and each other."""

@@ -1,0 +1,75 @@
+"""An insert batch is queued for the store as soon as its documents' fates are decided,
+before its passages are verified (EmbeddedInsert.begin_writing). Where the answers then
+fail (a text that cannot be read), memory ends as the store does: the batch stays where
+its commit succeeds, as after a crash, and leaves where it fails; no row is numbered
+twice, and the next insert goes on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.backends.embedded.collection import Collection
+from app.backends.embedded.writes import EmbeddedInsert
+from app.collection_config import CollectionConfig
+from app.errors import StorageUnavailable, UnknownDocument
+from app.service import NewDocument, Query
+from app.storage import MemoryStore
+from app.storage.commit import settled
+from devkit.corpus import english_like_texts
+
+TEXTS = english_like_texts(21, 6, 1500)
+
+
+def _ids_in_memory(collection: Collection, ids: list[str]) -> set[str]:
+    held = set()
+    for document_id in ids:
+        try:
+            collection.get(document_id)
+        except UnknownDocument:
+            continue
+        held.add(document_id)
+    return held
+
+
+@pytest.mark.parametrize("commit_fails", [False, True])
+def test_answers_failing_after_the_batch_was_queued_leave_memory_as_the_store(
+    commit_fails: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore()
+    config = CollectionConfig()
+    store.create_collection("c", config.to_dict())
+    collection = Collection("c", config, store)
+    collection.insert([NewDocument(TEXTS[0], "first")])
+
+    def unreadable(*args: Any) -> Any:
+        raise StorageUnavailable("could not read texts: disk I/O error")
+
+    monkeypatch.setattr(EmbeddedInsert, "stored_passages", unreadable)
+    if commit_fails:
+        monkeypatch.setattr(
+            store, "begin_add_documents", lambda *a: settled(StorageUnavailable("disk full"))
+        )
+    batch = [NewDocument(text, f"d{i}") for i, text in enumerate(TEXTS[1:4])]
+    with pytest.raises(StorageUnavailable):
+        collection.insert(batch)
+    monkeypatch.undo()
+
+    # The reference: what the store holds, as a restart would load it.
+    stored_ids = set(store.load_collection("c").documents.ids)
+    asked = ["first", "d0", "d1", "d2"]
+    assert stored_ids == ({"first"} if commit_fails else set(asked))
+    assert _ids_in_memory(collection, asked) == stored_ids
+    assert collection.stats()["documents"] == len(stored_ids)
+    collection._check()
+
+    # The next insert numbers its row after the batch's and is answered as usual: the
+    # batch's copy is found where the batch stayed.
+    [answer] = collection.insert([NewDocument(TEXTS[1], "again")])
+    assert not isinstance(answer, Exception)
+    assert [m.id for m in answer.matches] == ([] if commit_fails else ["d0"])
+    assert set(store.load_collection("c").documents.ids) == stored_ids | {"again"}
+    found = {m.id for m in collection.search(TEXTS[1], Query(limit=10))}
+    assert found == ({"again"} if commit_fails else {"d0", "again"})
+    collection._check()
