@@ -166,13 +166,15 @@ class Writes:
             self._apply(insertion)
 
     def _apply(self, insertion: EmbeddedInsert) -> None:
-        """Under the write lock: the pipeline (insert.apply). Where it raised after its
-        batch was queued and published (insert.apply publishes what began writing), the
-        batch stays if its commit succeeds, as after a crash, and leaves memory if not:
-        memory never holds what the store does not."""
+        """Under the write lock: the pipeline (insert.apply). Where it raised, the room it
+        reserved is given back; where that was after its batch was queued and published
+        (insert.apply publishes what began writing), the batch stays if its commit
+        succeeds, as after a crash, and leaves memory if not: memory never holds what the
+        store does not."""
         try:
             insert.apply(insertion.call, insertion)
         except BaseException:
+            insertion.release_room()
             committed, batch = insertion.committed, insertion.batch
             if committed is not None and batch is not None and committed.exception() is not None:
                 self._parts.remove(batch.rows.tolist())
@@ -278,6 +280,13 @@ class EmbeddedInsert:
         self._granted = self._parts.budget.reserve(wanted)
         return self._granted, self._granted >= adds
 
+    def release_room(self) -> None:
+        """Give back what ``room`` reserved, once: when the batch is published, or when
+        the call failed before it."""
+        granted, self._granted = self._granted, 0
+        if granted:
+            self._parts.budget.release(granted)
+
     def refusal(self, added: int) -> InsufficientStorage:
         """``added`` documents of the batch are not counted in len(rows) until published."""
         limit = self.config.limits.max_documents
@@ -373,7 +382,7 @@ class EmbeddedInsert:
                         passages.prepare(row, asked)
                 self._write(pending.replaced, self.batch)
             finally:
-                self._parts.budget.release(self._granted)
+                self.release_room()
         if call.retried:
             # A retry answers only once what it found is committed (its first attempt
             # may still wait for its commit): the newest queued commit covers it.
