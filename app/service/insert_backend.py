@@ -165,6 +165,11 @@ class InsertBackend(Protocol):
         a replacement replaces, with ``options.replace``), (position -> what a retry is
         answered from, and whether text and metadata are the same, without it)."""
 
+    def look_up_passages(self, keys: list[npt.NDArray[np.uint64]]) -> None:
+        """Begin looking up the accepted documents' passage fingerprints (each one's),
+        beside the matching that follows, for ``stored_passages`` (a backend whose
+        lookup is a round trip of its own does nothing here)."""
+
     def match(self, fingerprints: Fingerprints, query: Query, exclude: Rows, stamps: Rows) -> Pairs:
         """The visible stored documents matching each fingerprint (``exclude``: the row
         each replaces, -1 for none; ``stamps``: their times, for the match window); its
@@ -182,17 +187,6 @@ class InsertBackend(Protocol):
     def refusal(self, added: int) -> InsufficientStorage:
         """Why a document is refused for room, ``added`` of its batch stored before it."""
 
-    def look_up_passages(self, keys: list[npt.NDArray[np.uint64]]) -> None:
-        """Begin looking up the accepted documents' passage fingerprints (each one's),
-        beside the matching that follows, for ``stored_passages`` (a backend whose
-        lookup is a round trip of its own does nothing here)."""
-
-    def stored_passages(
-        self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
-    ) -> list[list[Found]]:
-        """Per document, the visible stored documents sharing passages with it (only what
-        may be a containment, and its matches)."""
-
     def first_handle(self) -> int:
         """The handle of the first document this call stores (the next follow it)."""
 
@@ -205,15 +199,21 @@ class InsertBackend(Protocol):
     def cluster_name(self, cluster: int) -> str | None:
         """The id naming a stored cluster."""
 
-    def oldest_member(self, position: int, cluster: int, pending: Pending) -> str | None:
-        """duplicate_of of an answer with matches: its cluster's oldest live document (a
-        backend that finds it only once written fills it in then)."""
-
     def begin_writing(self, call: Call, pending: Pending) -> bool:
         """What ``pending`` stores is decided (its answers are not made yet): a backend may
         begin writing it here, so that the store works while the passages are verified;
         ``publish`` finishes the writes either way, and is called even where the answers
         then fail, when this began (True): the store will hold the batch."""
+
+    def stored_passages(
+        self, asked: Sequence[PassageQuery], query: Query, stamps: Rows
+    ) -> list[list[Found]]:
+        """Per document, the visible stored documents sharing passages with it (only what
+        may be a containment, and its matches)."""
+
+    def oldest_member(self, position: int, cluster: int, pending: Pending) -> str | None:
+        """duplicate_of of an answer with matches: its cluster's oldest live document (a
+        backend that finds it only once written fills it in then)."""
 
     def publish(self, call: Call, pending: Pending | None) -> None:
         """Write the stored documents (``pending``; None: none accepted) and the retries."""
