@@ -163,11 +163,7 @@ def _answer_each(
         if shared is not None:
             from_store, batch = shared
             stamp, simhash = int(stamps[number]), int(simhashes[number])
-            found = (  # most documents share nothing: no call made for them
-                batch.find(number, simhash, stamp, {m.id for m in matches}, from_store[number])
-                if from_store[number] or batch.pairs_with_earlier(number)
-                else []
-            )
+            found = batch.find(number, simhash, stamp, {m.id for m in matches}, from_store[number])
             if not skipped:
                 batch.stored(number, document_id, simhash, stamp)
         contains, contained_in = (None, None) if found is None else relations(found, matches)

@@ -330,6 +330,8 @@ class BatchPassages:
         annotate their matches); its host's chrome left out between its host's pages,
         counted over the stored pages and the batch's earlier ones, as if the batch came
         one by one."""
+        if not (from_store or self._pairs_with_earlier(position)):  # most documents
+            return []
         found = self._find(position, simhash, stamp, near) + list(from_store)
         asked = self.queries[position]
         if asked.host == NO_HOST or not found:
@@ -341,16 +343,16 @@ class BatchPassages:
         chrome = asked.host_pages.chrome(asked.keys, np.array(counts, dtype=np.int64))
         return asked.without_chrome(found, self._config.k, chrome)
 
-    def pairs_with_earlier(self, position: int) -> bool:
+    def _pairs_with_earlier(self, position: int) -> bool:
         """Whether the document at ``position`` shares a fingerprint with an earlier one of
-        the batch (else ``find`` finds only what it is given from the store). O(1)."""
+        the batch. O(1)."""
         if not len(self._shared.later):  # no two documents of the batch share a fingerprint
             return False
         return self._shared.bounds[position] < self._shared.bounds[position + 1]
 
     def _find(self, position: int, simhash: int, stamp: int, near: Collection[str]) -> list[Found]:
         """``find``'s earlier documents of the batch, their passages as verified."""
-        if not self.pairs_with_earlier(position):
+        if not self._pairs_with_earlier(position):
             return []
         start, end = self._shared.bounds[position], self._shared.bounds[position + 1]
         passes = self._passes[start:end]

@@ -175,18 +175,22 @@ class Writes:
             insert.apply(insertion.call, insertion)
         except BaseException:
             insertion.release_room()
-            committed, batch = insertion.committed, insertion.batch
-            if committed is not None and batch is not None and committed.exception() is not None:
-                self._parts.remove(batch.rows.tolist())
+            if insertion.committed is not None and insertion.committed.exception() is not None:
+                self._take_out(insertion)
             raise
 
     def _undo(self, insertion: EmbeddedInsert) -> None:
         """Its commit failed: take its documents out again."""
+        with self._write_lock:
+            self._take_out(insertion)
+
+    def _take_out(self, insertion: EmbeddedInsert) -> None:
+        """Under the write lock: the documents of a failed commit out of memory, and the
+        commit out of those a segment waits for."""
         if insertion.batch is not None:
-            with self._write_lock:
-                self._parts.remove(insertion.batch.rows.tolist())
-                if insertion.committed is not None:
-                    self.commits.undone(insertion.committed)
+            self._parts.remove(insertion.batch.rows.tolist())
+            if insertion.committed is not None:
+                self.commits.undone(insertion.committed)
 
     def _settled(self, insertion: EmbeddedInsert) -> list[InsertResult | Refused]:
         """The answers, once every commit they depend on is done (waits for the commit

@@ -76,6 +76,8 @@ def test_answers_failing_after_the_fates_leave_memory_as_the_store(
     assert _ids_in_memory(collection, asked) == stored_ids
     assert collection.stats()["documents"] == len(stored_ids) == budget.total
     assert budget.reserve(100) == 100 - len(stored_ids)  # nothing left reserved by the call
+    # No commit left for a segment to wait on: a failed one's documents are out again.
+    assert collection._writes.commits.unsettled() == []
     budget.release(100 - len(stored_ids))
     collection._check()
 
